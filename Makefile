@@ -1,0 +1,31 @@
+# Set-up and entry points. The README's two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PACKAGES := mokka-core sim-gpu sim-pci sim-cdi sim-imex sim-nvlink sim-fabricmanager sim-ib
+TOX_ENVS := lint,type,$(subst $(eval) ,$(comma),$(PACKAGES)),native
+comma := ,
+
+.PHONY: setup native demo test clean
+
+$(VENV)/.installed: tools/bootstrap-venv.sh $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
+	sh tools/bootstrap-venv.sh $(PYTHON) $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(foreach p,$(PACKAGES),-e packages/$(p)[test]) tox ruff mypy
+	touch $@
+
+setup: $(VENV)/.installed native
+
+native: $(VENV)/.installed
+	@if [ -f native/Makefile ]; then $(MAKE) -C native install PYTHON=$(abspath $(PY)); fi
+
+# Main job on the embedded default: a simulated H100 node.
+demo: setup
+	$(VENV)/bin/mokka show --profile h100
+
+# Every package's tests alone (tox), plus lint, types and the native library against real consumers.
+test: setup
+	$(VENV)/bin/tox run -e $(TOX_ENVS)
+
+clean:
+	rm -rf $(VENV) .tox native/build

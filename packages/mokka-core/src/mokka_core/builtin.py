@@ -1,0 +1,24 @@
+"""The seven built-in profiles, shipped once, inside this package."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from .errors import ConfigError
+from .loader import load_profile_text
+from .profile import Profile
+
+BUILTIN_PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+DEFAULT_PROFILE = "h100"
+
+
+def builtin_text(name: str) -> str:
+    if name not in BUILTIN_PROFILES:
+        raise ConfigError(
+            "--profile", [("", f"unknown profile {name!r}; available profiles: {', '.join(BUILTIN_PROFILES)}")]
+        )
+    return resources.files(__package__).joinpath("profiles", f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def load_builtin(name: str) -> Profile:
+    return load_profile_text(builtin_text(name), f"{name}.yaml")

@@ -1,0 +1,152 @@
+"""The ``mokka`` command: profiles, the resolved node, installed surfaces.
+
+Thin by design: every command parses options, calls into the library and prints.
+A :class:`MokkaError` becomes one clear message on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
+from .errors import MokkaError
+from .loader import load_profile
+from .spec import NodeSpec, surface_settings
+from .state import NodeState
+
+app = typer.Typer(
+    name="mokka",
+    help="Mokka: a driver-level NVIDIA GPU simulator. Real nvidia-smi, pynvml, lspci and lsmod see a "
+    "believable GPU node built from one profile.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
+app.add_typer(profile_app, name="profile")
+
+ProfileOpt = Annotated[
+    Optional[str], typer.Option("--profile", "-p", help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}.")
+]
+ProfileFileOpt = Annotated[
+    Optional[Path], typer.Option("--profile-file", help="A profile YAML file (wins over --profile).")
+]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", "-n", help="GPU count (default: the profile's).")]
+NodeNameOpt = Annotated[
+    Optional[str], typer.Option("--node-name", help="Node name (default: $NODE_NAME or mokka-node).")
+]
+DisableOpt = Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")]
+FailOpt = Annotated[list[str], typer.Option("--fail", help="Surface to stage in its failed form (repeatable).")]
+
+
+@profile_app.command("list")
+def profile_list() -> None:
+    """List the built-in profiles with their GPU, count and description."""
+    for name in BUILTIN_PROFILES:
+        profile = load_builtin(name)
+        count = profile.system.num_devices or len(profile.devices)
+        typer.echo(f"{name:<7} {count:>2} x {profile.device_defaults.name:<24} {profile.description or ''}")
+
+
+@profile_app.command("show")
+def profile_show(name: Annotated[str, typer.Argument(help="Built-in profile name.")]) -> None:
+    """Print a built-in profile's YAML (a starting point for your own: mokka profile show h100 > my.yaml)."""
+    typer.echo(builtin_text(name), nl=False)
+
+
+@profile_app.command("validate")
+def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile YAML files.")]) -> None:
+    """Check profile files; print every problem with file, key path and value. Exit 1 if any is bad."""
+    bad = False
+    for path in files:
+        try:
+            profile = load_profile(path)
+        except MokkaError as exc:
+            typer.echo(str(exc), err=True)
+            bad = True
+            continue
+        typer.echo(f"{path}: ok ({profile.device_defaults.name or 'unnamed GPU'})")
+    if bad:
+        raise typer.Exit(1)
+
+
+@profile_app.command("schema")
+def profile_schema() -> None:
+    """Print the JSON Schema of the profile format (for editor completion and validation)."""
+    from .profile import Profile
+
+    typer.echo(json.dumps(Profile.model_json_schema(), indent=2))
+
+
+@app.command("show")
+def show(
+    profile: ProfileOpt = None,
+    profile_file: ProfileFileOpt = None,
+    gpus: GpusOpt = None,
+    node_name: NodeNameOpt = None,
+    disable: DisableOpt = [],  # noqa: B006 - typer needs a literal default
+    fail: FailOpt = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole node state as JSON.")] = False,
+) -> None:
+    """Resolve a node (profile, count, surfaces) and print what every surface will see."""
+    spec = NodeSpec(
+        profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
+        surfaces=surface_settings(disable, fail),
+    )
+    node = spec.resolve()
+    if as_json:
+        typer.echo(node.model_dump_json(indent=2))
+    else:
+        typer.echo(node_table(node))
+
+
+@app.command("surfaces")
+def surfaces() -> None:
+    """List the surface packages installed in this environment."""
+    from .surface import discover
+
+    for name, surface in discover().items():
+        typer.echo(f"{name:<14} {surface.__module__}.{surface.__qualname__}")
+
+
+def node_table(node: NodeState) -> str:
+    gpu0 = node.gpus[0].config
+    lines = [
+        f"Node {node.node_name}: profile {node.profile_name}, {len(node.gpus)} x {gpu0.name}",
+        f"Driver {node.system.driver_version}, CUDA {node.system.cuda_version_major}.{node.system.cuda_version_minor}",
+        "Surfaces: " + ", ".join(
+            f"{name}={'off' if not s.enabled else s.state}" for name, s in node.surfaces.items()
+        ),
+        "",
+        f"{'GPU':<4}{'UUID':<42}{'Bus Id':<14}{'NUMA':<6}{'Links':<6}{'Memory':>10}  State",
+    ]
+    for gpu in node.gpus:
+        memory = gpu.config.memory.total_bytes // 2**20 if gpu.config.memory else 0
+        numa = "-" if gpu.numa_node is None else str(gpu.numa_node)
+        active = sum(1 for link in gpu.links if link.active)
+        lines.append(
+            f"{gpu.index:<4}{gpu.uuid:<42}{gpu.bus_id:<14}{numa:<6}{active:<6}{memory:>7}MiB  {gpu.failure_mode}"
+        )
+    if node.switches:
+        lines.append(f"NVSwitches: {', '.join(s.bus_id for s in node.switches if s.pci_visible) or 'not PCI-visible'}")
+    if node.hcas:
+        lines.append(f"HCAs: {', '.join(f'{h.name}@{h.bus_id}' for h in node.hcas)}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="mokka: %(message)s")
+    try:
+        app()
+    except MokkaError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(1)
+
+
+__all__ = ["app", "main", "DEFAULT_PROFILE"]

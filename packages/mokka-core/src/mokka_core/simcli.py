@@ -1,0 +1,145 @@
+"""The command line every ``mokka-sim-<name>`` package shares: stage, teardown, serve, check, plan.
+
+Run alone, a surface stages only itself; this is what its container image runs
+(``docker run ... mokka-sim-pci stage``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .builtin import BUILTIN_PROFILES
+from .errors import MokkaError
+from .native import native_dir
+from .spec import NodeSpec
+from .staging import stage_wave, teardown
+from .surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
+
+RootOpt = Annotated[
+    Path, typer.Option("--root", envvar="MOKKA_ROOT", help="Directory the node is staged under ($MOKKA_ROOT).")
+]
+ProfileOpt = Annotated[
+    Optional[str],
+    typer.Option("--profile", "-p", envvar="MOKKA_PROFILE", help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}."),
+]
+ProfileFileOpt = Annotated[
+    Optional[Path], typer.Option("--profile-file", envvar="MOKKA_PROFILE_FILE", help="Profile YAML file.")
+]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", "-n", envvar="MOKKA_GPUS", help="GPU count.")]
+NodeNameOpt = Annotated[Optional[str], typer.Option("--node-name", envvar="NODE_NAME", help="Node name.")]
+FailedOpt = Annotated[bool, typer.Option("--failed", help="Stage this surface in its failed form.")]
+
+
+def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
+    name = surface_cls.name
+    app = typer.Typer(
+        name=f"mokka-sim-{name}",
+        help=f"{summary}\n\nStages only the {name} surface of a simulated GPU node under --root.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    def context(root: Path, profile: str | None, profile_file: Path | None, gpus: int | None,
+                node_name: str | None, failed: bool) -> tuple[Surface, StageContext, NodeSpec]:
+        settings = {name: {"enabled": True, "state": "failed" if failed else "healthy"}}
+        spec = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
+                        surfaces=settings)
+        return surface_cls(), StageContext(root=root, native_dir=native_dir()), spec
+
+    @app.command()
+    def stage(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+        """Stage this surface under --root (all or nothing). Example: mokka-sim-NAME stage --root /tmp/node -p h100"""
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        plan = surface.plan(spec.resolve(), ctx)
+        stage_wave({name: plan}, root)
+        typer.echo(f"{name}: staged {len(plan)} entries under {root}")
+
+    @app.command("teardown")
+    def teardown_cmd(root: RootOpt = Path("/")) -> None:
+        """Remove everything this surface staged under --root, and nothing else."""
+        removed = teardown(root, name)
+        typer.echo(f"{name}: {'removed' if removed else 'nothing staged'} under {root}")
+
+    @app.command()
+    def check(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+        """Compare what is staged under --root with the node state; exit 1 and list problems if they differ."""
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        problems = surface.check(spec.resolve(), ctx)
+        for problem in problems:
+            typer.echo(problem, err=True)
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"{name}: ok")
+
+    @app.command()
+    def plan(profile: ProfileOpt = None, profile_file: ProfileFileOpt = None, gpus: GpusOpt = None,
+             node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+        """Print what stage would create, one entry per line, without touching the disk."""
+        surface, ctx, spec = context(Path("/"), profile, profile_file, gpus, node_name, failed)
+        for entry in surface.plan(spec.resolve(), ctx):
+            typer.echo(describe_entry(entry))
+
+    @app.command()
+    def serve(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+        """Stage, run this surface's long-lived services in the foreground, tear down on SIGTERM/SIGINT."""
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        node = spec.resolve()
+        stage_wave({name: surface.plan(node, ctx)}, root)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        children = [
+            subprocess.Popen(svc.command, env={**os.environ, **svc.environment})
+            for svc in surface.services(node, ctx)
+        ]
+        typer.echo(f"{name}: serving under {root} ({len(children)} service(s)); SIGTERM to stop", err=True)
+        try:
+            while not stop.wait(0.5):
+                if any(child.poll() is not None for child in children):
+                    typer.echo(f"{name}: a service exited; stopping", err=True)
+                    break
+        finally:
+            for child in children:
+                child.terminate()
+            for child in children:
+                child.wait(timeout=10)
+            teardown(root, name)
+            typer.echo(f"{name}: torn down", err=True)
+
+    return app
+
+
+def describe_entry(entry: object) -> str:
+    if isinstance(entry, Dir):
+        return f"dir     /{entry.path}"
+    if isinstance(entry, File):
+        return f"file    /{entry.path} ({len(entry.data())} bytes, {entry.mode:o})"
+    if isinstance(entry, Copy):
+        return f"copy    /{entry.path} <- {entry.source}"
+    if isinstance(entry, Symlink):
+        return f"link    /{entry.path} -> {entry.target}"
+    if isinstance(entry, CharDevice):
+        return f"chardev /{entry.path} {entry.major}:{entry.minor}"
+    return repr(entry)
+
+
+def run(app: typer.Typer) -> None:
+    logging.basicConfig(level=logging.WARNING, format=f"{app.info.name}: %(message)s")
+    try:
+        app()
+    except MokkaError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(1)

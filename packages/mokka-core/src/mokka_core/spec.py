@@ -1,0 +1,58 @@
+"""NodeSpec: where a node's inputs live, and the single place they are read and resolved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .builtin import DEFAULT_PROFILE, load_builtin
+from .errors import ConfigError
+from .loader import load_overlay, load_override, load_profile
+from .overlays import SURFACES
+from .state import Inputs, NodeState, resolve
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What a node is made of.  ``profile`` names a built-in; ``profile_file`` wins over it."""
+
+    profile: str | None = None
+    profile_file: Path | None = None
+    gpus: int | None = None
+    node_name: str | None = None
+    overlay_file: Path | None = None
+    override_file: Path | None = None
+    surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def resolve(self) -> NodeState:
+        if self.profile_file is not None:
+            profile, source = load_profile(self.profile_file), str(self.profile_file)
+        else:
+            name = self.profile or DEFAULT_PROFILE
+            profile, source = load_builtin(name), f"{name}.yaml"
+        overlay = load_overlay(self.overlay_file) if self.overlay_file and self.overlay_file.exists() else None
+        override = load_override(self.override_file) if self.override_file else None
+        return resolve(
+            Inputs(
+                profile=profile,
+                profile_source=source,
+                gpus=self.gpus,
+                node_name=self.node_name,
+                overlay=overlay,
+                override=override,
+                override_source=str(self.override_file),
+                surfaces=self.surfaces,
+            )
+        )
+
+
+def surface_settings(disabled: list[str], failed: list[str]) -> dict[str, dict[str, Any]]:
+    """Turn ``--disable``/``--fail`` options into surface settings, rejecting unknown names."""
+    settings: dict[str, dict[str, Any]] = {}
+    for option, names, update in (("--disable", disabled, {"enabled": False}), ("--fail", failed, {"state": "failed"})):
+        for name in names:
+            if name not in SURFACES:
+                raise ConfigError(option, [("", f"unknown surface {name!r}; surfaces: {', '.join(SURFACES)}")])
+            settings.setdefault(name, {}).update(update)
+    return settings

@@ -1,0 +1,117 @@
+"""The surface plugin interface and discovery of installed surfaces.
+
+A surface turns a :class:`NodeState` into a *plan*: the files, links, directories
+and device nodes it wants under a root.  The plan is pure data; ``staging``
+materialises it all-or-nothing and records what it created so teardown leaves no
+residue.  Long-lived parts are declared as :class:`Service` entries for the node
+daemon to supervise.
+
+Packages register surfaces through the ``mokka.surfaces`` entry-point group::
+
+    [project.entry-points."mokka.surfaces"]
+    pci = "mokka_sim_pci.surface:PciSurface"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import ClassVar, Union
+
+from .state import NodeState
+
+ENTRY_POINT_GROUP = "mokka.surfaces"
+
+
+@dataclass(frozen=True)
+class Dir:
+    path: str
+    mode: int = 0o755
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+    content: bytes | str
+    mode: int = 0o644
+
+    def data(self) -> bytes:
+        return self.content.encode() if isinstance(self.content, str) else self.content
+
+
+@dataclass(frozen=True)
+class Copy:
+    path: str
+    source: Path
+    mode: int | None = None  # None keeps the source's mode
+
+
+@dataclass(frozen=True)
+class Symlink:
+    path: str
+    target: str
+
+
+@dataclass(frozen=True)
+class CharDevice:
+    path: str
+    major: int
+    minor: int
+    mode: int = 0o666
+
+
+Entry = Union[Dir, File, Copy, Symlink, CharDevice]
+
+
+@dataclass(frozen=True)
+class Service:
+    """A long-lived foreground program the node daemon runs under supervisord."""
+
+    name: str
+    command: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Where a surface is staged, and the few facts about this installation a plan may need."""
+
+    root: Path
+    native_dir: Path | None = None  # built mock libraries (libnvidia-ml.so.*), see mokka_core.native
+
+
+class Surface(ABC):
+    """One simulated layer of a GPU node (gpu, pci, cdi, imex, nvlink, fabricmanager, ib)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        """Everything this surface wants under ``ctx.root`` for ``node``; must not touch the disk."""
+
+    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+        return []
+
+    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+        """Problems found in what is staged now (empty list: all good)."""
+        problems = []
+        for entry in self.plan(node, ctx):
+            target = ctx.root / entry.path
+            if not (target.exists() or target.is_symlink()):
+                problems.append(f"{self.name}: missing /{entry.path}")
+            elif isinstance(entry, File) and target.is_file() and target.read_bytes() != entry.data():
+                problems.append(f"{self.name}: /{entry.path} differs from the node state")
+        return problems
+
+
+def discover() -> dict[str, type[Surface]]:
+    """Installed surfaces by name, from the ``mokka.surfaces`` entry points."""
+    found: dict[str, type[Surface]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        surface = ep.load()
+        if not (isinstance(surface, type) and issubclass(surface, Surface)):
+            raise TypeError(f"entry point {ep.name} = {ep.value} is not a mokka_core.surface.Surface")
+        found[ep.name] = surface
+    return dict(sorted(found.items()))

@@ -1,0 +1,1 @@
+"""Test helpers shared by every Mokka package: consumer tools, temporary roots, daemon runners."""

@@ -1,0 +1,98 @@
+"""Staging is all-or-nothing; teardown removes exactly what was staged."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mokka_core.staging import StagingError, stage_wave, staged_surfaces, teardown
+from mokka_core.surface import CharDevice, Dir, File, Symlink
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            out[rel] = os.readlink(path) if path.is_symlink() else ("dir" if path.is_dir() else path.read_bytes().hex())
+    return out
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("host\n")
+    return root
+
+
+def plan_a() -> list:
+    return [
+        Dir("proc/driver/nvidia/gpus"),
+        File("proc/driver/nvidia/version", "NVRM version: 550\n"),
+        Symlink("sys/bus/pci/devices/0000:1b:00.0", "../../../devices/pci0000:00/0000:1b:00.0"),
+        File("etc/mokka.conf", "x=1\n", mode=0o600),
+        CharDevice("dev/nvidia0", 195, 0),
+    ]
+
+
+def test_stage_and_teardown_leave_the_root_as_it_was(root: Path) -> None:
+    before = snapshot(root)
+    stage_wave({"a": plan_a(), "b": [File("sys/bus/pci/drivers/nvidia/bind", "")]}, root)
+    assert (root / "proc/driver/nvidia/version").read_text() == "NVRM version: 550\n"
+    assert os.readlink(root / "sys/bus/pci/devices/0000:1b:00.0").startswith("../../../devices")
+    assert (root / "etc/mokka.conf").stat().st_mode & 0o777 == 0o600
+    assert (root / "dev/nvidia0").exists()
+    assert staged_surfaces(root) == ["a", "b"]
+    assert teardown(root, "a") and teardown(root, "b")
+    assert snapshot(root) == before
+
+
+def test_teardown_in_either_order_removes_shared_directories(root: Path) -> None:
+    before = snapshot(root)
+    stage_wave({"a": [File("sys/x/a", "1")], "b": [File("sys/x/b", "2")]}, root)
+    teardown(root, "b")
+    teardown(root, "a")
+    assert snapshot(root) == before
+
+
+def test_conflict_with_foreign_file_publishes_nothing(root: Path) -> None:
+    before = snapshot(root)
+    with pytest.raises(StagingError, match="etc/hostname already exists and is not Mokka's"):
+        stage_wave({"a": plan_a(), "b": [File("etc/hostname", "evil\n")]}, root)
+    assert snapshot(root) == before
+
+
+def test_unbuildable_entry_publishes_nothing(root: Path, tmp_path: Path) -> None:
+    from mokka_core.surface import Copy
+
+    before = snapshot(root)
+    with pytest.raises(StagingError, match="surface b: cannot build /usr/lib/x"):
+        stage_wave({"a": plan_a(), "b": [Copy("usr/lib/x", tmp_path / "missing.so")]}, root)
+    assert snapshot(root) == before
+
+
+def test_two_surfaces_cannot_claim_one_path(root: Path) -> None:
+    with pytest.raises(StagingError, match="also staged by surface a"):
+        stage_wave({"a": [File("x", "1")], "b": [File("x", "2")]}, root)
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "../outside", "a/../../b", "a//b"])
+def test_paths_must_stay_inside_the_root(root: Path, bad: str) -> None:
+    with pytest.raises(StagingError, match="must be relative"):
+        stage_wave({"a": [File(bad, "x")]}, root)
+
+
+def test_restage_replaces_and_drops(root: Path) -> None:
+    before = snapshot(root)
+    stage_wave({"a": [File("sys/one", "1"), File("sys/two", "2")]}, root)
+    stage_wave({"a": [File("sys/one", "ONE")]}, root)
+    assert (root / "sys/one").read_text() == "ONE"
+    assert not (root / "sys/two").exists()
+    teardown(root, "a")
+    assert snapshot(root) == before
+
+
+def test_teardown_of_unstaged_surface_is_a_no_op(root: Path) -> None:
+    assert teardown(root, "nothing") is False

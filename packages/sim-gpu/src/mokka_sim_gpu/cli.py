@@ -1,0 +1,11 @@
+"""``mokka-sim-gpu``: stage, tear down, serve and check the gpu surface alone."""
+
+from mokka_core.simcli import make_app, run
+
+from .surface import GpuSurface
+
+app = make_app(GpuSurface, "Driver footprint of a simulated NVIDIA GPU node: the mock NVML library chain, /dev/nvidia*, /proc/driver/nvidia and kernel-module state.")
+
+
+def main() -> None:
+    run(app)

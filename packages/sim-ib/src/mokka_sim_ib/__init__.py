@@ -1,0 +1,5 @@
+"""mokka-sim-ib: InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband."""
+
+from .version import __version__
+
+__all__ = ["__version__"]

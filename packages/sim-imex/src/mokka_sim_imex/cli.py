@@ -1,0 +1,11 @@
+"""``mokka-sim-imex``: stage, tear down, serve and check the imex surface alone."""
+
+from mokka_core.simcli import make_app, run
+
+from .surface import ImexSurface
+
+app = make_app(ImexSurface, "IMEX surface of a simulated NVIDIA GPU node: channel devices, capability files and a fake nvidia-imex daemon.")
+
+
+def main() -> None:
+    run(app)

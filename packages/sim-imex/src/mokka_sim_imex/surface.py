@@ -1,0 +1,14 @@
+"""The imex surface: IMEX surface of a simulated NVIDIA GPU node: channel devices, capability files and a fake nvidia-imex daemon."""
+
+from __future__ import annotations
+
+from mokka_core.state import NodeState
+from mokka_core.surface import Entry, StageContext, Surface
+
+
+class ImexSurface(Surface):
+    name = "imex"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        # Registered with the node daemon; rendering lands with its issue.
+        return []

@@ -1,0 +1,5 @@
+"""mokka-sim-pci: PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs under /sys/bus/pci with config space."""
+
+from .version import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,11 @@
+"""``mokka-sim-pci``: stage, tear down, serve and check the pci surface alone."""
+
+from mokka_core.simcli import make_app, run
+
+from .surface import PciSurface
+
+app = make_app(PciSurface, "PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs under /sys/bus/pci with config space.")
+
+
+def main() -> None:
+    run(app)
