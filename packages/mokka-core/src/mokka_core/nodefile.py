@@ -1,0 +1,66 @@
+"""The node file: which NodeSpec a staged root was built from, so later commands need no flags.
+
+``mokka node up`` and ``mokka run`` write ``<root>/var/lib/mokka/node.json``;
+``nvml-mock-ctl``, ``mokka node status`` and re-renders read it back.  Paths
+inside it are absolute; the override and overlay default to the files under the
+root's state directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, MokkaError
+from .paths import NODE_FILE, OVERLAY_FILE, OVERRIDE_FILE
+from .spec import NodeSpec
+
+FORMAT_VERSION = 1
+
+
+def save(root: Path, spec: NodeSpec) -> Path:
+    path = root / NODE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "profile": spec.profile,
+        "profile_file": str(spec.profile_file) if spec.profile_file else None,
+        "gpus": spec.gpus,
+        "node_name": spec.node_name,
+        "overlay_file": str(spec.overlay_file) if spec.overlay_file else None,
+        "override_file": str(spec.override_file) if spec.override_file else None,
+        "surfaces": spec.surfaces,
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".node-", suffix=".tmp")
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out, indent=1)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return path
+
+
+def load(root: Path) -> NodeSpec:
+    path = root / NODE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise MokkaError(
+            f"no simulated node under {root} ({path} is missing); start one with `mokka node up` or `mokka run`,"
+            " or point --root / $MOKKA_ROOT at one"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(str(path), [("", f"unreadable node file: {exc}")]) from None
+    if data.get("version") != FORMAT_VERSION:
+        raise ConfigError(str(path), [("version", f"unsupported node file version, got {data.get('version')!r}")])
+    return NodeSpec(
+        profile=data.get("profile"),
+        profile_file=Path(data["profile_file"]) if data.get("profile_file") else None,
+        gpus=data.get("gpus"),
+        node_name=data.get("node_name"),
+        overlay_file=Path(data["overlay_file"]) if data.get("overlay_file") else root / OVERLAY_FILE,
+        override_file=Path(data["override_file"]) if data.get("override_file") else root / OVERRIDE_FILE,
+        surfaces=data.get("surfaces") or {},
+    )
