@@ -17,6 +17,7 @@ from typing import Any
 from .errors import ConfigError, MokkaError
 from .paths import NODE_FILE, OVERLAY_FILE, OVERRIDE_FILE
 from .spec import NodeSpec
+from .state import DEFAULT_NODE_NAME
 
 FORMAT_VERSION = 1
 
@@ -29,7 +30,7 @@ def save(root: Path, spec: NodeSpec) -> Path:
         "profile": spec.profile,
         "profile_file": str(spec.profile_file) if spec.profile_file else None,
         "gpus": spec.gpus,
-        "node_name": spec.node_name,
+        "node_name": spec.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME,
         "overlay_file": str(spec.overlay_file) if spec.overlay_file else None,
         "override_file": str(spec.override_file) if spec.override_file else None,
         "surfaces": spec.surfaces,
