@@ -1,0 +1,149 @@
+/* Processes, fabric, C2C. */
+#include <stdio.h>
+#include <string.h>
+
+#include "mokka.h"
+
+/* kind: 0 compute, 1 graphics, 2 MPS compute; ver: 1, 2, 3 (nvmlProcessInfo_v1_t / _v2_t / nvmlProcessInfo_t) */
+static nvmlReturn_t procs(nvmlDevice_t device, unsigned int *infoCount, void *infos, unsigned kind, int ver) {
+    DEV(device);
+    NONNULL(infoCount);
+    unsigned n = 0;
+    for (unsigned p = 0; p < D->nproc; p++) n += D->proc[p].pid && D->proc[p].type == kind;
+    if (n == 0) { *infoCount = 0; return NVML_SUCCESS; }
+    if (infos == NULL || *infoCount < n) { *infoCount = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    unsigned k = 0;
+    for (unsigned p = 0; p < D->nproc; p++) {
+        const struct mk_proc *pr = &D->proc[p];
+        if (!pr->pid || pr->type != kind) continue;
+        if (ver == 1) {
+            nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + k;
+            o->pid = pr->pid;
+            o->usedGpuMemory = pr->used_bytes;
+        } else {
+            nvmlProcessInfo_v2_t *o = (nvmlProcessInfo_v2_t *)infos + k;
+            o->pid = pr->pid;
+            o->usedGpuMemory = pr->used_bytes;
+            o->gpuInstanceId = 0xFFFFFFFFu;
+            o->computeInstanceId = 0xFFFFFFFFu;
+        }
+        k++;
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+#define PROC_FN(name, kind, ver, type) \
+    MK_API nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, type *infos) { \
+        return procs(device, infoCount, infos, kind, ver); }
+PROC_FN(nvmlDeviceGetComputeRunningProcesses, 0, 1, nvmlProcessInfo_v1_t)
+PROC_FN(nvmlDeviceGetComputeRunningProcesses_v2, 0, 2, nvmlProcessInfo_v2_t)
+PROC_FN(nvmlDeviceGetComputeRunningProcesses_v3, 0, 3, nvmlProcessInfo_t)
+PROC_FN(nvmlDeviceGetGraphicsRunningProcesses, 1, 1, nvmlProcessInfo_v1_t)
+PROC_FN(nvmlDeviceGetGraphicsRunningProcesses_v2, 1, 2, nvmlProcessInfo_v2_t)
+PROC_FN(nvmlDeviceGetGraphicsRunningProcesses_v3, 1, 3, nvmlProcessInfo_t)
+PROC_FN(nvmlDeviceGetMPSComputeRunningProcesses, 2, 1, nvmlProcessInfo_v1_t)
+PROC_FN(nvmlDeviceGetMPSComputeRunningProcesses_v2, 2, 2, nvmlProcessInfo_v2_t)
+PROC_FN(nvmlDeviceGetMPSComputeRunningProcesses_v3, 2, 3, nvmlProcessInfo_t)
+
+MK_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *pl) {
+    DEV(device);
+    NONNULL(pl);
+    if (pl->version != nvmlProcessDetailList_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned kind;
+    switch (pl->mode) {
+    case 0: kind = 0; break;
+    case 1: kind = 1; break;
+    case 2: kind = 2; break;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    unsigned n = 0;
+    for (unsigned p = 0; p < D->nproc; p++) n += D->proc[p].pid && D->proc[p].type == kind;
+    if (n == 0) { pl->numProcArrayEntries = 0; return NVML_SUCCESS; }
+    if (pl->procArray == NULL || pl->numProcArrayEntries < n) {
+        pl->numProcArrayEntries = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned k = 0;
+    for (unsigned p = 0; p < D->nproc; p++) {
+        const struct mk_proc *pr = &D->proc[p];
+        if (!pr->pid || pr->type != kind) continue;
+        nvmlProcessDetail_v1_t *o = &pl->procArray[k++];
+        o->pid = pr->pid;
+        o->usedGpuMemory = pr->used_bytes;
+        o->gpuInstanceId = 0xFFFFFFFFu;
+        o->computeInstanceId = 0xFFFFFFFFu;
+        o->usedGpuCcProtectedMemory = 0;
+    }
+    pl->numProcArrayEntries = n;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *u,
+                                                   unsigned int *count, unsigned long long lastSeen) {
+    DEV(device);
+    NONNULL(count);
+    unsigned n = D->nproc;
+    if (n == 0) return NVML_ERROR_NOT_FOUND; /* real driver: no samples */
+    if (u == NULL || *count < n) { *count = n; return u == NULL ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE; }
+    unsigned long long now = mk_now_us();
+    for (unsigned p = 0; p < n; p++) {
+        u[p].pid = D->proc[p].pid;
+        u[p].timeStamp = now;
+        u[p].smUtil = D->proc[p].sm_util;
+        u[p].memUtil = D->proc[p].mem_util;
+        u[p].encUtil = D->proc[p].enc_util;
+        u[p].decUtil = D->proc[p].dec_util;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+/* -------------------------------------------------------------- fabric */
+
+static void cluster_uuid(const char *s, unsigned char out[NVML_GPU_FABRIC_UUID_LEN]) {
+    memset(out, 0, NVML_GPU_FABRIC_UUID_LEN);
+    unsigned n = 0;
+    int hi = -1;
+    for (; *s && n < NVML_GPU_FABRIC_UUID_LEN; s++) {
+        int d;
+        if (*s >= '0' && *s <= '9') d = *s - '0';
+        else if (*s >= 'a' && *s <= 'f') d = *s - 'a' + 10;
+        else if (*s >= 'A' && *s <= 'F') d = *s - 'A' + 10;
+        else continue;
+        if (hi < 0) hi = d;
+        else { out[n++] = (unsigned char)(hi << 4 | d); hi = -1; }
+    }
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *f) {
+    DEV(device);
+    NONNULL(f);
+    if (!D->fabric_supported) NOTSUP();
+    cluster_uuid(D->fabric_cluster, f->clusterUuid);
+    f->status = (nvmlReturn_t)D->fabric_status;
+    f->cliqueId = D->fabric_clique;
+    f->state = (nvmlGpuFabricState_t)D->fabric_state;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
+    DEV(device);
+    NONNULL(f);
+    if (f->version != nvmlGpuFabricInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!D->fabric_supported) NOTSUP();
+    cluster_uuid(D->fabric_cluster, f->clusterUuid);
+    f->status = (nvmlReturn_t)D->fabric_status;
+    f->cliqueId = D->fabric_clique;
+    f->state = (nvmlGpuFabricState_t)D->fabric_state;
+    f->healthMask = D->fabric_health;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c) {
+    DEV(device);
+    NONNULL(c);
+    if (!D->c2c_supported) NOTSUP();
+    c->isC2cEnabled = D->c2c_enabled;
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,209 @@
+/* Mokka mock NVML: internal definitions (never exported). */
+#ifndef MOKKA_H
+#define MOKKA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <time.h>
+#include "nvml.h"
+
+#define MK_API __attribute__((visibility("default")))
+#define MK_HIDDEN __attribute__((visibility("hidden")))
+
+#define MK_MAX_DEVICES 256   /* per snapshot */
+#define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS */
+#define MK_MAX_PROCS 32      /* per device */
+#define MK_MAX_EVENTS 256    /* per snapshot */
+#define MK_CPUSET_WORDS 16   /* 1024 CPUs */
+#define MK_STATE_MAGIC "mokka-nvml-state 1"
+#define MK_MAX_FILE (16u << 20)
+
+/* --- snapshot model (filled only through the descriptor tables in state.c) --- */
+
+struct mk_link {
+    uint32_t state;           /* 1 active */
+    uint32_t remote_type;     /* nvmlIntNvLinkDeviceType_t: 0 GPU, 1 IBMNPU, 2 SWITCH, 255 unknown */
+    char remote_bus_id[32];   /* "00000000:1B:00.0"; switch: "FFFFFFFF:FF:FF.0" */
+    uint32_t remote_device_id;/* PCI device id of the remote end (combined) */
+    uint32_t version;         /* 0 = device default */
+    uint64_t err_replay, err_recovery, err_crc_flit, err_crc_data, err_ecc;
+    uint64_t tx_bytes, rx_bytes;
+};
+
+struct mk_proc {
+    uint32_t pid;
+    uint32_t type;            /* 0 compute, 1 graphics, 2 MPS compute */
+    uint64_t used_bytes;
+    uint32_t sm_util, mem_util, enc_util, dec_util;
+    char name[128];
+};
+
+struct mk_event {
+    uint64_t seq;             /* strictly increasing within the file, > 0 */
+    uint32_t device;          /* device index */
+    uint64_t type;            /* nvmlEventType bit, default 8 (XID critical) */
+    uint64_t data;            /* Xid code */
+};
+
+struct mk_device {
+    uint32_t present;         /* set when any device.<i> key was seen */
+    /* identity */
+    char name[96], uuid[96], serial[32], board_part_number[32], vbios[32];
+    char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
+    int32_t brand, architecture, cc_major, cc_minor;
+    uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;
+    int32_t lost;             /* 1: GPU_IS_LOST for everything on this device */
+    /* pci */
+    char bus_id[32];
+    uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
+    uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
+    uint32_t pcie_replay, pcie_tx_kbps, pcie_rx_kbps;
+    /* derived at parse time from bus_id */
+    uint32_t pci_domain, pci_bus, pci_dev, pci_func;
+    /* memory */
+    uint64_t mem_total, mem_reserved, mem_used, bar1_total, bar1_used;
+    uint32_t mem_bus_width;
+    /* thermal: 0 = not supported */
+    uint32_t temp_gpu, temp_memory, temp_shutdown, temp_slowdown, temp_mem_max, temp_gpu_max;
+    uint32_t temp_tlimit;     /* 1: report T.Limit fields (Ada+) */
+    /* power */
+    uint32_t power_supported, power_usage, power_limit, power_enforced, power_default;
+    uint32_t power_min, power_max, power_mode;
+    uint64_t energy_mj;
+    /* fan */
+    uint32_t fan_count, fan_speed;
+    /* clocks (MHz): [graphics, sm, mem, video] */
+    uint32_t clk_cur[4], clk_max[4], clk_app[4], clk_default_app[4], clk_boost[4];
+    int32_t auto_boost;       /* -1 not supported */
+    uint64_t throttle_reasons, supported_throttle_reasons;
+    uint64_t viol_power_ns, viol_thermal_ns, viol_sync_boost_ns;
+    /* perf/util */
+    uint32_t pstate, util_gpu, util_mem, util_enc, util_dec, util_jpg, util_ofa;
+    uint32_t enc_sessions, enc_fps, enc_latency, fbc_sessions, fbc_fps, fbc_latency;
+    /* ecc: [vol|agg][sbe|dbe][l1,l2,dram,reg,tex,cbu,sram] */
+    int32_t ecc_supported;
+    uint32_t ecc_current, ecc_pending, ecc_default;
+    uint64_t ecc[2][2][7];
+    uint32_t sram_threshold;
+    /* retired pages / remapped rows */
+    uint32_t retired_supported, retired_sbe, retired_dbe, retired_pending;
+    uint32_t remap_supported, remap_cor, remap_unc, remap_pending, remap_failure;
+    uint32_t remap_hist[5];   /* max high partial low none */
+    /* modes */
+    uint32_t persistence, compute_mode, display_mode, display_active, accounting, accounting_buffer;
+    uint32_t virt_mode;
+    int32_t host_vgpu_mode, driver_model, gom_current, gom_pending;
+    uint32_t gsp_mode, gsp_default_mode;
+    char gsp_version[32];
+    int32_t mig_current, mig_pending;  /* -1 = not supported */
+    uint32_t mig_max;
+    /* fabric / c2c */
+    uint32_t fabric_supported, fabric_clique, fabric_state, fabric_status, fabric_health;
+    char fabric_cluster[48];
+    uint32_t c2c_supported, c2c_enabled;
+    /* topology / affinity */
+    int32_t numa_node;        /* -1 not supported */
+    uint64_t cpuset[MK_CPUSET_WORDS];
+    uint32_t cpuset_set;
+    uint8_t topo_level[MK_MAX_DEVICES];   /* nvmlGpuTopologyLevel_t / 10 per peer */
+    uint32_t topo_level_n;
+    uint8_t topo_nvlink[MK_MAX_DEVICES];  /* NV# links per peer */
+    uint32_t topo_nvlink_n;
+    /* nvlink */
+    uint32_t nvlink_count, nvlink_version, nvlink_speed_mbps, nvswitch_links;
+    struct mk_link link[MK_MAX_LINKS];
+    /* processes */
+    uint32_t nproc;
+    struct mk_proc proc[MK_MAX_PROCS];
+};
+
+struct mk_snap {
+    char driver_version[80], nvml_version[80];
+    uint32_t cuda_version;    /* 12040 */
+    uint32_t init_error;      /* nvmlReturn_t returned by nvmlInit* (0 ok) */
+    uint32_t declared_count;  /* system.device_count */
+    uint32_t ndev;
+    struct mk_device *dev;    /* ndev entries */
+    uint32_t nevent;
+    struct mk_event event[MK_MAX_EVENTS];
+    uint64_t max_seq;
+    /* bookkeeping */
+    struct mk_snap *retired_next;
+    uint64_t retired_at;
+};
+
+/* handle: a small, stable, dereferenceable allocation per index */
+struct nvmlDevice_st {
+    uint32_t magic;
+    uint32_t index;
+    uint64_t reserved[2];
+};
+#define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
+
+/* --- state.c --- */
+int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen);
+void mk_snap_free(struct mk_snap *s);
+MK_HIDDEN extern _Atomic(struct mk_snap *) mk_g_snap;
+MK_HIDDEN extern _Atomic uint64_t mk_g_next_check;
+void mk_refresh_slow(uint64_t now, int force);
+const char *mk_state_path(void);
+
+static inline uint64_t mk_now_coarse(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static inline struct mk_snap *mk_snapshot(void) {
+    uint64_t now = mk_now_coarse();
+    if (__builtin_expect(now >= atomic_load_explicit(&mk_g_next_check, memory_order_relaxed), 0))
+        mk_refresh_slow(now, 0);
+    return atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+}
+
+/* --- core.c --- */
+MK_HIDDEN extern _Atomic int mk_g_refcount;
+MK_HIDDEN extern int mk_g_debug;
+MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
+void mk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mk_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mk_stub_called(const char *name);
+nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
+
+static inline nvmlDevice_t mk_handle(uint32_t idx) { return &mk_g_handles[idx]; }
+
+/* Resolve a handle: init check, handle check, lost check. */
+static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
+    if (__builtin_expect(atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0, 0))
+        return NVML_ERROR_UNINITIALIZED;
+    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_handles;
+    if (__builtin_expect(h == NULL || off % sizeof(struct nvmlDevice_st) != 0 ||
+                         off / sizeof(struct nvmlDevice_st) >= MK_MAX_DEVICES, 0))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct mk_snap *S = mk_snapshot();
+    uint32_t i = h->index;
+    if (__builtin_expect(S == NULL || i >= S->ndev, 0))
+        return NVML_ERROR_GPU_IS_LOST;
+    struct mk_device *D = &S->dev[i];
+    if (__builtin_expect(D->lost != 0, 0))
+        return NVML_ERROR_GPU_IS_LOST;
+    *s = S;
+    *d = D;
+    return NVML_SUCCESS;
+}
+
+#define DEV(h)                                         \
+    struct mk_snap *S; struct mk_device *D;            \
+    do { nvmlReturn_t r_ = mk_dev((h), &S, &D);        \
+         if (r_ != NVML_SUCCESS) return r_; } while (0); \
+    (void)S
+#define NONNULL(p) do { if ((p) == NULL) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
+#define NOTSUP() return NVML_ERROR_NOT_SUPPORTED
+
+/* misc */
+int mk_bus_match(const char *query, const struct mk_device *d);
+uint64_t mk_now_us(void);
+void mk_pci_fill(const struct mk_device *d, nvmlPciInfo_t *p, size_t upto);
+const void *mk_export_table(void);
+
+#endif

@@ -1,0 +1,568 @@
+/* State file reader: framing, descriptor-table parser, snapshot publication.
+ *
+ * Format (documented in native/README.md):
+ *   mokka-nvml-state 1
+ *   key=value            (one per line; '#' comments and empty lines allowed)
+ *   end
+ * Keys: system.<k>, device.<i>.<k>, device.<i>.nvlink.<l>.<k>,
+ *       device.<i>.process.<p>.<k>, event.<n>.<k>.  Unknown keys are ignored,
+ * malformed lines reject the whole file.  Values are decoded by a table of
+ * {key, type, offset} descriptors; there is no per-key code.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mokka.h"
+
+enum { T_U32, T_I32, T_U64, T_STR, T_U8LIST, T_CPUSET };
+
+struct desc {
+    const char *key;
+    uint8_t type;
+    uint32_t off;
+    uint32_t size;   /* T_STR: buffer size; T_U8LIST: max entries */
+    uint32_t aux;    /* T_U8LIST: offset of the count field; T_CPUSET: offset of the "set" flag */
+};
+
+#define SU32(k, f) {k, T_U32, offsetof(struct mk_snap, f), 0, 0}
+#define SSTR(k, f) {k, T_STR, offsetof(struct mk_snap, f), sizeof(((struct mk_snap *)0)->f), 0}
+#define DU32(k, f) {k, T_U32, offsetof(struct mk_device, f), 0, 0}
+#define DI32(k, f) {k, T_I32, offsetof(struct mk_device, f), 0, 0}
+#define DU64(k, f) {k, T_U64, offsetof(struct mk_device, f), 0, 0}
+#define DSTR(k, f) {k, T_STR, offsetof(struct mk_device, f), sizeof(((struct mk_device *)0)->f), 0}
+#define DLST(k, f, n) {k, T_U8LIST, offsetof(struct mk_device, f), MK_MAX_DEVICES, offsetof(struct mk_device, n)}
+#define LU32(k, f) {k, T_U32, offsetof(struct mk_link, f), 0, 0}
+#define LU64(k, f) {k, T_U64, offsetof(struct mk_link, f), 0, 0}
+#define LSTR(k, f) {k, T_STR, offsetof(struct mk_link, f), sizeof(((struct mk_link *)0)->f), 0}
+#define PU32(k, f) {k, T_U32, offsetof(struct mk_proc, f), 0, 0}
+#define PU64(k, f) {k, T_U64, offsetof(struct mk_proc, f), 0, 0}
+#define PSTR(k, f) {k, T_STR, offsetof(struct mk_proc, f), sizeof(((struct mk_proc *)0)->f), 0}
+#define EU32(k, f) {k, T_U32, offsetof(struct mk_event, f), 0, 0}
+#define EU64(k, f) {k, T_U64, offsetof(struct mk_event, f), 0, 0}
+
+#define CLK(name, i) \
+    DU32("clock." name ".current", clk_cur[i]), DU32("clock." name ".max", clk_max[i]), \
+    DU32("clock." name ".app", clk_app[i]), DU32("clock." name ".default_app", clk_default_app[i]), \
+    DU32("clock." name ".boost_max", clk_boost[i])
+#define ECC1(v, vi, t, ti) \
+    DU64("ecc." v "." t ".l1", ecc[vi][ti][0]), DU64("ecc." v "." t ".l2", ecc[vi][ti][1]), \
+    DU64("ecc." v "." t ".dram", ecc[vi][ti][2]), DU64("ecc." v "." t ".register", ecc[vi][ti][3]), \
+    DU64("ecc." v "." t ".texture", ecc[vi][ti][4]), DU64("ecc." v "." t ".cbu", ecc[vi][ti][5]), \
+    DU64("ecc." v "." t ".sram", ecc[vi][ti][6])
+
+static struct desc sys_desc[] = {
+    SSTR("driver_version", driver_version),
+    SSTR("nvml_version", nvml_version),
+    SU32("cuda_version", cuda_version),
+    SU32("init_error", init_error),
+    SU32("device_count", declared_count),
+};
+
+static struct desc dev_desc[] = {
+    DSTR("name", name), DSTR("uuid", uuid), DSTR("serial", serial),
+    DSTR("board_part_number", board_part_number), DSTR("vbios_version", vbios),
+    DSTR("inforom.image", inforom_image), DSTR("inforom.oem", inforom_oem),
+    DSTR("inforom.ecc", inforom_ecc), DSTR("inforom.power", inforom_power),
+    DI32("brand", brand), DI32("architecture", architecture),
+    DI32("cuda_cc_major", cc_major), DI32("cuda_cc_minor", cc_minor),
+    DU32("minor_number", minor_number), DU32("board_id", board_id),
+    DU32("multi_gpu_board", multi_gpu_board), DU32("module_id", module_id),
+    DU32("num_gpu_cores", num_cores), DI32("lost", lost),
+    DSTR("pci.bus_id", bus_id), DU32("pci.device_id", pci_device_id),
+    DU32("pci.subsystem_id", pci_subsystem_id), DU32("pci.base_class", pci_base_class),
+    DU32("pci.sub_class", pci_sub_class),
+    DU32("pcie.max_gen", pcie_max_gen), DU32("pcie.gpu_max_gen", pcie_gpu_max_gen),
+    DU32("pcie.current_gen", pcie_cur_gen), DU32("pcie.max_width", pcie_max_width),
+    DU32("pcie.current_width", pcie_cur_width), DU32("pcie.replay_counter", pcie_replay),
+    DU32("pcie.tx_kbps", pcie_tx_kbps), DU32("pcie.rx_kbps", pcie_rx_kbps),
+    DU64("memory.total", mem_total), DU64("memory.reserved", mem_reserved),
+    DU64("memory.used", mem_used), DU32("memory.bus_width", mem_bus_width),
+    DU64("bar1.total", bar1_total), DU64("bar1.used", bar1_used),
+    DU32("temperature.gpu", temp_gpu), DU32("temperature.memory", temp_memory),
+    DU32("temperature.shutdown", temp_shutdown), DU32("temperature.slowdown", temp_slowdown),
+    DU32("temperature.mem_max", temp_mem_max), DU32("temperature.gpu_max", temp_gpu_max),
+    DU32("temperature.tlimit", temp_tlimit),
+    DU32("power.supported", power_supported), DU32("power.usage_mw", power_usage),
+    DU32("power.limit_mw", power_limit), DU32("power.enforced_limit_mw", power_enforced),
+    DU32("power.default_limit_mw", power_default), DU32("power.min_limit_mw", power_min),
+    DU32("power.max_limit_mw", power_max), DU32("power.management_mode", power_mode),
+    DU64("power.energy_mj", energy_mj),
+    DU32("fan.count", fan_count), DU32("fan.speed", fan_speed),
+    CLK("graphics", 0), CLK("sm", 1), CLK("memory", 2), CLK("video", 3),
+    DI32("clock.auto_boost", auto_boost),
+    DU64("clock.event_reasons", throttle_reasons),
+    DU64("clock.supported_event_reasons", supported_throttle_reasons),
+    DU64("violation.power_ns", viol_power_ns), DU64("violation.thermal_ns", viol_thermal_ns),
+    DU64("violation.sync_boost_ns", viol_sync_boost_ns),
+    DU32("pstate", pstate),
+    DU32("utilization.gpu", util_gpu), DU32("utilization.memory", util_mem),
+    DU32("utilization.encoder", util_enc), DU32("utilization.decoder", util_dec),
+    DU32("utilization.jpeg", util_jpg), DU32("utilization.ofa", util_ofa),
+    DU32("encoder.sessions", enc_sessions), DU32("encoder.fps", enc_fps),
+    DU32("encoder.latency_us", enc_latency),
+    DU32("fbc.sessions", fbc_sessions), DU32("fbc.fps", fbc_fps), DU32("fbc.latency_us", fbc_latency),
+    DI32("ecc.supported", ecc_supported), DU32("ecc.current", ecc_current),
+    DU32("ecc.pending", ecc_pending), DU32("ecc.default", ecc_default),
+    ECC1("volatile", 0, "corrected", 0), ECC1("volatile", 0, "uncorrected", 1),
+    ECC1("aggregate", 1, "corrected", 0), ECC1("aggregate", 1, "uncorrected", 1),
+    DU32("ecc.sram_threshold_exceeded", sram_threshold),
+    DU32("retired_pages.supported", retired_supported), DU32("retired_pages.sbe", retired_sbe),
+    DU32("retired_pages.dbe", retired_dbe), DU32("retired_pages.pending", retired_pending),
+    DU32("remapped_rows.supported", remap_supported), DU32("remapped_rows.correctable", remap_cor),
+    DU32("remapped_rows.uncorrectable", remap_unc), DU32("remapped_rows.pending", remap_pending),
+    DU32("remapped_rows.failure", remap_failure),
+    DU32("remapped_rows.histogram.max", remap_hist[0]), DU32("remapped_rows.histogram.high", remap_hist[1]),
+    DU32("remapped_rows.histogram.partial", remap_hist[2]), DU32("remapped_rows.histogram.low", remap_hist[3]),
+    DU32("remapped_rows.histogram.none", remap_hist[4]),
+    DU32("persistence_mode", persistence), DU32("compute_mode", compute_mode),
+    DU32("display_mode", display_mode), DU32("display_active", display_active),
+    DU32("accounting_mode", accounting), DU32("accounting_buffer_size", accounting_buffer),
+    DU32("virtualization_mode", virt_mode), DI32("host_vgpu_mode", host_vgpu_mode),
+    DI32("driver_model", driver_model), DI32("gpu_operation_mode.current", gom_current),
+    DI32("gpu_operation_mode.pending", gom_pending),
+    DU32("gsp.mode", gsp_mode), DU32("gsp.default_mode", gsp_default_mode), DSTR("gsp.version", gsp_version),
+    DI32("mig.current", mig_current), DI32("mig.pending", mig_pending), DU32("mig.max_devices", mig_max),
+    DU32("fabric.supported", fabric_supported), DSTR("fabric.cluster_uuid", fabric_cluster),
+    DU32("fabric.clique_id", fabric_clique), DU32("fabric.state", fabric_state),
+    DU32("fabric.status", fabric_status), DU32("fabric.health_mask", fabric_health),
+    DU32("c2c.supported", c2c_supported), DU32("c2c.enabled", c2c_enabled),
+    DI32("numa_node", numa_node),
+    {"cpu_affinity", T_CPUSET, offsetof(struct mk_device, cpuset), 0, offsetof(struct mk_device, cpuset_set)},
+    DLST("topology.levels", topo_level, topo_level_n),
+    DLST("topology.nvlinks", topo_nvlink, topo_nvlink_n),
+    DU32("nvlink.count", nvlink_count), DU32("nvlink.version", nvlink_version),
+    DU32("nvlink.speed_mbps", nvlink_speed_mbps), DU32("nvlink.nvswitch_links", nvswitch_links),
+};
+
+static struct desc link_desc[] = {
+    LU32("state", state), LU32("remote_type", remote_type), LSTR("remote_bus_id", remote_bus_id),
+    LU32("remote_device_id", remote_device_id), LU32("version", version),
+    LU64("errors.replay", err_replay), LU64("errors.recovery", err_recovery),
+    LU64("errors.crc_flit", err_crc_flit), LU64("errors.crc_data", err_crc_data),
+    LU64("errors.ecc", err_ecc), LU64("tx_bytes", tx_bytes), LU64("rx_bytes", rx_bytes),
+};
+
+static struct desc proc_desc[] = {
+    PU32("pid", pid), PU32("type", type), PU64("used_bytes", used_bytes),
+    PU32("sm_util", sm_util), PU32("mem_util", mem_util), PU32("enc_util", enc_util),
+    PU32("dec_util", dec_util), PSTR("name", name),
+};
+
+static struct desc event_desc[] = {
+    EU64("seq", seq), EU32("device", device), EU64("type", type), EU64("data", data),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static int desc_cmp(const void *a, const void *b) {
+    return strcmp(((const struct desc *)a)->key, ((const struct desc *)b)->key);
+}
+static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
+static void sort_tables(void) {
+    qsort(sys_desc, N(sys_desc), sizeof(struct desc), desc_cmp);
+    qsort(dev_desc, N(dev_desc), sizeof(struct desc), desc_cmp);
+    qsort(link_desc, N(link_desc), sizeof(struct desc), desc_cmp);
+    qsort(proc_desc, N(proc_desc), sizeof(struct desc), desc_cmp);
+    qsort(event_desc, N(event_desc), sizeof(struct desc), desc_cmp);
+}
+
+static const struct desc *lookup(const struct desc *t, size_t n, const char *key, size_t klen) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strncmp(t[mid].key, key, klen);
+        if (c == 0 && t[mid].key[klen] != '\0') c = 1;
+        if (c == 0) return &t[mid];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
+}
+
+/* parse unsigned decimal or 0x hex; whole string must be consumed */
+static int parse_u64(const char *v, size_t len, uint64_t *out) {
+    uint64_t x = 0;
+    size_t i = 0;
+    if (len == 0) return -1;
+    if (len > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+        if (len > 18) return -1;
+        for (i = 2; i < len; i++) {
+            char c = v[i];
+            int d;
+            if (c >= '0' && c <= '9') d = c - '0';
+            else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+            else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+            else return -1;
+            x = (x << 4) | (uint64_t)d;
+        }
+    } else {
+        if (len > 20) return -1;
+        for (i = 0; i < len; i++) {
+            if (v[i] < '0' || v[i] > '9') return -1;
+            uint64_t d = (uint64_t)(v[i] - '0');
+            if (x > (UINT64_MAX - d) / 10) return -1;
+            x = x * 10 + d;
+        }
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_cpuset(const char *v, size_t len, uint64_t *set) {
+    memset(set, 0, sizeof(uint64_t) * MK_CPUSET_WORDS);
+    size_t i = 0;
+    if (len == 0) return 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && v[j] != ',') j++;
+        size_t dash = i;
+        while (dash < j && v[dash] != '-') dash++;
+        uint64_t a, b;
+        if (parse_u64(v + i, dash - i, &a)) return -1;
+        if (dash < j) { if (parse_u64(v + dash + 1, j - dash - 1, &b)) return -1; }
+        else b = a;
+        if (a > b || b >= MK_CPUSET_WORDS * 64) return -1;
+        for (uint64_t c = a; c <= b; c++) set[c / 64] |= 1ull << (c % 64);
+        i = j + 1;
+    }
+    return 0;
+}
+
+static int store(void *base, const struct desc *d, const char *v, size_t len) {
+    char *p = (char *)base + d->off;
+    uint64_t x;
+    switch (d->type) {
+    case T_U32:
+        if (parse_u64(v, len, &x) || x > UINT32_MAX) return -1;
+        *(uint32_t *)p = (uint32_t)x;
+        return 0;
+    case T_I32: {
+        int neg = len > 0 && v[0] == '-';
+        if (parse_u64(v + neg, len - (size_t)neg, &x) || x > (neg ? 2147483648ull : 2147483647ull)) return -1;
+        *(int32_t *)p = neg ? (int32_t)(-(int64_t)x) : (int32_t)x;
+        return 0;
+    }
+    case T_U64:
+        if (parse_u64(v, len, &x)) return -1;
+        *(uint64_t *)p = x;
+        return 0;
+    case T_STR:
+        if (len >= d->size) return -1;
+        memcpy(p, v, len);
+        p[len] = '\0';
+        return 0;
+    case T_U8LIST: {
+        uint8_t *arr = (uint8_t *)p;
+        uint32_t n = 0;
+        size_t i = 0;
+        if (len > 0) {
+            while (i <= len) {
+                size_t j = i;
+                while (j < len && v[j] != ',') j++;
+                if (n >= d->size || parse_u64(v + i, j - i, &x) || x > 255) return -1;
+                arr[n++] = (uint8_t)x;
+                i = j + 1;
+            }
+        }
+        *(uint32_t *)((char *)base + d->aux) = n;
+        return 0;
+    }
+    case T_CPUSET:
+        if (parse_cpuset(v, len, (uint64_t *)p)) return -1;
+        *(uint32_t *)((char *)base + d->aux) = 1;
+        return 0;
+    }
+    return -1;
+}
+
+static void device_defaults(struct mk_device *d) {
+    memset(d, 0, sizeof(*d));
+    d->mig_current = d->mig_pending = -1;
+    d->numa_node = -1;
+    d->auto_boost = -1;
+    d->host_vgpu_mode = -1;
+    d->driver_model = -1;
+    d->gom_current = d->gom_pending = -1;
+    d->ecc_supported = 1;
+    d->accounting_buffer = 4000;
+    d->brand = NVML_BRAND_NVIDIA;
+    d->pci_base_class = 3;
+    d->pci_sub_class = 2;
+    d->pstate = 0;
+    d->gsp_mode = d->gsp_default_mode = 1;
+}
+
+void mk_snap_free(struct mk_snap *s) {
+    if (!s) return;
+    free(s->dev);
+    free(s);
+}
+
+/* read a small unsigned index followed by '.' */
+static const char *read_index(const char *k, const char *end, uint32_t *idx) {
+    uint64_t x = 0;
+    const char *p = k;
+    while (p < end && *p >= '0' && *p <= '9') {
+        x = x * 10 + (uint64_t)(*p - '0');
+        if (x > 1000000) return NULL;
+        p++;
+    }
+    if (p == k || p >= end || *p != '.' || (p - k > 1 && k[0] == '0')) return NULL;
+    *idx = (uint32_t)x;
+    return p + 1;
+}
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {
+    pthread_once(&sort_once, sort_tables);
+    struct mk_snap *s = calloc(1, sizeof(*s));
+    uint32_t cap = 0;
+    size_t pos = 0;
+    unsigned lineno = 0;
+    int seen_end = 0;
+    if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
+    s->cuda_version = 12040;
+
+    while (pos < len) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        lineno++;
+        if (memchr(line, '\0', ll)) FAIL("line %u: NUL byte", lineno);
+        if (lineno == 1) {
+            if (ll != sizeof(MK_STATE_MAGIC) - 1 || memcmp(line, MK_STATE_MAGIC, ll) != 0)
+                FAIL("line 1: expected '%s'", MK_STATE_MAGIC);
+            continue;
+        }
+        if (seen_end) FAIL("line %u: content after 'end'", lineno);
+        if (ll == 0 || line[0] == '#') continue;
+        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
+        const char *eq = memchr(line, '=', ll);
+        if (!eq || eq == line) FAIL("line %u: expected key=value", lineno);
+        const char *k = line, *kend = eq, *v = eq + 1;
+        size_t vlen = ll - (size_t)(v - line);
+        for (const char *c = k; c < kend; c++) {
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '.'))
+                FAIL("line %u: bad character in key", lineno);
+        }
+        size_t klen = (size_t)(kend - k);
+        void *base = NULL;
+        const struct desc *d = NULL;
+        if (klen > 7 && memcmp(k, "system.", 7) == 0) {
+            base = s;
+            d = lookup(sys_desc, N(sys_desc), k + 7, klen - 7);
+        } else if (klen > 7 && memcmp(k, "device.", 7) == 0) {
+            uint32_t idx;
+            const char *r = read_index(k + 7, kend, &idx);
+            if (!r) FAIL("line %u: bad device index", lineno);
+            if (idx >= MK_MAX_DEVICES) FAIL("line %u: device index %u >= %u", lineno, idx, MK_MAX_DEVICES);
+            if (idx >= cap) {
+                uint32_t ncap = cap ? cap : 8;
+                while (ncap <= idx) ncap *= 2;
+                if (ncap > MK_MAX_DEVICES) ncap = MK_MAX_DEVICES;
+                struct mk_device *nd = realloc(s->dev, sizeof(struct mk_device) * ncap);
+                if (!nd) FAIL("out of memory");
+                for (uint32_t i = cap; i < ncap; i++) device_defaults(&nd[i]);
+                s->dev = nd;
+                cap = ncap;
+            }
+            struct mk_device *dv = &s->dev[idx];
+            dv->present = 1;
+            if (idx + 1 > s->ndev) s->ndev = idx + 1;
+            size_t rl = (size_t)(kend - r);
+            uint32_t sub;
+            const char *r2;
+            if (rl > 7 && memcmp(r, "nvlink.", 7) == 0 && r[7] >= '0' && r[7] <= '9') {
+                r2 = read_index(r + 7, kend, &sub);
+                if (!r2 || sub >= MK_MAX_LINKS) FAIL("line %u: bad nvlink index", lineno);
+                base = &dv->link[sub];
+                d = lookup(link_desc, N(link_desc), r2, (size_t)(kend - r2));
+            } else if (rl > 8 && memcmp(r, "process.", 8) == 0) {
+                r2 = read_index(r + 8, kend, &sub);
+                if (!r2 || sub >= MK_MAX_PROCS) FAIL("line %u: bad process index", lineno);
+                if (sub + 1 > dv->nproc) dv->nproc = sub + 1;
+                base = &dv->proc[sub];
+                d = lookup(proc_desc, N(proc_desc), r2, (size_t)(kend - r2));
+            } else {
+                base = dv;
+                d = lookup(dev_desc, N(dev_desc), r, rl);
+            }
+        } else if (klen > 6 && memcmp(k, "event.", 6) == 0) {
+            uint32_t idx;
+            const char *r = read_index(k + 6, kend, &idx);
+            if (!r || idx >= MK_MAX_EVENTS) FAIL("line %u: bad event index", lineno);
+            if (idx + 1 > s->nevent) s->nevent = idx + 1;
+            base = &s->event[idx];
+            d = lookup(event_desc, N(event_desc), r, (size_t)(kend - r));
+        }
+        if (!d) continue; /* unknown key: forward compatible */
+        if (store(base, d, v, vlen)) FAIL("line %u: bad value for %.*s", lineno, (int)klen, k);
+    }
+    if (lineno == 0) FAIL("empty file");
+    if (!seen_end) FAIL("truncated (no 'end' line)");
+
+    /* cross-record validation */
+    for (uint32_t i = 0; i < s->ndev; i++) {
+        struct mk_device *d = &s->dev[i];
+        if (!d->present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
+        if (d->bus_id[0]) {
+            unsigned dom, bus, dev, fn;
+            char tail;
+            if (sscanf(d->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 ||
+                dev > 31 || fn > 7)
+                FAIL("device %u: bad pci.bus_id '%s'", i, d->bus_id);
+            d->pci_domain = dom; d->pci_bus = bus; d->pci_dev = dev; d->pci_func = fn;
+        }
+        if (d->nvlink_count > MK_MAX_LINKS) FAIL("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
+        for (uint32_t p = 0; p < d->nproc; p++)
+            if (d->proc[p].pid == 0) FAIL("device %u: process %u has no pid", i, p);
+    }
+    if (s->declared_count && s->declared_count != s->ndev)
+        FAIL("system.device_count=%u but %u devices described", s->declared_count, s->ndev);
+    for (uint32_t e = 0; e < s->nevent; e++) {
+        struct mk_event *ev = &s->event[e];
+        if (ev->seq == 0 || ev->seq <= s->max_seq) FAIL("event %u: seq must be > 0 and increasing", e);
+        if (ev->device >= s->ndev) FAIL("event %u: no device %u", e, ev->device);
+        if (ev->type == 0) ev->type = nvmlEventTypeXidCriticalError;
+        s->max_seq = ev->seq;
+    }
+    *out = s;
+    return 0;
+fail:
+    mk_snap_free(s);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Publication: staleness check, atomic swap, deferred free.                 */
+
+_Atomic(struct mk_snap *) mk_g_snap;
+_Atomic uint64_t mk_g_next_check;
+#define CHECK_INTERVAL_NS 2000000ull   /* 2 ms */
+#define GRACE_NS 1000000000ull          /* retired snapshots are freed after 1 s */
+
+static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; } cur_sig, bad_sig;
+static int last_errno_logged;
+static struct mk_snap *retired;
+static char state_path[4096];
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+
+void mk_log(const char *fmt, ...);
+
+static void resolve_path(void) {
+    const char *env = getenv("MOKKA_NVML_STATE");
+    if (env && *env) {
+        snprintf(state_path, sizeof state_path, "%s", env);
+        return;
+    }
+    Dl_info info;
+    if (dladdr((void *)&resolve_path, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        snprintf(state_path, sizeof state_path, "%.*s/mokka-nvml.state", (int)(slash - info.dli_fname),
+                 info.dli_fname);
+    } else {
+        snprintf(state_path, sizeof state_path, "mokka-nvml.state");
+    }
+}
+
+const char *mk_state_path(void) {
+    pthread_once(&path_once, resolve_path);
+    return state_path;
+}
+
+static void retire(struct mk_snap *old, uint64_t now) {
+    if (old) {
+        old->retired_at = now;
+        old->retired_next = retired;
+        retired = old;
+    }
+    /* free entries older than the grace period (list is newest first) */
+    struct mk_snap **pp = &retired;
+    while (*pp) {
+        if (now - (*pp)->retired_at > GRACE_NS) {
+            struct mk_snap *dead = *pp;
+            *pp = dead->retired_next;
+            mk_snap_free(dead);
+        } else {
+            pp = &(*pp)->retired_next;
+        }
+    }
+}
+
+static void load_locked(uint64_t now) {
+    const char *path = mk_state_path();
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (last_errno_logged != e) {
+            mk_log("state file %s: %s%s", path, strerror(e),
+                   atomic_load(&mk_g_snap) ? " (keeping last good state)" : "");
+            last_errno_logged = e;
+        }
+        return;
+    }
+    last_errno_logged = 0;
+    int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+    if (cur_sig.valid && cur_sig.dev == st.st_dev && cur_sig.ino == st.st_ino && cur_sig.mtime_ns == mt &&
+        cur_sig.size == st.st_size)
+        return;
+    if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
+        bad_sig.size == st.st_size)
+        return; /* already rejected this exact file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat fst;
+    char *buf = NULL;
+    char err[256] = "";
+    struct mk_snap *s = NULL;
+    int ok = 0;
+    if (fstat(fd, &fst) == 0 && (size_t)fst.st_size <= MK_MAX_FILE) {
+        size_t want = (size_t)fst.st_size, got = 0;
+        buf = malloc(want + 1);
+        while (buf && got < want) {
+            ssize_t n = read(fd, buf + got, want - got);
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        if (buf && got == want) ok = mk_parse(buf, got, &s, err, sizeof err) == 0;
+        else snprintf(err, sizeof err, "short read");
+    } else {
+        snprintf(err, sizeof err, "unreadable or larger than %u bytes", MK_MAX_FILE);
+    }
+    free(buf);
+    close(fd);
+    mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
+    if (ok) {
+        cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
+        cur_sig.size = fst.st_size; cur_sig.valid = 1;
+        bad_sig.valid = 0;
+        struct mk_snap *old = atomic_exchange_explicit(&mk_g_snap, s, memory_order_acq_rel);
+        retire(old, now);
+    } else {
+        bad_sig.dev = fst.st_dev; bad_sig.ino = fst.st_ino; bad_sig.mtime_ns = mt;
+        bad_sig.size = fst.st_size; bad_sig.valid = 1;
+        mk_log("state file %s rejected: %s%s", path, err,
+               atomic_load(&mk_g_snap) ? " (keeping last good state)" : "");
+    }
+}
+
+void mk_refresh_slow(uint64_t now, int force) {
+    if (force) {
+        pthread_mutex_lock(&refresh_mu);
+    } else if (pthread_mutex_trylock(&refresh_mu) != 0) {
+        return; /* another thread is checking; use the current snapshot */
+    }
+    atomic_store_explicit(&mk_g_next_check, now + CHECK_INTERVAL_NS, memory_order_relaxed);
+    load_locked(now);
+    retire(NULL, now);
+    pthread_mutex_unlock(&refresh_mu);
+}
