@@ -112,11 +112,10 @@ MK_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mi
 
 MK_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode) {
     DEV(device);
-    NONNULL(currentMode);
-    NONNULL(pendingMode);
+    if (currentMode == NULL && pendingMode == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (D->mig_current < 0) NOTSUP();
-    *currentMode = (unsigned)D->mig_current;
-    *pendingMode = (unsigned)(D->mig_pending < 0 ? D->mig_current : D->mig_pending);
+    if (currentMode) *currentMode = (unsigned)D->mig_current;
+    if (pendingMode) *pendingMode = (unsigned)(D->mig_pending < 0 ? D->mig_current : D->mig_pending);
     return NVML_SUCCESS;
 }
 
@@ -241,8 +240,7 @@ MK_API nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t *typ
 MK_API nvmlReturn_t nvmlDeviceGetBridgeChipInfo(nvmlDevice_t device, nvmlBridgeChipHierarchy_t *h) {
     DEV(device);
     NONNULL(h);
-    h->bridgeCount = 0;
-    return NVML_SUCCESS;
+    NOTSUP(); /* no bridge chip on these boards: nvidia-smi prints N/A */
 }
 
 /* -------------------------------------------------------------- memory */
@@ -506,10 +504,10 @@ MK_API nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, un
 MK_API nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t *isEnabled,
                                                          nvmlEnableState_t *defaultIsEnabled) {
     DEV(device);
-    NONNULL(isEnabled);
-    NONNULL(defaultIsEnabled);
+    if (isEnabled == NULL && defaultIsEnabled == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (D->auto_boost < 0) NOTSUP();
-    *isEnabled = *defaultIsEnabled = D->auto_boost ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (isEnabled) *isEnabled = D->auto_boost ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (defaultIsEnabled) *defaultIsEnabled = D->auto_boost ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 
@@ -624,11 +622,10 @@ MK_API nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *
 
 MK_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending) {
     DEV(device);
-    NONNULL(current);
-    NONNULL(pending);
+    if (current == NULL && pending == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (D->ecc_supported <= 0) NOTSUP();
-    *current = D->ecc_current ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
-    *pending = D->ecc_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (current) *current = D->ecc_current ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (pending) *pending = D->ecc_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 
@@ -835,30 +832,28 @@ MK_API nvmlReturn_t nvmlDeviceGetHostVgpuMode(nvmlDevice_t device, nvmlHostVgpuM
 
 MK_API nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverModel_t *current, nvmlDriverModel_t *pending) {
     DEV(device);
-    NONNULL(current);
-    NONNULL(pending);
+    if (current == NULL && pending == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (D->driver_model < 0) NOTSUP(); /* Windows only */
-    *current = *pending = (nvmlDriverModel_t)D->driver_model;
+    if (current) *current = (nvmlDriverModel_t)D->driver_model;
+    if (pending) *pending = (nvmlDriverModel_t)D->driver_model;
     return NVML_SUCCESS;
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t *current,
                                                  nvmlGpuOperationMode_t *pending) {
     DEV(device);
-    NONNULL(current);
-    NONNULL(pending);
+    if (current == NULL && pending == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (D->gom_current < 0) NOTSUP();
-    *current = (nvmlGpuOperationMode_t)D->gom_current;
-    *pending = (nvmlGpuOperationMode_t)(D->gom_pending < 0 ? D->gom_current : D->gom_pending);
+    if (current) *current = (nvmlGpuOperationMode_t)D->gom_current;
+    if (pending) *pending = (nvmlGpuOperationMode_t)(D->gom_pending < 0 ? D->gom_current : D->gom_pending);
     return NVML_SUCCESS;
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsigned int *isEnabled, unsigned int *defaultMode) {
     DEV(device);
-    NONNULL(isEnabled);
-    NONNULL(defaultMode);
-    *isEnabled = D->gsp_mode;
-    *defaultMode = D->gsp_default_mode;
+    if (isEnabled == NULL && defaultMode == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (isEnabled) *isEnabled = D->gsp_mode;
+    if (defaultMode) *defaultMode = D->gsp_default_mode;
     return NVML_SUCCESS;
 }
 

@@ -508,12 +508,70 @@ static int slot23_link_type(const char *a, const char *b, int *out) {
     return NVML_SUCCESS;
 }
 
+/* slots 213/214/215: compute / MPS compute / graphics process lists for the default view and -q.
+ * f(device, unsigned *count (in: capacity), entries, unused); entry stride 4128:
+ * pid u32 @0, usedGpuMemory u64 @8, gpuInstanceId u32 @16, computeInstanceId u32 @20,
+ * ccProtectedMemory u64 @24, NUL-terminated name @32 (4096 bytes). */
+#define PROC_ENTRY_STRIDE 4128
+#define PROC_NAME_OFF 32
+static int slot_procs(nvmlDevice_t device, unsigned *count, unsigned char *buf, unsigned kind) {
+    struct mk_snap *S; struct mk_device *D;
+    nvmlReturn_t r = mk_dev(device, &S, &D);
+    if (r) return r;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = 0;
+    for (unsigned p = 0; p < D->nproc; p++) n += D->proc[p].pid && D->proc[p].type == kind;
+    if (n == 0) { *count = 0; return NVML_SUCCESS; }
+    if (!buf || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    unsigned k = 0;
+    for (unsigned p = 0; p < D->nproc; p++) {
+        const struct mk_proc *pr = &D->proc[p];
+        if (!pr->pid || pr->type != kind) continue;
+        unsigned char *e = buf + (size_t)k++ * PROC_ENTRY_STRIDE;
+        uint32_t u32;
+        uint64_t u64;
+        memset(e, 0, PROC_NAME_OFF + sizeof pr->name);
+        u32 = pr->pid; memcpy(e, &u32, 4);
+        u64 = pr->used_bytes; memcpy(e + 8, &u64, 8);
+        u32 = 0xFFFFFFFFu; memcpy(e + 16, &u32, 4); memcpy(e + 20, &u32, 4);
+        memcpy(e + PROC_NAME_OFF, pr->name, strlen(pr->name));
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+static int slot213(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 0); }
+static int slot214(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 2); }
+static int slot215(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 1); }
+
+/* slot 230: "Host Max" PCIe generation: f(device, unsigned *out, 1, ...) */
+static int slot230(nvmlDevice_t device, unsigned *out) {
+    struct mk_snap *S; struct mk_device *D;
+    nvmlReturn_t r = mk_dev(device, &S, &D);
+    if (r) return r;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!D->pcie_max_gen) return NVML_ERROR_NOT_SUPPORTED;
+    *out = D->pcie_max_gen;
+    return NVML_SUCCESS;
+}
+
+/* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
+ * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
+static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
+static const unsigned short not_supported_slots[] = {72, 81, 165, 209, 226, 231, 232, 237, 240, 242, 243, 249};
+
 #define EXPORT_SLOTS 256
 static const void *export_table[EXPORT_SLOTS];
 static pthread_once_t export_once = PTHREAD_ONCE_INIT;
 static void build_export_table(void) {
-    export_table[0] = (const void *)(uintptr_t)(24 * sizeof(void *)); /* size in bytes: slots 0..23 */
+    export_table[0] = (const void *)(uintptr_t)(EXPORT_SLOTS * sizeof(void *)); /* size in bytes */
+    for (unsigned i = 0; i < sizeof not_supported_slots / sizeof not_supported_slots[0]; i++)
+        export_table[not_supported_slots[i]] = (const void *)slot_not_supported;
     export_table[23] = (const void *)slot23_link_type;
+    export_table[213] = (const void *)slot213;
+    export_table[214] = (const void *)slot214;
+    export_table[215] = (const void *)slot215;
+    export_table[230] = (const void *)slot230;
+    /* slot 26 (log sink) stays NULL: nvidia-smi skips NULL slots */
 }
 const void *mk_export_table(void) {
     pthread_once(&export_once, build_export_table);

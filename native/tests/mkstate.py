@@ -69,7 +69,7 @@ def make_state(shape: str = "h100", n: int | None = None, overrides: dict | None
             "board_part_number": s["pn"], "vbios_version": s["vbios"],
             "inforom.image": s["inforom"][0], "inforom.oem": s["inforom"][1], "inforom.ecc": s["inforom"][2],
             "brand": s["brand"], "architecture": s["arch"], "cuda_cc_major": s["cc"][0], "cuda_cc_minor": s["cc"][1],
-            "minor_number": i, "board_id": bus << 8, "multi_gpu_board": 0, "num_gpu_cores": s["cores"],
+            "minor_number": i, "board_id": bus << 8, "module_id": i + 1 if s["nvlink"] else 0, "multi_gpu_board": 0, "num_gpu_cores": s["cores"],
             "pci.bus_id": f"00000000:{bus:02X}:00.0", "pci.device_id": hex(s["dev_id"]),
             "pci.subsystem_id": hex(s["subsys"]),
             "pcie.max_gen": s["gen"], "pcie.gpu_max_gen": s["gen"], "pcie.current_gen": s["gen"],
