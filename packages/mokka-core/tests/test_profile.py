@@ -51,7 +51,8 @@ def test_negative_memory(write_profile) -> None:
 
 
 def test_free_larger_than_total(write_profile) -> None:
-    path = write_profile(lambda t: t.replace("used_bytes: 0, memory_bus_width", "free_bytes: 99999999999999, memory_bus_width"))
+    too_much = "free_bytes: 99999999999999, memory_bus_width"
+    path = write_profile(lambda t: t.replace("used_bytes: 0, memory_bus_width", too_much))
     expect_error(path, "device_defaults.memory", "must not exceed total_bytes")
 
 
@@ -110,7 +111,9 @@ def test_override_device_keys_are_indices(tmp_path: Path) -> None:
 
 def test_every_problem_is_reported_at_once(write_profile) -> None:
     path = write_profile(
-        lambda t: t.replace("architecture: hopper", "architecture: rubin").replace("total_bytes: 85520809984", "total_bytes: -5")
+        lambda t: t.replace("architecture: hopper", "architecture: rubin").replace(
+            "total_bytes: 85520809984", "total_bytes: -5"
+        )
     )
     error = expect_error(path, "architecture", "rubin")
     assert len(error.problems) == 2

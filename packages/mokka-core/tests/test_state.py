@@ -72,7 +72,8 @@ def test_unknown_surface_is_refused() -> None:
 def test_merge_order(tmp_path: Path) -> None:
     overlay = tmp_path / "topology.yaml"
     overlay.write_text(
-        "version: 1\ndomains:\n- uuid: 11111111-2222-3333-4444-555555555555\n  cliques:\n  - {id: 7, nodes: [rack1-n3]}\n"
+        "version: 1\ndomains:\n- uuid: 11111111-2222-3333-4444-555555555555\n"
+        "  cliques:\n  - {id: 7, nodes: [rack1-n3]}\n"
     )
     override = tmp_path / "overrides.yaml"
     override.write_text(
@@ -132,5 +133,7 @@ def test_gpu_lookup_by_any_id() -> None:
 
 def test_node_state_is_immutable() -> None:
     node = NodeSpec(profile="t4").resolve()
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
         node.node_name = "other"  # type: ignore[misc]

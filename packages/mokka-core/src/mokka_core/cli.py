@@ -149,4 +149,4 @@ def main() -> None:
         sys.exit(1)
 
 
-__all__ = ["app", "main", "DEFAULT_PROFILE"]
+__all__ = ["DEFAULT_PROFILE", "app", "main"]

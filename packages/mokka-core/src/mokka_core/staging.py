@@ -105,7 +105,7 @@ def _check_plans(plans: dict[str, list[Entry]]) -> None:
         for entry in plan:
             path = PurePosixPath(entry.path)
             if path.is_absolute() or ".." in path.parts or not path.parts or str(path) != entry.path:
-                raise StagingError(surface, f"plan path {entry.path!r} must be relative, normalised and inside the root")
+                raise StagingError(surface, f"plan path {entry.path!r} must be relative, normalised, inside the root")
             if isinstance(entry, Dir):
                 continue
             if entry.path in owners:
@@ -144,8 +144,9 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path) -> dict[s
     manifests: dict[str, Manifest] = {}
     try:
         for surface, plan in plans.items():
-            owned = set(previous[surface].entries) if previous[surface] else set()
-            manifest = Manifest(surface, dirs=list(previous[surface].dirs) if previous[surface] else [])
+            old = previous[surface]
+            owned = set(old.entries) if old else set()
+            manifest = Manifest(surface, dirs=list(old.dirs) if old else [])
             for n, entry in enumerate(plan):
                 target = root / entry.path
                 new_dirs = _make_parents(root, str(PurePosixPath(entry.path).parent))

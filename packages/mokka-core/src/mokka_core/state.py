@@ -243,13 +243,14 @@ def _device_config(
         return DeviceConfig.model_validate(merged)
     except ValidationError as exc:
         where = inputs.override_source if inputs.override else inputs.profile_source
-        problems = [(f"devices[{index}].{path}" if path else f"devices[{index}]", msg) for path, msg in _problems(exc, merged)]
+        prefix = f"devices[{index}]"
+        problems = [(f"{prefix}.{path}" if path else prefix, msg) for path, msg in _problems(exc, merged)]
         raise ConfigError(where, problems) from None
 
 
 def _serial(config: DeviceConfig, entry: Any, profile: str, node_name: str, index: int) -> str:
     if entry is not None and "serial" in entry.model_fields_set and entry.serial:
-        return entry.serial
+        return str(entry.serial)
     return identity.board_serial(profile, node_name, index)
 
 
@@ -420,7 +421,7 @@ def _with_links(
 
 
 def _hcas(
-    profile: Profile, gpus: list[GpuState], buses: _BusMap, node_name: str, surfaces: dict[str, SurfaceSettings]
+    profile: Profile, gpus: list[GpuState], buses: _BusMap, node_name: str, surfaces: dict[SurfaceName, SurfaceSettings]
 ) -> list[HcaState]:
     ib = profile.infiniband
     if ib is None or not ib.enabled or not surfaces["ib"].enabled:

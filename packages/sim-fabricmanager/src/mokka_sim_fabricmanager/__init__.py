@@ -1,4 +1,4 @@
-"""mokka-sim-fabricmanager: Fabric manager surface of a simulated NVIDIA GPU node: a fake nv-fabricmanager daemon whose readiness drives fabric state."""
+"""mokka-sim-fabricmanager: fabric manager of a simulated NVIDIA GPU node: fake nv-fabricmanager."""
 
 from .version import __version__
 

@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import FabricmanagerSurface
 
-app = make_app(FabricmanagerSurface, "Fabric manager surface of a simulated NVIDIA GPU node: a fake nv-fabricmanager daemon whose readiness drives fabric state.")
+app = make_app(
+    FabricmanagerSurface,
+    "Fabric manager of a simulated NVIDIA GPU node: fake nv-fabricmanager driving fabric state.",
+)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The fabricmanager surface: Fabric manager surface of a simulated NVIDIA GPU node: a fake nv-fabricmanager daemon whose readiness drives fabric state."""
+"""Fabric manager of a simulated NVIDIA GPU node: fake nv-fabricmanager driving fabric state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mokka-sim-gpu: Driver footprint of a simulated NVIDIA GPU node: the mock NVML library chain, /dev/nvidia*, /proc/driver/nvidia and kernel-module state."""
+"""mokka-sim-gpu: driver footprint of a simulated NVIDIA GPU node (NVML library, /dev, /proc, modules)."""
 
 from .version import __version__
 

@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import GpuSurface
 
-app = make_app(GpuSurface, "Driver footprint of a simulated NVIDIA GPU node: the mock NVML library chain, /dev/nvidia*, /proc/driver/nvidia and kernel-module state.")
+app = make_app(
+    GpuSurface,
+    "Driver footprint of a simulated NVIDIA GPU node: NVML library chain, /dev/nvidia*, /proc/driver/nvidia, modules.",
+)
 
 
 def main() -> None:

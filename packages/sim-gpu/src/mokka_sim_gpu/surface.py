@@ -1,4 +1,4 @@
-"""The gpu surface: Driver footprint of a simulated NVIDIA GPU node: the mock NVML library chain, /dev/nvidia*, /proc/driver/nvidia and kernel-module state."""
+"""Driver footprint of a simulated NVIDIA GPU node: NVML library chain, /dev/nvidia*, /proc/driver/nvidia, modules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mokka-sim-ib: InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband."""
+"""mokka-sim-ib: InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in sysfs and /dev/infiniband."""
 
 from .version import __version__
 

@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import IbSurface
 
-app = make_app(IbSurface, "InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband.")
+app = make_app(
+    IbSurface,
+    "InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in sysfs and /dev/infiniband.",
+)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The ib surface: InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband."""
+"""The ib surface. InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in sysfs and /dev/infiniband."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mokka-sim-imex: IMEX surface of a simulated NVIDIA GPU node: channel devices, capability files and a fake nvidia-imex daemon."""
+"""mokka-sim-imex: IMEX surface of a simulated NVIDIA GPU node: channel devices, capabilities, fake nvidia-imex."""
 
 from .version import __version__
 

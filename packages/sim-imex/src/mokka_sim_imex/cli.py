@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import ImexSurface
 
-app = make_app(ImexSurface, "IMEX surface of a simulated NVIDIA GPU node: channel devices, capability files and a fake nvidia-imex daemon.")
+app = make_app(
+    ImexSurface,
+    "IMEX surface of a simulated NVIDIA GPU node: channel devices, capabilities, fake nvidia-imex.",
+)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The imex surface: IMEX surface of a simulated NVIDIA GPU node: channel devices, capability files and a fake nvidia-imex daemon."""
+"""The imex surface. IMEX surface of a simulated NVIDIA GPU node: channel devices, capabilities, fake nvidia-imex."""
 
 from __future__ import annotations
 

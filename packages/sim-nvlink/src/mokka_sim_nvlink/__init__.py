@@ -1,4 +1,4 @@
-"""mokka-sim-nvlink: NVLink surface of a simulated NVIDIA GPU node: link state, remote endpoints, cliques and cluster UUIDs in the NVML view."""
+"""mokka-sim-nvlink: NVLink surface of a simulated NVIDIA GPU node: links, remote endpoints, cliques, cluster UUIDs."""
 
 from .version import __version__
 

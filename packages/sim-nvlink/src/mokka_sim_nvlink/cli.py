@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import NvlinkSurface
 
-app = make_app(NvlinkSurface, "NVLink surface of a simulated NVIDIA GPU node: link state, remote endpoints, cliques and cluster UUIDs in the NVML view.")
+app = make_app(
+    NvlinkSurface,
+    "NVLink surface of a simulated NVIDIA GPU node: links, remote endpoints, cliques, cluster UUIDs.",
+)
 
 
 def main() -> None:

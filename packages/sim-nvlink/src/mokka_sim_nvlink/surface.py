@@ -1,4 +1,4 @@
-"""The nvlink surface: NVLink surface of a simulated NVIDIA GPU node: link state, remote endpoints, cliques and cluster UUIDs in the NVML view."""
+"""NVLink surface of a simulated NVIDIA GPU node: links, remote endpoints, cliques, cluster UUIDs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mokka-sim-pci: PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs under /sys/bus/pci with config space."""
+"""mokka-sim-pci: PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs with config space."""
 
 from .version import __version__
 

@@ -4,7 +4,10 @@ from mokka_core.simcli import make_app, run
 
 from .surface import PciSurface
 
-app = make_app(PciSurface, "PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs under /sys/bus/pci with config space.")
+app = make_app(
+    PciSurface,
+    "PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs with config space.",
+)
 
 
 def main() -> None:

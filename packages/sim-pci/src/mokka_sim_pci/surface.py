@@ -1,4 +1,4 @@
-"""The pci surface: PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs under /sys/bus/pci with config space."""
+"""The pci surface. PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs with config space."""
 
 from __future__ import annotations
 
