@@ -1,0 +1,290 @@
+"""The library through ctypes, each scenario in its own process (the state path is per process)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import nvml_env
+
+PRELUDE = textwrap.dedent("""
+    import ctypes, os, sys, time, threading
+    sys.path.insert(0, %(tests)r)
+    from mkstate import make_state, write_state
+    L = ctypes.CDLL("libnvidia-ml.so.1")
+    U = ctypes.c_uint
+    def h(i):
+        d = ctypes.c_void_p()
+        r = L.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(d))
+        return r, d
+    def temp(d):
+        t = U()
+        r = L.nvmlDeviceGetTemperature(d, 0, ctypes.byref(t))
+        return r, t.value
+""")
+
+
+def run(lib_dir: Path, state: Path | None, body: str, expect_rc: int = 0, **env: str) -> subprocess.CompletedProcess:
+    code = PRELUDE % {"tests": str(Path(__file__).parent)} + textwrap.dedent(body)
+    p = subprocess.run([sys.executable, "-c", code], env=nvml_env(lib_dir, state, **env), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == expect_rc, f"rc={p.returncode}\nstdout:{p.stdout}\nstderr:{p.stderr}"
+    return p
+
+
+def test_init_count_getters(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, """
+        assert L.nvmlDeviceGetCount_v2(ctypes.byref(U())) == 1          # before init: UNINITIALIZED
+        assert L.nvmlInitWithFlags(0) == 0
+        n = U(); assert L.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 0 and n.value == 8
+        r, d = h(0); assert r == 0
+        assert temp(d) == (0, 34)
+        assert L.nvmlDeviceGetTemperature(d, 0, None) == 2               # NULL -> INVALID_ARGUMENT
+        assert L.nvmlDeviceGetHandleByIndex_v2(8, ctypes.byref(ctypes.c_void_p())) == 2
+        buf = ctypes.create_string_buffer(96)
+        assert L.nvmlDeviceGetName(d, buf, 96) == 0 and buf.value == b"NVIDIA H100 80GB HBM3"
+        assert L.nvmlDeviceGetName(d, buf, 5) == 7                       # INSUFFICIENT_SIZE
+        assert L.nvmlDeviceGetTemperature(ctypes.c_void_p(12345), 0, ctypes.byref(U())) == 2
+        assert L.nvmlInit_v2() == 0 and L.nvmlShutdown() == 0             # ref-counted
+        assert L.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 0
+        assert L.nvmlShutdown() == 0 and L.nvmlShutdown() == 1
+        assert L.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 1
+    """)
+
+
+def test_struct_versions(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, """
+        class Mem2(ctypes.Structure):
+            _fields_ = [("version", U), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                        ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+        assert ctypes.sizeof(Mem2) == 40
+        L.nvmlInit_v2(); r, d = h(2)
+        m = Mem2(version=0x02000028)
+        assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 0
+        assert m.total == 80 << 30 and m.reserved == 1 << 30 and m.free == m.total - m.reserved - m.used
+        m = Mem2(version=0x01000028)
+        assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 25     # ARGUMENT_VERSION_MISMATCH
+        # PCI v1 must not write past its 36-byte layout; v3 fills busId
+        buf = (ctypes.c_ubyte * 68)(*([0xAB] * 68))
+        assert L.nvmlDeviceGetPciInfo(d, buf) == 0
+        assert bytes(buf[36:]) == b"\\xab" * 32
+        assert bytes(buf[:16]).rstrip(b"\\0") == b"0000:4A:00.0"
+        assert L.nvmlDeviceGetPciInfo_v3(d, buf) == 0
+        assert bytes(buf[36:68]).rstrip(b"\\0") == b"00000000:4A:00.0"
+    """)
+
+
+def test_handle_lookups(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, """
+        L.nvmlInit_v2(); r, d3 = h(3)
+        for q in [b"00000000:4B:00.0", b"0000:4b:00.0", b"4B:00.0", b"00000000:4b:00.0"]:
+            d = ctypes.c_void_p()
+            assert L.nvmlDeviceGetHandleByPciBusId_v2(q, ctypes.byref(d)) == 0, q
+            assert d.value == d3.value
+        d = ctypes.c_void_p()
+        assert L.nvmlDeviceGetHandleByUUID(b"GPU-01000100-0000-0000-0000-000000000003", ctypes.byref(d)) == 0
+        assert d.value == d3.value
+        assert L.nvmlDeviceGetHandleBySerial(b"1652322000003", ctypes.byref(d)) == 0 and d.value == d3.value
+        assert L.nvmlDeviceGetHandleByUUID(b"GPU-nope", ctypes.byref(d)) == 6                # NOT_FOUND
+        # handles are stable, dereferenceable memory
+        r, again = h(3); assert again.value == d3.value
+        ctypes.string_at(d3.value, 16)
+        i = U(); assert L.nvmlDeviceGetIndex(d3, ctypes.byref(i)) == 0 and i.value == 3
+    """)
+
+
+def test_missing_file_fails_init_cleanly(lib_dir, tmp_path):
+    p = run(lib_dir, tmp_path / "absent.state", """
+        assert L.nvmlInit_v2() == 9
+        assert L.nvmlInitWithFlags(0) == 9
+        assert L.nvmlDeviceGetCount_v2(ctypes.byref(U())) == 1
+    """)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("mokka-nvml:")]
+    assert len(lines) == 1 and "absent.state" in lines[0]
+
+
+def test_truncated_and_garbled_files(lib_dir, state_file, tmp_path):
+    good = state_file("t4")
+    text = good.read_text()
+    for bad in [text[: len(text) // 2], text.replace("end\n", ""), "garbage\n", "", "\0\0\0",
+                text.replace("temperature.gpu=30", "temperature.gpu=hot"), text + "x=1\n"]:
+        st = state_file(text=bad)
+        p = run(lib_dir, st, "assert L.nvmlInit_v2() == 9\n")
+        assert p.stderr.count("mokka-nvml:") == 1, p.stderr
+
+
+def test_bad_update_keeps_last_good_snapshot(lib_dir, state_file):
+    st = state_file("t4")
+    p = run(lib_dir, st, f"""
+        assert L.nvmlInit_v2() == 0; r, d = h(0)
+        text = open({str(st)!r}).read()
+        write_state({str(st)!r}, text[:100])                       # truncated
+        time.sleep(0.05)
+        for _ in range(3): assert temp(d) == (0, 30)
+        write_state({str(st)!r}, text.replace("temperature.gpu=30", "temperature.gpu=77"))
+        t0 = time.monotonic()
+        while temp(d)[1] != 77:
+            assert time.monotonic() - t0 < 1
+        """)
+    assert p.stderr.count("mokka-nvml:") == 1 and "keeping last good state" in p.stderr
+
+
+def test_unknown_keys_are_ignored(lib_dir, state_file):
+    st = state_file("t4", overrides={"system.future_key": "x", "device.0.some.new.thing": "1,2,3"})
+    run(lib_dir, st, "assert L.nvmlInit_v2() == 0\n")
+
+
+def test_init_error_and_lost_gpu(lib_dir, state_file):
+    st = state_file("h100", overrides={"system.init_error": 18})
+    run(lib_dir, st, "assert L.nvmlInit_v2() == 18\n")
+    st = state_file("h100", overrides={"device.3.lost": 1})
+    run(lib_dir, st, """
+        assert L.nvmlInit_v2() == 0
+        assert h(3)[0] == 15 and h(2)[0] == 0 and h(4)[0] == 0
+        d = ctypes.c_void_p()
+        assert L.nvmlDeviceGetHandleByUUID(b"GPU-01000100-0000-0000-0000-000000000003", ctypes.byref(d)) == 15
+    """)
+
+
+def test_gpu_lost_at_runtime(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        L.nvmlInit_v2(); r, d = h(5)
+        write_state({str(st)!r}, make_state("h100", overrides={{"device.5.lost": 1}}))
+        t0 = time.monotonic()
+        while temp(d)[0] != 15:
+            assert time.monotonic() - t0 < 1
+        assert temp(h(4)[1]) == (0, 34)
+    """)
+
+
+def test_change_visible_within_milliseconds(lib_dir, state_file):
+    st = state_file("h100")
+    p = run(lib_dir, st, f"""
+        L.nvmlInit_v2(); r, d = h(0)
+        lat = []
+        for k in range(20):
+            write_state({str(st)!r}, make_state("h100", overrides={{"device.0.temperature.gpu": 40 + k}}))
+            t0 = time.monotonic()
+            while temp(d)[1] != 40 + k:
+                pass
+            lat.append(time.monotonic() - t0)
+        lat.sort()
+        print(lat[len(lat) // 2], lat[-1])
+        assert lat[len(lat) // 2] < 0.02 and lat[-1] < 0.05, lat
+    """)
+    assert p.stdout
+
+
+def test_events_delivered_once_per_set(lib_dir, state_file):
+    st = state_file("h100", events=[(1, 0, 31)])
+    run(lib_dir, st, f"""
+        class Ev(ctypes.Structure):
+            _fields_ = [("device", ctypes.c_void_p), ("eventType", ctypes.c_ulonglong),
+                        ("eventData", ctypes.c_ulonglong), ("gi", U), ("ci", U)]
+        L.nvmlInit_v2()
+        s1 = ctypes.c_void_p(); assert L.nvmlEventSetCreate(ctypes.byref(s1)) == 0
+        for i in range(8):
+            assert L.nvmlDeviceRegisterEvents(h(i)[1], 8, s1) == 0
+        e = Ev()
+        t0 = time.monotonic()
+        assert L.nvmlEventSetWait_v2(s1, ctypes.byref(e), 50) == 10          # old event: not delivered
+        assert 0.04 < time.monotonic() - t0 < 1
+        def later():
+            time.sleep(0.1)
+            write_state({str(st)!r}, make_state("h100", events=[(1, 0, 31), (2, 6, 79)]))
+        threading.Thread(target=later).start()
+        assert L.nvmlEventSetWait_v2(s1, ctypes.byref(e), 5000) == 0
+        assert e.eventType == 8 and e.eventData == 79 and e.device == h(6)[1].value and e.gi == 0xFFFFFFFF
+        assert L.nvmlEventSetWait_v2(s1, ctypes.byref(e), 0) == 10
+        s2 = ctypes.c_void_p(); L.nvmlEventSetCreate(ctypes.byref(s2))
+        for i in range(8): L.nvmlDeviceRegisterEvents(h(i)[1], 8, s2)
+        write_state({str(st)!r}, make_state("h100", events=[(1, 0, 31), (2, 6, 79), (3, 1, 48)]))
+        for s in (s1, s2):
+            assert L.nvmlEventSetWait_v2(s, ctypes.byref(e), 1000) == 0 and e.eventData == 48
+            assert L.nvmlEventSetWait_v2(s, ctypes.byref(e), 0) == 10
+        assert L.nvmlEventSetFree(s1) == 0 and L.nvmlEventSetFree(s2) == 0
+    """)
+
+
+def test_threads_hammer_while_file_changes(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        L.nvmlInit_v2()
+        stop = False; errors = []
+        def reader(i):
+            r, d = h(i % 8)
+            while not stop:
+                r, t = temp(d)
+                if r != 0 or not 30 <= t < 60: errors.append((r, t))
+        ts = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+        for t in ts: t.start()
+        for k in range(60):
+            write_state({str(st)!r}, make_state("h100", overrides={{f"device.{{i}}.temperature.gpu": 30 + k % 30 for i in range(8)}}))
+            time.sleep(0.003)
+        stop = True
+        for t in ts: t.join()
+        assert not errors, errors[:5]
+    """)
+
+
+def test_state_found_next_to_library_without_env(lib_dir, tmp_path):
+    d = tmp_path / "lib"
+    d.mkdir()
+    real = (lib_dir / "libnvidia-ml.so.1").resolve()
+    shutil.copy(real, d / real.name)
+    os.symlink(real.name, d / "libnvidia-ml.so.1")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from mkstate import make_state, write_state
+    write_state(d / "mokka-nvml.state", make_state("t4"))
+    env = nvml_env(d, None)
+    code = "import ctypes; L = ctypes.CDLL('libnvidia-ml.so.1'); assert L.nvmlInit_v2() == 0"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+
+
+def test_export_table(lib_dir, state_file):
+    st = state_file("h100", overrides={"device.1.process.0.pid": 4321, "device.1.process.0.name": "train.py",
+                                       "device.1.process.0.used_bytes": 3 << 30})
+    run(lib_dir, st, """
+        L.nvmlInit_v2()
+        uuid = bytes.fromhex("c4fe3e6cc98f6c4ea327ee696e12f7c4")
+        t = ctypes.POINTER(ctypes.c_void_p)()
+        assert L.nvmlInternalGetExportTable(ctypes.byref(t), uuid) == 0
+        assert t[0] == 256 * 8 and t[26] is None
+        f23 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))(t[23])
+        out = ctypes.c_int()
+        assert f23(b"00000000:1A:00.0", b"00000000:CB:00.0", ctypes.byref(out)) == 0 and out.value == 4 + 18
+        f213 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(U), ctypes.c_void_p, ctypes.c_void_p)(t[213])
+        buf = ctypes.create_string_buffer(4128 * 4); n = U(4)
+        assert f213(h(1)[1], ctypes.byref(n), buf, None) == 0 and n.value == 1
+        assert int.from_bytes(buf.raw[0:4], "little") == 4321 and buf.raw[32:40] == b"train.py"
+        assert f213(h(0)[1], ctypes.byref(n), buf, None) == 0 and n.value == 0
+        other = ctypes.POINTER(ctypes.c_void_p)()
+        assert L.nvmlInternalGetExportTable(ctypes.byref(other), b"\\x01" * 16) == 0 and not other[0]
+    """)
+
+
+def test_field_values_and_nvlink(lib_dir, state_file):
+    st = state_file("a100", overrides={"device.0.nvlink.3.errors.replay": 7})
+    run(lib_dir, st, """
+        class FV(ctypes.Structure):
+            _fields_ = [("fieldId", U), ("scopeId", U), ("timestamp", ctypes.c_longlong),
+                        ("latencyUsec", ctypes.c_longlong), ("valueType", U), ("nvmlReturn", U),
+                        ("value", ctypes.c_ulonglong)]
+        L.nvmlInit_v2(); r, d = h(0)
+        ids = [(91, 0), (90, 0), (165, 3), (161, 3), (187, 0), (1, 0), (9999, 0)]
+        arr = (FV * len(ids))(*[FV(fieldId=i, scopeId=s) for i, s in ids])
+        assert L.nvmlDeviceGetFieldValues(d, len(ids), arr) == 0
+        got = [(f.nvmlReturn, f.value) for f in arr]
+        assert got[0] == (0, 12) and got[1] == (0, 25781) and got[2] == (0, 1) and got[3] == (0, 7)
+        assert got[4] == (0, 100000) and got[5] == (0, 1) and got[6][0] == 3
+        st = U(); assert L.nvmlDeviceGetNvLinkState(d, 11, ctypes.byref(st)) == 0 and st.value == 1
+        assert L.nvmlDeviceGetNvLinkState(d, 12, ctypes.byref(st)) == 3
+        assert L.nvmlDeviceGetNvLinkState(d, 18, ctypes.byref(st)) == 2
+    """)

@@ -1,0 +1,186 @@
+"""Fetch and locate real consumer tools for tests (see shared CONSUMERS.md).
+
+Everything is cached under ``$MOKKA_CONSUMER_CACHE`` (default ``~/.cache/mokka/consumers``).
+Nothing here changes the system: Debian packages are downloaded with a private apt
+configuration and unpacked with ``dpkg -x``; the real libnvidia-ml is only unpacked, never
+loaded.
+
+A missing tool is a skip, unless ``MOKKA_REQUIRE_CONSUMERS=1`` (CI), where it is a failure::
+
+    smi = require("nvidia-smi", version="550")   # Path to the binary, or skip/fail
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
+
+__all__ = [
+    "PYNVML_REQUIREMENT",
+    "ConsumerUnavailable",
+    "cache_dir",
+    "clang",
+    "missing",
+    "nvidia_smi",
+    "pynvml",
+    "real_libnvidia_ml",
+    "require",
+    "required",
+]
+
+#: The nvidia-ml-py release whose API matches the 550 driver we mock.
+PYNVML_REQUIREMENT = "nvidia-ml-py==12.550.89"
+
+#: Debian suite carrying each nvidia-smi major version (non-free).
+SUITES = {"535": "bookworm", "550": "sid"}
+
+
+class ConsumerUnavailable(RuntimeError):
+    """A consumer tool could not be found or fetched here."""
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("MOKKA_CONSUMER_CACHE") or Path.home() / ".cache" / "mokka" / "consumers")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def required() -> bool:
+    """True when a missing consumer must fail the test run (CI)."""
+    return os.environ.get("MOKKA_REQUIRE_CONSUMERS", "") not in ("", "0", "false", "no")
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the current test, or fail it when consumers are required."""
+    import pytest  # imported lazily: this module must be importable without pytest
+
+    if required():
+        pytest.fail(f"required consumer unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    lock = cache_dir() / f".{name}.lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _apt_download(suite: str, packages: list[str], dest: Path) -> None:
+    """Download Debian packages from `suite` non-free and unpack them into `dest`."""
+    if not shutil.which("apt-get") or not shutil.which("dpkg"):
+        raise ConsumerUnavailable("apt-get/dpkg not available")
+    uri = "http://deb.debian.org/debian"
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if sources.exists():
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:"):
+                uri = line.split()[1]
+                break
+    with tempfile.TemporaryDirectory(prefix="mokka-apt-") as tmp:
+        work = Path(tmp)
+        (work / "lists" / "partial").mkdir(parents=True)
+        (work / "cache" / "archives" / "partial").mkdir(parents=True)
+        (work / "sources.list").write_text(
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {suite} non-free\n"
+        )
+        opts = [
+            "-o", f"Dir::Etc::sourcelist={work / 'sources.list'}",
+            "-o", "Dir::Etc::sourceparts=-",
+            "-o", f"Dir::State::Lists={work / 'lists'}",
+            "-o", f"Dir::Cache={work / 'cache'}",
+            "-o", "APT::Sandbox::User=root",
+        ]  # fmt: skip
+        try:
+            subprocess.run(["apt-get", *opts, "-qq", "update"], check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                ["apt-get", *opts, "-qq", "download", *packages],
+                check=True, capture_output=True, cwd=work, timeout=600,
+            )  # fmt: skip
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            err = getattr(e, "stderr", b"") or b""
+            raise ConsumerUnavailable(f"apt-get {suite}: {err.decode(errors='replace').strip()[:300]}") from e
+        debs = sorted(work.glob("*.deb"))
+        if len(debs) < len(packages):
+            raise ConsumerUnavailable(f"apt-get {suite}: downloaded {len(debs)} of {len(packages)} packages")
+        staging = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+        for deb in debs:
+            subprocess.run(["dpkg", "-x", str(deb), str(staging)], check=True, capture_output=True)
+        (staging / ".complete").write_text("\n".join(d.name for d in debs) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+
+
+def _debian_nvidia(version: str) -> Path:
+    if version not in SUITES:
+        raise ConsumerUnavailable(f"no Debian suite known for nvidia-smi {version}")
+    dest = cache_dir() / f"nvidia-smi-{version}"
+    with _locked(f"nvidia-smi-{version}"):
+        if not (dest / ".complete").exists():
+            _apt_download(SUITES[version], ["nvidia-smi", "libnvidia-ml1"], dest)
+    return dest
+
+
+def nvidia_smi(version: str = "550") -> Path:
+    """Path to Debian's real nvidia-smi `version` ("535" or "550"); downloads on first use."""
+    binary = _debian_nvidia(version) / "usr" / "lib" / "nvidia" / "current" / "nvidia-smi"
+    if not binary.exists():
+        raise ConsumerUnavailable(f"nvidia-smi {version}: binary missing after unpacking")
+    return binary
+
+
+def real_libnvidia_ml(version: str = "550") -> Path:
+    """Path to Debian's real libnvidia-ml.so.<full version> (for `nm -D` only: never load it)."""
+    root = _debian_nvidia(version)
+    libs = sorted(root.glob("usr/lib/*/nvidia/current/libnvidia-ml.so.*.*"))
+    if not libs:
+        raise ConsumerUnavailable(f"libnvidia-ml {version}: library missing after unpacking")
+    return libs[0]
+
+
+def pynvml() -> ModuleType:
+    """The `pynvml` module of nvidia-ml-py; missing() if it is not installed."""
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        missing(f"pynvml not importable (pip install {PYNVML_REQUIREMENT})")
+
+
+def clang() -> Path:
+    """A clang with libFuzzer; installs Debian's clang with apt-get if root and missing."""
+    found = shutil.which("clang")
+    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "-qq", "install", "-y", "clang"], capture_output=True, timeout=900,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
+        found = shutil.which("clang")
+    if not found:
+        raise ConsumerUnavailable("clang not available")
+    return Path(found)
+
+
+def require(tool: str, version: str | None = None) -> Path:
+    """Locate `tool` ("nvidia-smi", "libnvidia-ml", "clang"), or skip/fail the test."""
+    try:
+        if tool == "nvidia-smi":
+            return nvidia_smi(version or "550")
+        if tool == "libnvidia-ml":
+            return real_libnvidia_ml(version or "550")
+        if tool == "clang":
+            return clang()
+    except ConsumerUnavailable as e:
+        missing(str(e))
+    missing(f"unknown consumer tool {tool!r}")
