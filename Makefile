@@ -3,8 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PACKAGES := mokka-core sim-gpu sim-pci sim-cdi sim-imex sim-nvlink sim-fabricmanager sim-ib
-TOX_ENVS := lint,type,$(subst $(eval) ,$(comma),$(PACKAGES)),native
-comma := ,
 
 .PHONY: setup native demo test clean
 
@@ -25,7 +23,7 @@ demo: setup
 
 # Every package's tests alone (tox), plus lint, types and the native library against real consumers.
 test: setup
-	$(VENV)/bin/tox run -e $(TOX_ENVS)
+	$(VENV)/bin/tox run
 
 clean:
 	rm -rf $(VENV) .tox native/build
