@@ -1,0 +1,134 @@
+"""nvidia-ml-py (pynvml) as a monitoring tool uses it, in a subprocess per scenario."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import consumers, nvml_env
+
+PRELUDE = textwrap.dedent("""
+    import ctypes, sys, time
+    sys.path.insert(0, %(tests)r)
+    from mkstate import make_state, write_state
+    import pynvml as N
+""")
+
+
+def run(lib_dir: Path, state: Path, body: str) -> subprocess.CompletedProcess:
+    consumers.pynvml()  # skip / fail when nvidia-ml-py is missing
+    code = PRELUDE % {"tests": str(Path(__file__).parent)} + textwrap.dedent(body)
+    p = subprocess.run([sys.executable, "-c", code], env=nvml_env(lib_dir, state), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, f"stdout:{p.stdout}\nstderr:{p.stderr}"
+    return p
+
+
+def test_common_getters(lib_dir, state_file):
+    st = state_file("h100", overrides={"device.0.process.0.pid": 999, "device.0.process.0.name": "trainer",
+                                       "device.0.process.0.used_bytes": 1 << 30})
+    run(lib_dir, st, """
+        N.nvmlInit()
+        assert N.nvmlSystemGetDriverVersion() == "550.163.01"
+        assert N.nvmlSystemGetNVMLVersion() == "12.550.163.01"
+        assert N.nvmlSystemGetCudaDriverVersion_v2() == 12040
+        assert N.nvmlDeviceGetCount() == 8
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        assert N.nvmlDeviceGetName(h) == "NVIDIA H100 80GB HBM3"
+        assert N.nvmlDeviceGetUUID(h) == "GPU-01000100-0000-0000-0000-000000000000"
+        assert N.nvmlDeviceGetSerial(h) == "1652322000000"
+        assert N.nvmlDeviceGetIndex(h) == 0 and N.nvmlDeviceGetMinorNumber(h) == 0
+        pci = N.nvmlDeviceGetPciInfo_v3(h)
+        assert pci.busId == "00000000:1A:00.0" and pci.pciDeviceId == 0x233010DE and pci.bus == 0x1A
+        assert N.nvmlDeviceGetPciInfo(h).busId == "00000000:1A:00.0"
+        m = N.nvmlDeviceGetMemoryInfo(h, version=N.nvmlMemory_v2)
+        assert m.total == 80 << 30 and m.reserved == 1 << 30
+        m1 = N.nvmlDeviceGetMemoryInfo(h)
+        assert m1.total == 80 << 30
+        assert N.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total == 256 << 30
+        assert N.nvmlDeviceGetTemperature(h, N.NVML_TEMPERATURE_GPU) == 34
+        assert N.nvmlDeviceGetTemperatureThreshold(h, N.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN) == 92
+        assert N.nvmlDeviceGetPowerUsage(h) == 95000
+        assert N.nvmlDeviceGetEnforcedPowerLimit(h) == 700000
+        assert N.nvmlDeviceGetPowerManagementLimitConstraints(h) == [200000, 700000]
+        assert N.nvmlDeviceGetTotalEnergyConsumption(h) == 600000
+        u = N.nvmlDeviceGetUtilizationRates(h); assert (u.gpu, u.memory) == (0, 0)
+        assert N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_SM) == 345
+        assert N.nvmlDeviceGetMaxClockInfo(h, N.NVML_CLOCK_GRAPHICS) == 1980
+        assert N.nvmlDeviceGetPerformanceState(h) == 0
+        assert N.nvmlDeviceGetCudaComputeCapability(h) == (9, 0)
+        assert N.nvmlDeviceGetArchitecture(h) == N.NVML_DEVICE_ARCH_HOPPER
+        assert N.nvmlDeviceGetBrand(h) == N.NVML_BRAND_TESLA
+        assert N.nvmlDeviceGetEccMode(h) == [1, 1]
+        assert N.nvmlDeviceGetTotalEccErrors(h, N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, N.NVML_VOLATILE_ECC) == 0
+        assert N.nvmlDeviceGetMigMode(h) == [0, 0]
+        assert N.nvmlDeviceGetPersistenceMode(h) == 1
+        assert N.nvmlDeviceGetComputeMode(h) == 0
+        assert N.nvmlDeviceGetCurrPcieLinkGeneration(h) == 5 and N.nvmlDeviceGetCurrPcieLinkWidth(h) == 16
+        assert N.nvmlDeviceGetNvLinkState(h, 0) == 1 and N.nvmlDeviceGetNvLinkVersion(h, 0) == 4
+        assert N.nvmlDeviceGetNumaNodeId(h) == 0
+        assert N.nvmlDeviceGetRemappedRows(h) == (0, 0, 0, 0)
+        # (fabric info is not checked here: nvidia-ml-py 12.550.89 declares clusterUuid as 80 bytes)
+        ps = N.nvmlDeviceGetComputeRunningProcesses(h)
+        assert [(p.pid, p.usedGpuMemory) for p in ps] == [(999, 1 << 30)]
+        assert N.nvmlDeviceGetGraphicsRunningProcesses(h) == []
+        assert N.nvmlSystemGetProcessName(999) == "trainer"
+        try:
+            N.nvmlDeviceGetFanSpeed(h); raise SystemExit("fan speed must be N/A on SXM")
+        except N.NVMLError_NotSupported:
+            pass
+        h2 = N.nvmlDeviceGetHandleByUUID("GPU-01000100-0000-0000-0000-000000000005")
+        assert N.nvmlDeviceGetIndex(h2) == 5
+        h3 = N.nvmlDeviceGetHandleByPciBusId("0000:8b:00.0")
+        assert N.nvmlDeviceGetIndex(h3) == 5
+        assert N.nvmlDeviceGetTopologyCommonAncestor(h, h2) == N.NVML_TOPOLOGY_SYSTEM
+        N.nvmlShutdown()
+    """)
+
+
+def test_state_change_seen_by_running_process(lib_dir, state_file):
+    st = state_file("t4")
+    p = run(lib_dir, st, f"""
+        N.nvmlInit(); h = N.nvmlDeviceGetHandleByIndex(1)
+        assert N.nvmlDeviceGetTemperature(h, 0) == 30
+        write_state({str(st)!r}, make_state("t4", overrides={{"device.1.temperature.gpu": 81,
+                                                                "device.1.utilization.gpu": 97}}))
+        t0 = time.monotonic()
+        while N.nvmlDeviceGetTemperature(h, 0) != 81:
+            assert time.monotonic() - t0 < 0.5
+        print(f"{{(time.monotonic() - t0) * 1000:.1f}} ms")
+        assert N.nvmlDeviceGetUtilizationRates(h).gpu == 97
+    """)
+    assert "ms" in p.stdout
+
+
+def test_xid_events(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        N.nvmlInit()
+        s = N.nvmlEventSetCreate()
+        for i in range(N.nvmlDeviceGetCount()):
+            N.nvmlDeviceRegisterEvents(N.nvmlDeviceGetHandleByIndex(i), N.nvmlEventTypeXidCriticalError, s)
+        write_state({str(st)!r}, make_state("h100", events=[(5, 2, 79)]))
+        e = N.nvmlEventSetWait(s, 2000)
+        assert e.eventData == 79 and e.eventType == N.nvmlEventTypeXidCriticalError
+        assert N.nvmlDeviceGetIndex(e.device) == 2
+        try:
+            N.nvmlEventSetWait(s, 10); raise SystemExit("delivered twice")
+        except N.NVMLError_Timeout:
+            pass
+        N.nvmlEventSetFree(s)
+    """)
+
+
+def test_lost_gpu(lib_dir, state_file):
+    st = state_file("h100", overrides={"device.6.lost": 1})
+    run(lib_dir, st, """
+        N.nvmlInit()
+        try:
+            N.nvmlDeviceGetHandleByIndex(6); raise SystemExit("expected GPU_IS_LOST")
+        except N.NVMLError_GpuIsLost:
+            pass
+        assert N.nvmlDeviceGetName(N.nvmlDeviceGetHandleByIndex(7)).startswith("NVIDIA")
+    """)
