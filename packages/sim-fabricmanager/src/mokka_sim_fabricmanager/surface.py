@@ -1,14 +1,27 @@
-"""Fabric manager of a simulated NVIDIA GPU node: fake nv-fabricmanager driving fabric state."""
+"""The fabricmanager surface: a fake nv-fabricmanager whose readiness drives fabric state ``auto``.
+
+Nothing of the real fabric manager is visible as files except what it produces, so the
+plan is only the run directory its marker lives in; the daemon is the surface.
+"""
 
 from __future__ import annotations
 
+import sys
+
 from mokka_core.state import NodeState
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.surface import Dir, Entry, Service, StageContext, Surface
+
+from .paths import RUN_DIR
 
 
 class FabricmanagerSurface(Surface):
     name = "fabricmanager"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        return [Dir(RUN_DIR)]
+
+    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+        command = [sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(ctx.root)]
+        if node.surface(self.name).state == "failed":
+            command.append("--failed")
+        return [Service(name="nv-fabricmanager", command=command)]

@@ -1,0 +1,117 @@
+"""The fake nv-fabricmanager and its ctl, run as real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mokka_core.spec import NodeSpec
+from mokka_core.surface import StageContext
+from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE
+from mokka_sim_fabricmanager.surface import FabricmanagerSurface
+
+
+def start(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(root), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def ctl(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mokka_sim_fabricmanager.ctl", "--root", str(root), *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    return out
+
+
+def test_ready_after_init_delay_and_clean_shutdown(tmp_path: Path) -> None:
+    marker = tmp_path / FABRICMANAGER_READY_FILE
+    proc = start(tmp_path, "--init-delay", "1.0", "-c", "/etc/fabricmanager.cfg")
+    try:
+        time.sleep(0.3)
+        early = ctl(tmp_path, "-q")
+        assert early.returncode == 1, early
+        assert early.stderr.strip() == "fabric manager not ready"
+        assert wait_for(marker.exists)
+        ready = ctl(tmp_path, "-q")
+        assert (ready.returncode, ready.stdout) == (0, "READY\n")
+        marker.unlink()  # re-asserted while the daemon runs
+        assert wait_for(marker.exists, timeout=5)
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0
+    assert "clean shutdown" in out.splitlines()[-1]
+    assert not marker.exists()
+    assert ctl(tmp_path, "-q").returncode == 1
+
+
+def test_failed_never_becomes_ready(tmp_path: Path) -> None:
+    proc = start(tmp_path, "--failed")
+    try:
+        time.sleep(2.5)
+        assert not (tmp_path / FABRICMANAGER_READY_FILE).exists()
+        assert ctl(tmp_path, "-q").returncode == 1
+    finally:
+        out = stop(proc)
+    assert "clean shutdown" in out
+
+
+def test_stale_marker_of_a_killed_daemon_is_not_ready(tmp_path: Path) -> None:
+    marker = tmp_path / FABRICMANAGER_READY_FILE
+    proc = start(tmp_path)
+    assert wait_for(marker.exists)
+    proc.kill()
+    proc.communicate(timeout=10)
+    assert marker.exists()
+    assert ctl(tmp_path, "-q").returncode == 1
+    # a new daemon clears it before training again
+    proc = start(tmp_path, "--failed")
+    try:
+        assert wait_for(lambda: not marker.exists())
+    finally:
+        stop(proc)
+
+
+def test_ctl_without_query_is_a_usage_error(tmp_path: Path) -> None:
+    assert ctl(tmp_path).returncode == 2
+
+
+@pytest.mark.parametrize("delay", ["-1", "soon"])
+def test_bad_init_delay_is_refused_naming_the_option(tmp_path: Path, delay: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(tmp_path),
+                             "--init-delay", delay], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "--init-delay" in result.stderr
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_services_run_the_daemon(tmp_path: Path, failed: bool) -> None:
+    node = NodeSpec(profile="gb200", surfaces={"fabricmanager": {"state": "failed" if failed else "healthy"}}).resolve()
+    (service,) = FabricmanagerSurface().services(node, StageContext(root=tmp_path))
+    assert service.name == "nv-fabricmanager"
+    assert service.command[-1] == "--failed" if failed else "--failed" not in service.command
+    proc = subprocess.Popen(service.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        became_ready = wait_for((tmp_path / FABRICMANAGER_READY_FILE).exists, timeout=3)
+    finally:
+        stop(proc)
+    assert became_ready is not failed
