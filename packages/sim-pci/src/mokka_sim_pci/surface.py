@@ -1,14 +1,46 @@
-"""The pci surface. PCI sysfs tree of a simulated NVIDIA GPU node: GPUs, NVSwitches and HCAs with config space."""
+"""The pci surface: the node's GPUs, NVSwitches and HCAs in the PCI sysfs tree.
+
+Reads the gpu and ib surface settings from the node state (never from those packages): the
+``driver`` links exist only while the surface that would bind the function is enabled and
+healthy.  States:
+
+- enabled, healthy: every function present, config space as the profile describes it.
+- enabled, failed: every function present, but none answers: ``config`` reads all ``0xff``,
+  current link speed ``Unknown`` and width 63; the attributes the kernel cached at
+  enumeration (vendor, device, class, subsystem ids, irq) keep their values.  lspci shows the
+  devices with ``(rev ff)`` and ``Unknown header type 7f``, exactly like a GPU that fell off
+  the bus.  A lost or fallen-off-bus GPU reads like that on a healthy node too.
+- disabled: nothing staged.
+"""
 
 from __future__ import annotations
 
 from mokka_core.state import NodeState
 from mokka_core.surface import Entry, StageContext, Surface
 
+from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
+from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
+
 
 class PciSurface(Surface):
     name = "pci"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        if not node.surface("pci").enabled:
+            return []
+        return render_pci_tree(node)
+
+
+def render_pci_tree(node: NodeState) -> list[Entry]:
+    functions = pci_functions(node)
+    nr_cpus = cpu_count(node)
+    entries: list[Entry] = [Dir(BUS_DEVICES)]
+    for root_id in sorted({fn.root.id for fn in functions}):
+        entries += root_complex_entries(root_id)
+    if node.surface("gpu").active:
+        entries += driver_entries(NVIDIA_DRIVER)
+    if node.surface("ib").active and any(fn.kind == "hca" for fn in functions):
+        entries += driver_entries(MLX5_DRIVER)
+    for fn in functions:
+        entries += function_entries(fn, nr_cpus)
+    return entries

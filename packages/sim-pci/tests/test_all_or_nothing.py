@@ -1,0 +1,45 @@
+"""Staging is all-or-nothing and teardown leaves the root exactly as it was."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mokka_core.errors import MokkaError
+from mokka_core.staging import stage_wave, teardown
+from mokka_core.surface import StageContext
+from mokka_sim_pci.surface import PciSurface
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            found[str(path.relative_to(root))] = os.readlink(path) if path.is_symlink() else str(path.stat().st_mode)
+    return found
+
+
+def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node) -> None:
+    root = tmp_path / "root"
+    (root / "sys/devices/pci0000:00/0000:00:00.0").mkdir(parents=True)  # a host device beside ours
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:00.0", root / "sys/bus/pci/devices/0000:00:00.0")
+    before = snapshot(root)
+    stage_wave({"pci": PciSurface().plan(make_node("h100"), StageContext(root=root))}, root)
+    assert len(snapshot(root)) > len(before) + 500
+    teardown(root, "pci")
+    assert snapshot(root) == before
+
+
+def test_a_conflict_stages_nothing(tmp_path: Path, make_node) -> None:
+    root = tmp_path / "root"
+    clash = root / "sys/devices/pci0000:80/0000:df:00.0/vendor"  # the last GPU's file, not Mokka's
+    clash.parent.mkdir(parents=True)
+    clash.write_text("0x8086\n")
+    before = snapshot(root)
+    with pytest.raises(MokkaError):
+        stage_wave({"pci": PciSurface().plan(make_node("h100"), StageContext(root=root))}, root)
+    assert snapshot(root) == before

@@ -1,0 +1,56 @@
+"""The real lspci (pciutils) reads the staged tree through its relocatable sysfs backend."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mokka_core.spec import NodeSpec
+
+pytestmark = pytest.mark.consumer
+
+
+@pytest.mark.parametrize(
+    ("profile", "ids", "speed"),
+    [("h100", "10de:2330", "32GT/s"), ("a100", "10de:20b0", "16GT/s"), ("t4", "10de:1eb8", "8GT/s")],
+)
+def test_gpus_listed_with_driver_and_link(staged, lspci, profile: str, ids: str, speed: str) -> None:
+    root = staged(profile)
+    out = lspci(root, "-nn", "-vvv", "-k")
+    bus_ids = [gpu.bus_id for gpu in NodeSpec(profile=profile).resolve().gpus]
+    blocks = {block.split(" ", 1)[0]: block for block in out.strip().split("\n\n")}
+    for bus_id in bus_ids:
+        block = blocks[bus_id.removeprefix("0000:")]
+        assert re.search(rf"3D controller \[0302\]: NVIDIA Corporation .*\[{ids}\]", block), block
+        assert "Kernel driver in use: nvidia" in block
+        assert f"LnkSta:\tSpeed {speed}, Width x16" in block
+        assert f"LnkCap:\tPort #0, Speed {speed}, Width x16" in block
+        assert "MSI-X: Enable+" in block
+        assert "Power Management version 3" in block
+
+
+def test_h100_switches_and_hcas(staged, lspci) -> None:
+    out = lspci(staged("h100"), "-nn", "-k")
+    assert out.count("Bridge [0680]: NVIDIA Corporation") == 4
+    assert out.count("Infiniband controller [0207]: Mellanox Technologies") == 8
+    assert out.count("Kernel driver in use: mlx5_core") == 8
+
+
+def test_gpu_disabled_leaves_devices_without_driver(staged, lspci) -> None:
+    out = lspci(staged("h100", gpu={"enabled": False}), "-nn", "-k", "-d", "10de:2330")
+    assert out.count("3D controller [0302]") == 8
+    assert "Kernel driver in use" not in out
+
+
+def test_pci_failed_config_reads_ff(staged, lspci) -> None:
+    root = staged("t4", pci={"state": "failed"})
+    out = lspci(root, "-x", "-s", "00:1e.0")
+    assert "00: ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff" in out
+    assert "Unknown header type 7f" in lspci(root, "-v", "-s", "00:1e.0")
+
+
+def test_numa_node_and_iommu_group_are_shown(staged, lspci) -> None:
+    out = lspci(staged("h100"), "-vv", "-s", "9d:00.0")
+    assert "NUMA node: 1" in out
+    assert re.search(r"IOMMU group: \d+", out)
