@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from .builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
-from .errors import MokkaError
+from .errors import ConfigError, MokkaError
 from .loader import load_profile
 from .spec import NodeSpec, surface_settings
 from .state import NodeState
@@ -30,6 +30,9 @@ app = typer.Typer(
 )
 profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
+from .node.cli import node_app  # noqa: E402 - the `mokka node` daemon commands
+
+app.add_typer(node_app, name="node")
 
 ProfileOpt = Annotated[
     Optional[str], typer.Option("--profile", "-p", help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}.")
@@ -104,6 +107,61 @@ def show(
         typer.echo(node.model_dump_json(indent=2))
     else:
         typer.echo(node_table(node))
+
+
+RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+CommandArg = Annotated[list[str], typer.Argument(help="The command to run, after --.", show_default=False)]
+
+
+def _node_spec(profile: str | None, profile_file: Path | None, gpus: int | None, node_name: str | None,
+               disable: list[str], fail: list[str]) -> NodeSpec:
+    try:
+        surfaces = surface_settings(disable, fail)
+    except ConfigError as exc:  # a usage error: exit 2 with the list of surfaces
+        raise typer.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--disable/--fail") from None
+    return NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name, surfaces=surfaces)
+
+
+@app.command("run", context_settings=RUN_CONTEXT)
+def run_cmd(
+    command: CommandArg,
+    profile: ProfileOpt = None,
+    profile_file: ProfileFileOpt = None,
+    gpus: GpusOpt = None,
+    node_name: NodeNameOpt = None,
+    disable: DisableOpt = [],  # noqa: B006
+    fail: FailOpt = [],  # noqa: B006
+) -> None:
+    """Run CMD on a simulated node: the node appears at the real paths (/sys, /dev, /proc/driver,
+    /proc/modules, the NVML library) in a private mount namespace; the host is untouched.
+
+    Example: mokka run --profile h100 -- nvidia-smi
+    """
+    from .run import main_run
+
+    spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
+    raise typer.Exit(main_run(spec, command))
+
+
+@app.command("shim", context_settings=RUN_CONTEXT)
+def shim_cmd(
+    command: CommandArg,
+    profile: ProfileOpt = None,
+    profile_file: ProfileFileOpt = None,
+    gpus: GpusOpt = None,
+    node_name: NodeNameOpt = None,
+    disable: DisableOpt = [],  # noqa: B006
+    fail: FailOpt = [],  # noqa: B006
+) -> None:
+    """Run CMD on a simulated node without namespaces: the LD_PRELOAD shim redirects /sys, /dev and
+    /proc paths into the staged root (dynamically linked C programs only).
+
+    Example: mokka shim --profile h100 -- lspci -nn
+    """
+    from .run import main_run
+
+    spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
+    raise typer.Exit(main_run(spec, command, use_shim=True))
 
 
 @app.command("surfaces")

@@ -1,0 +1,358 @@
+"""Show a staged root at the real paths inside a private mount namespace.
+
+Split in two: :func:`plan_mounts` is pure (it reads the host, the staged root and
+the host's mount table and returns a list of operations) and :func:`enter` runs
+such a list in a freshly forked child, between ``unshare`` and ``exec``.
+
+What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
+
+- ``sys``: an overlay ``<root>/sys:/sys`` on ``/sys``, so staged devices appear
+  beside the real ones; the mounts that lived under ``/sys`` (cgroups, ...) are
+  bound back on top of it.
+- ``dev``: a private tmpfs with the real basics bound back (null, zero, full,
+  random, urandom, tty, ptmx, pts, shm, mqueue) plus the staged nodes.
+- ``proc/<dir>`` (``proc/driver``): a tmpfs over the real directory, the real
+  entries bound back, the staged ones bound in (live: the root's files).
+- ``proc/<file>`` (``proc/modules``): bound over the real file.  procfs cannot
+  gain new names (and refuses to be an overlay layer), so a file the running
+  kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
+  falls back to the preload shim for it.
+- the NVML library directory: a private ``/etc/ld.so.cache`` listing the staged
+  directory first, so ``dlopen("libnvidia-ml.so.1")`` finds the mock through the
+  normal loader search and the library reads the root's live state file.
+- anything else staged (``var/run/cdi``, ``etc``, ...): an overlay on the deepest
+  directory that exists on the host.
+
+Overlay and bound views are taken when CMD starts.  Files replaced later under the
+root (``nvml-mock-ctl``) are seen through the NVML state file, ``/proc/driver``
+and bound files; overlay views (``/sys``) may keep showing the old file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Union
+
+from .paths import LIB_DIR, STATE_DIR
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+
+#: Device nodes every program expects in /dev; bound back from the host.
+DEV_BASICS = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
+DEV_BASIC_DIRS = ("pts", "shm", "mqueue")
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2"}
+
+#: Staged trees handled by their own rule (not by the generic overlay).
+SPECIAL_TREES = ("sys", "dev", "proc", STATE_DIR)
+
+
+class NamespaceError(Exception):
+    """Setting up the private namespace failed; the message says what and why."""
+
+
+@dataclass(frozen=True)
+class Captured:
+    """A host path opened (O_PATH) before any mount, so it can be bound back after it is covered."""
+
+    path: str
+
+
+Source = Union[str, Captured]
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    target: str
+    mode: int = 0o755
+
+
+@dataclass(frozen=True)
+class Overlay:
+    target: str
+    lowers: tuple[str, ...]  # uppermost first
+
+
+@dataclass(frozen=True)
+class Bind:
+    source: Source
+    target: str
+    create: str | None = None  # "file" or "dir": make the mount point first (inside a fresh tmpfs)
+    recursive: bool = False
+
+
+@dataclass(frozen=True)
+class MakeDir:
+    path: str
+    mode: int = 0o755
+
+
+@dataclass(frozen=True)
+class MakeNode:
+    path: str
+    mode: int  # includes S_IFCHR / S_IFBLK
+    rdev: int
+
+
+@dataclass(frozen=True)
+class MakeSymlink:
+    path: str
+    target: str
+
+
+Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeNode, MakeSymlink]
+
+
+@dataclass
+class MountPlan:
+    ops: list[Op] = field(default_factory=list)
+    #: /proc files staged under the root that this kernel does not have (cannot be shown by a mount).
+    missing_proc_files: list[str] = field(default_factory=list)
+    #: Staged trees that could not be placed, with the reason (reported, not fatal).
+    skipped: list[str] = field(default_factory=list)
+
+
+def host_mount_points(mountinfo: str | None = None) -> list[str]:
+    """Mount points of this mount namespace, in mount order (from /proc/self/mountinfo)."""
+    if mountinfo is None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    points = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            points.append(_unescape(fields[4]))
+    return points
+
+
+def _unescape(path: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    out, i = [], 0
+    while i < len(path):
+        if path[i] == "\\" and path[i + 1 : i + 4].isdigit() and len(path[i + 1 : i + 4]) == 3:
+            out.append(chr(int(path[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(path[i])
+            i += 1
+    return "".join(out)
+
+
+def submounts(target: str, mount_points: list[str]) -> list[str]:
+    """Mount points strictly below ``target`` that are not below another of them (bind these back with MS_REC)."""
+    prefix = target.rstrip("/") + "/"
+    below = sorted({m for m in mount_points if m.startswith(prefix)}, key=len)
+    top: list[str] = []
+    for m in below:
+        if not any(m.startswith(t.rstrip("/") + "/") for t in top):
+            top.append(m)
+    return top
+
+
+def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
+    """Overlay ``staged`` over the host directory ``target`` and bind back what was mounted below it."""
+    keep = submounts(target, mount_points)
+    ops: list[Op] = [Overlay(target, (staged, target))]
+    ops += [Bind(Captured(m), m, recursive=True) for m in keep]
+    return ops
+
+
+def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
+                can_mknod: bool = True) -> MountPlan:
+    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests)."""
+    points = host_mount_points(mountinfo)
+    plan = MountPlan()
+    h = lambda rel: str(host / rel)  # noqa: E731 - host path of a root-relative path
+
+    if (root / "sys").is_dir():
+        plan.ops += overlay_ops(h("sys"), str(root / "sys"), points)
+    if (root / "dev").is_dir():
+        plan.ops += dev_ops(root / "dev", h("dev"), can_mknod)
+    if (root / "proc").is_dir():
+        proc_ops(root / "proc", host / "proc", plan)
+    handled_lib = False
+    if ld_cache is not None and (host / "etc/ld.so.cache").is_file():
+        plan.ops.append(Bind(str(ld_cache), h("etc/ld.so.cache")))
+        handled_lib = True
+    skip = set(SPECIAL_TREES) | ({LIB_DIR} if handled_lib else set())
+    for rel in generic_overlay_points(root, host, skip):
+        target = os.path.realpath(h(rel))
+        plan.ops += overlay_ops(target, str(root / rel), points)
+    return plan
+
+
+def dev_ops(staged: Path, target: str, can_mknod: bool) -> list[Op]:
+    ops: list[Op] = []
+    basics = [name for name in DEV_BASICS if os.path.exists(f"{target}/{name}")]
+    dirs = [name for name in DEV_BASIC_DIRS if os.path.isdir(f"{target}/{name}")]
+    ops.append(Tmpfs(target))
+    for name in basics:
+        ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="file"))
+    for name in dirs:
+        ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="dir", recursive=True))
+    for name, link in DEV_LINKS.items():
+        ops.append(MakeSymlink(f"{target}/{name}", link))
+    for dirpath, dirnames, filenames in os.walk(staged):
+        rel = Path(dirpath).relative_to(staged)
+        for name in sorted(dirnames):
+            if (Path(dirpath) / name).is_symlink():
+                filenames.append(name)
+                continue
+            ops.append(MakeDir(f"{target}/{(rel / name).as_posix()}"))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            dest = f"{target}/{(rel / name).as_posix()}"
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                ops.append(MakeSymlink(dest, os.readlink(path)))
+            elif (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)) and can_mknod:
+                ops.append(MakeNode(dest, info.st_mode, info.st_rdev))
+            else:
+                ops.append(Bind(str(path), dest, create="file"))
+    return ops
+
+
+def proc_ops(staged: Path, proc: Path, plan: MountPlan) -> None:
+    for child in sorted(staged.iterdir()):
+        real = proc / child.name
+        if child.is_dir() and not child.is_symlink():
+            if not real.is_dir():
+                plan.skipped.append(f"/proc/{child.name}: this kernel has no such directory")
+                continue
+            host_entries = sorted(os.listdir(real))
+            staged_entries = sorted(os.listdir(child))
+            plan.ops.append(Tmpfs(str(real)))
+            for name in host_entries:
+                if name in staged_entries:
+                    continue
+                kind = "dir" if (real / name).is_dir() else "file"
+                plan.ops.append(Bind(Captured(str(real / name)), str(real / name), create=kind, recursive=True))
+            for name in staged_entries:
+                kind = "dir" if (child / name).is_dir() else "file"
+                plan.ops.append(Bind(str(child / name), str(real / name), create=kind, recursive=True))
+        elif real.is_file():
+            plan.ops.append(Bind(str(child), str(real)))
+        else:
+            plan.missing_proc_files.append(f"/proc/{child.name}")
+
+
+def generic_overlay_points(root: Path, host: Path, skip: set[str]) -> list[str]:
+    """Root-relative directories to overlay so every other staged file shows at its real path."""
+    points: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = PurePosixPath(Path(dirpath).relative_to(root).as_posix())
+        if any(str(rel_dir) == s or str(rel_dir).startswith(s + "/") for s in skip):
+            dirnames[:] = []
+            continue
+        leaves = filenames + [n for n in dirnames if (Path(dirpath) / n).is_symlink()]
+        if not leaves or str(rel_dir) == ".":
+            continue
+        # deepest ancestor of this directory that exists on the host as a directory
+        point = rel_dir
+        while str(point) != "." and not (host / str(point)).is_dir():
+            point = point.parent
+        if str(point) != ".":
+            points.add(str(point))
+    ordered = sorted(points, key=lambda p: (p.count("/"), p))
+    top: list[str] = []
+    for p in ordered:
+        if not any(p.startswith(t + "/") for t in top):
+            top.append(p)
+    return top
+
+
+# ---- running a plan (in the forked child, before exec) -----------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise NamespaceError(f"{what}: {os.strerror(err)}")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)),
+           f"mount {fstype or 'bind'} {source or ''} on {target}")
+
+
+def unshare_mount_namespace(rootless: bool) -> None:
+    """Enter a private mount namespace (and, without root, a user namespace that maps only our own ids)."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | (CLONE_NEWUSER if rootless else 0)
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        if rootless:
+            raise NamespaceError(userns_refusal_reason(os.strerror(err)))
+        raise NamespaceError(f"cannot create a mount namespace: {os.strerror(err)}")
+    if rootless:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def userns_refusal_reason(strerror: str) -> str:
+    """Why this kernel refuses an unprivileged user namespace, in words a user can act on."""
+    checks = (
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0", "user namespaces are disabled (kernel.unprivileged_userns_clone=0)"),
+        ("/proc/sys/user/max_user_namespaces", "0", "user namespaces are disabled (user.max_user_namespaces=0)"),
+        ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1",
+         "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"),
+    )
+    for path, bad, reason in checks:
+        try:
+            if Path(path).read_text().strip() == bad:
+                return f"{reason}; run as root"
+        except OSError:
+            continue
+    return f"cannot create a user namespace ({strerror}); run as root"
+
+
+def enter(plan: MountPlan) -> None:
+    """Run ``plan`` in the current (already unshared) mount namespace."""
+    fds: dict[str, int] = {}
+    for op in plan.ops:
+        if isinstance(op, Bind) and isinstance(op.source, Captured) and op.source.path not in fds:
+            fds[op.source.path] = os.open(op.source.path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        for op in plan.ops:
+            _run_op(op, fds)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _run_op(op: Op, fds: dict[str, int]) -> None:
+    if isinstance(op, Tmpfs):
+        mount("mokka", op.target, "tmpfs", MS_NOSUID, f"mode={op.mode:o}")
+    elif isinstance(op, Overlay):
+        lowers = ":".join(op.lowers)
+        mount("mokka", op.target, "overlay", 0, f"lowerdir={lowers}")
+    elif isinstance(op, Bind):
+        source = f"/proc/self/fd/{fds[op.source.path]}" if isinstance(op.source, Captured) else op.source
+        if op.create == "dir":
+            os.makedirs(op.target, exist_ok=True)
+        elif op.create == "file" and not os.path.lexists(op.target):
+            os.close(os.open(op.target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        mount(source, op.target, None, MS_BIND | (MS_REC if op.recursive else 0))
+    elif isinstance(op, MakeDir):
+        os.makedirs(op.path, mode=op.mode, exist_ok=True)
+    elif isinstance(op, MakeNode):
+        os.mknod(op.path, op.mode, op.rdev)
+        os.chmod(op.path, stat.S_IMODE(op.mode))
+    elif isinstance(op, MakeSymlink):
+        os.symlink(op.target, op.path)

@@ -1,0 +1,249 @@
+"""``mokka run`` and ``mokka shim``: stage a node into a private root and run one command against it.
+
+``run`` shows the root at the real paths in a private mount namespace (see
+:mod:`mokka_core.namespace`); ``shim`` needs no namespace and redirects paths with
+the LD_PRELOAD shim instead (C programs only).  Both remove the root when the
+command exits, also on Ctrl-C and SIGTERM, and return the command's exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import namespace, nodefile
+from .errors import MokkaError
+from .native import native_dir
+from .paths import LIB_DIR
+from .spec import NodeSpec
+from .staging import stage_wave
+from .surface import StageContext, Surface, discover
+
+log = logging.getLogger(__name__)
+
+PRELOAD_LIB = "libmokka-preload.so"
+WRAPPER = "mokka-preload-wrapper"
+#: Exit status when mokka could not set up the node (like every MokkaError) or start CMD (as env(1) does).
+EXIT_SETUP_FAILED = 1
+EXIT_CANNOT_EXEC = 126
+EXIT_NOT_FOUND = 127
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@dataclass(frozen=True)
+class StagedNode:
+    workdir: Path  # private temp dir: holds root/ and the loader cache; removed afterwards
+    root: Path
+    surfaces: tuple[str, ...]
+    stage_seconds: float
+
+
+@contextlib.contextmanager
+def staged_node(spec: NodeSpec, surfaces: Mapping[str, type[Surface]] | None = None) -> Iterator[StagedNode]:
+    """Stage every enabled installed surface into a fresh private root; remove it all on exit."""
+    started = time.monotonic()
+    node = spec.resolve()
+    installed = discover() if surfaces is None else dict(surfaces)
+    workdir = Path(tempfile.mkdtemp(prefix="mokka-run-"))
+    try:
+        root = workdir / "root"
+        root.mkdir()
+        ctx = StageContext(root=root, native_dir=native_dir())
+        plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
+                 if name not in node.surfaces or node.surfaces[name].enabled}
+        with _quiet_rootless_staging():
+            stage_wave(plans, root)
+        nodefile.save(root, spec)
+        yield StagedNode(workdir, root, tuple(plans), time.monotonic() - started)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _quiet_rootless_staging() -> Iterator[None]:
+    staging_log = logging.getLogger("mokka_core.staging")
+    level = staging_log.level
+    if os.geteuid() != 0:
+        # one line instead of one warning per device node
+        log.info("not root: device nodes are staged as regular files")
+        staging_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        staging_log.setLevel(level)
+
+
+def loader_cache(staged: StagedNode) -> Path | None:
+    """A private ld.so.cache that lists the root's library directory before the host's (None: nothing to list)."""
+    lib_dir = staged.root / LIB_DIR
+    if not lib_dir.is_dir() or not any(lib_dir.glob("lib*.so*")):
+        return None
+    ldconfig = shutil.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
+    if ldconfig is None:
+        log.warning("ldconfig not found; the NVML library is shown by an overlay of /%s instead", LIB_DIR)
+        return None
+    conf = staged.workdir / "ld.so.conf"
+    cache = staged.workdir / "ld.so.cache"
+    includes = "include /etc/ld.so.conf\n" if Path("/etc/ld.so.conf").exists() else ""
+    conf.write_text(f"{lib_dir}\n{includes}")
+    # -X: never create or change links in the scanned directories (they include the host's)
+    done = subprocess.run([ldconfig, "-X", "-C", str(cache), "-f", str(conf)], capture_output=True, text=True)
+    if done.returncode != 0 or not cache.exists():
+        raise MokkaError(f"ldconfig could not build the private loader cache: {done.stderr.strip()}")
+    return cache
+
+
+def preload_library() -> Path | None:
+    directory = native_dir()
+    lib = directory / PRELOAD_LIB if directory else None
+    return lib if lib is not None and lib.exists() else None
+
+
+def run_in_namespace(staged: StagedNode, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` in a private mount namespace that shows the staged root at the real paths."""
+    rootless = os.geteuid() != 0
+    started = time.monotonic()
+    plan = namespace.plan_mounts(staged.root, loader_cache(staged), can_mknod=not rootless)
+    child_env = dict(os.environ if env is None else env)
+    child_env["MOKKA_ROOT"] = str(staged.root)
+    for reason in plan.skipped:
+        log.warning("not shown: %s", reason)
+    if plan.missing_proc_files:
+        shim = preload_library()
+        if shim is None:
+            log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
+                        "readers of those files see nothing", ", ".join(plan.missing_proc_files))
+        else:
+            # procfs cannot gain a file; dynamically linked readers (lsmod) get it through the shim
+            _prepend(child_env, "LD_PRELOAD", str(shim), " ")
+            child_env["MOKKA_PRELOAD_ONLY"] = ":".join(plan.missing_proc_files)
+    log.debug("namespace plan ready in %.3fs (%d mount operations)", time.monotonic() - started, len(plan.ops))
+
+    def setup() -> None:
+        namespace.unshare_mount_namespace(rootless)
+        namespace.enter(plan)
+
+    return supervise(argv, child_env, setup)
+
+
+def run_with_shim(staged: StagedNode, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` with the preload shim redirecting /sys, /dev and /proc paths into the root (no namespace)."""
+    shim = preload_library()
+    if shim is None:
+        raise MokkaError(f"the preload shim is not built ({PRELOAD_LIB} missing from the native directory); "
+                         "run `make -C native install`")
+    child_env = dict(os.environ if env is None else env)
+    child_env["MOKKA_ROOT"] = str(staged.root)
+    child_env["MOKKA_PRELOAD_LIB"] = str(shim)
+    _prepend(child_env, "LD_LIBRARY_PATH", str(staged.root / LIB_DIR), ":")
+    wrapper = shim.parent / WRAPPER
+    if wrapper.exists():
+        return supervise([str(wrapper), *argv], child_env, None)
+    _prepend(child_env, "LD_PRELOAD", str(shim), " ")
+    return supervise(argv, child_env, None)
+
+
+def _prepend(env: dict[str, str], name: str, value: str, sep: str) -> None:
+    env[name] = f"{value}{sep}{env[name]}" if env.get(name) else value
+
+
+def supervise(argv: list[str], env: Mapping[str, str], setup: object | None) -> int:
+    """Fork, run ``setup`` in the child, exec ``argv``; relay signals; return the exit status.
+
+    CMD stays in our process group, so Ctrl-C from the terminal reaches it
+    directly; we only forward signals that were sent to us alone (as sudo does).
+    A setup or exec failure comes back over a close-on-exec pipe.
+    """
+    if not argv:
+        raise MokkaError("no command given (usage: mokka run [OPTIONS] -- CMD [ARGS...])")
+    watched = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        raise
+    if pid == 0:  # child: never returns
+        os.close(report_r)
+        _child(argv, env, setup, report_w, old_mask)
+    os.close(report_w)
+    try:
+        with os.fdopen(report_r, "rb") as report:
+            failure = report.read().decode(errors="replace")
+        status = _wait(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    if failure:
+        code, _, message = failure.partition(":")
+        raise CommandFailed(int(code), message)
+    return status
+
+
+class CommandFailed(MokkaError):
+    """mokka could not start CMD; ``exit_code``: 1 set-up failed, 126 cannot run CMD, 127 CMD not found."""
+
+    def __init__(self, exit_code: int, message: str) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+def _child(argv: list[str], env: Mapping[str, str], setup: object | None, report_w: int, mask: object) -> None:
+    code = EXIT_SETUP_FAILED
+    try:
+        if setup is not None:
+            setup()  # type: ignore[operator]
+        for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
+        code = EXIT_NOT_FOUND
+        os.execvpe(argv[0], argv, env)
+    except BaseException as exc:  # report everything; never return into the parent's code
+        if isinstance(exc, FileNotFoundError) and code == EXIT_NOT_FOUND:
+            message = f"{argv[0]}: command not found"
+        elif isinstance(exc, OSError) and code == EXIT_NOT_FOUND:
+            code, message = EXIT_CANNOT_EXEC, f"{argv[0]}: {exc.strerror}"
+        else:
+            message = str(exc) or type(exc).__name__
+        try:
+            os.write(report_w, f"{code}:{message}".encode())
+        finally:
+            os._exit(code)
+
+
+def _wait(pid: int) -> int:
+    while True:
+        info = signal.sigwaitinfo(set(FORWARDED_SIGNALS) | {signal.SIGCHLD})
+        if info.si_signo == signal.SIGCHLD:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            continue
+        # si_code <= 0: sent by kill(2) and friends to us alone.  From the terminal (SI_KERNEL)
+        # the whole foreground group, CMD included, already has it: forwarding would double it.
+        if info.si_code <= 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, info.si_signo)
+
+
+def main_run(spec: NodeSpec, argv: list[str], *, use_shim: bool = False) -> int:
+    """What ``mokka run`` / ``mokka shim`` do; returns CMD's exit status."""
+    try:
+        with staged_node(spec) as staged:
+            log.debug("staged %s in %.3fs under %s", ", ".join(staged.surfaces) or "nothing",
+                      staged.stage_seconds, staged.root)
+            return run_with_shim(staged, argv) if use_shim else run_in_namespace(staged, argv)
+    except CommandFailed as exc:
+        print(f"mokka: {exc}", file=sys.stderr)
+        return exc.exit_code
