@@ -20,13 +20,21 @@ def test_help_names_every_verb() -> None:
         assert verb in result.output
 
 
-def test_stage_and_teardown_leave_no_residue(tmp_path) -> None:
+def test_stage_and_teardown_leave_no_residue(tmp_path, native_dir) -> None:
     root = tmp_path / "root"
     root.mkdir()
     assert runner.invoke(app, ["stage", "--root", str(root), "--profile", "h100"]).exit_code == 0
     assert runner.invoke(app, ["check", "--root", str(root), "--profile", "h100"]).exit_code == 0
     assert runner.invoke(app, ["teardown", "--root", str(root)]).exit_code == 0
     assert list(root.iterdir()) == []
+
+
+def test_stage_without_a_built_library_says_how_to_build_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MOKKA_NATIVE_DIR", str(tmp_path / "nowhere"))
+    result = runner.invoke(app, ["stage", "--root", str(tmp_path / "root"), "--profile", "h100"])
+    assert result.exit_code != 0
+    assert "make -C native install" in str(result.exception) + result.output
+    assert not (tmp_path / "root").exists() or list((tmp_path / "root").iterdir()) == []
 
 
 def test_unknown_profile_is_refused() -> None:

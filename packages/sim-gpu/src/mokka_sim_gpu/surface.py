@@ -1,14 +1,36 @@
-"""Driver footprint of a simulated NVIDIA GPU node: NVML library chain, /dev/nvidia*, /proc/driver/nvidia, modules."""
+"""The gpu surface: the driver footprint of a simulated NVIDIA GPU node.
+
+States (read from the node state):
+
+- enabled, healthy: the NVML library chain and state file; ``/dev/nvidia*``;
+  ``/proc/driver/nvidia``; the four NVIDIA modules in ``/proc/modules`` and ``/sys/module``.
+- enabled, failed: like a node whose kernel module failed to load: the library chain and the
+  state file (which makes NVML init report the driver as not loaded) and nothing else.
+- disabled: nothing at all (no driver installed).
+
+Lost and fallen-off-bus GPUs keep their ``/dev/nvidiaN`` and ``/proc`` entries, as the real
+driver does.
+"""
 
 from __future__ import annotations
 
 from mokka_core.state import NodeState
 from mokka_core.surface import Entry, StageContext, Surface
 
+from .device_nodes import device_node_entries
+from .library import library_entries, state_file_entries
+from .modules import module_entries
+from .render_proc import proc_entries
+
 
 class GpuSurface(Surface):
     name = "gpu"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        settings = node.surface("gpu")
+        if not settings.enabled:
+            return []
+        entries = library_entries(node, ctx) + state_file_entries(node)
+        if settings.active:
+            entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
+        return entries

@@ -1,0 +1,62 @@
+"""The driver's user-space side: the NVML library chain and the NVML state file it reads."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from mokka_core import paths
+from mokka_core.errors import MokkaError
+from mokka_core.state import NodeState
+from mokka_core.surface import Copy, Entry, File, StageContext, Symlink
+
+LIBRARY = "libnvidia-ml.so"
+SONAME = f"{LIBRARY}.1"
+
+
+class LibraryNotBuilt(MokkaError):
+    """No built mock libnvidia-ml to stage."""
+
+
+def library_entries(node: NodeState, ctx: StageContext) -> list[Entry]:
+    """``libnvidia-ml.so.<driver>``, ``.so.1`` -> it and ``.so`` -> ``.so.1``, as the driver packages install them."""
+    versioned = f"{LIBRARY}.{node.driver_version}"
+    return [
+        Copy(f"{paths.LIB_DIR}/{versioned}", built_library(ctx.native_dir, node.driver_version), mode=0o755),
+        Symlink(f"{paths.LIB_DIR}/{SONAME}", versioned),
+        Symlink(f"{paths.LIB_DIR}/{LIBRARY}", SONAME),
+    ]
+
+
+def built_library(native_dir: Path | None, driver_version: str) -> Path:
+    """The built mock library: the one named for this driver version, else the one ``.so.1`` names.
+
+    The mock serves every driver version from the state file, so one build stages under any
+    profile's version number.
+    """
+    if native_dir is None:
+        raise LibraryNotBuilt(
+            "gpu: the mock libnvidia-ml is not built (no mokka_core/_native and no $MOKKA_NATIVE_DIR); "
+            "run `make -C native install` first"
+        )
+    exact = native_dir / f"{LIBRARY}.{driver_version}"
+    if exact.is_file():
+        return exact
+    linked = native_dir / SONAME
+    if linked.exists():
+        return linked.resolve()
+    candidates = sorted(p for p in native_dir.glob(f"{LIBRARY}.*.*") if p.is_file() and not p.is_symlink())
+    if candidates:
+        return candidates[-1]
+    raise LibraryNotBuilt(f"gpu: no {LIBRARY}.<version> in {native_dir}; run `make -C native install` first")
+
+
+def state_file_entries(node: NodeState) -> list[Entry]:
+    """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
+    try:
+        view = importlib.import_module("mokka_core.nvml_view")
+    except ModuleNotFoundError as exc:
+        if exc.name != "mokka_core.nvml_view":
+            raise
+        return []  # a mokka-core without the NVML view: the library reports no state file
+    return [File(paths.NVML_STATE_FILE, view.render_nvml_state(node), mode=0o644)]

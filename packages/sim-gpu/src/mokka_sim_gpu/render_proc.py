@@ -1,0 +1,130 @@
+"""``/proc/driver/nvidia``: the NVIDIA kernel module's procfs files, in its formats.
+
+Formats follow the module's ``nv-procfs.c`` (``seq_printf`` with its tabs and spacing):
+``version`` (NVRM and compiler lines), ``params`` (every registry parameter and its value),
+``registry`` and per-GPU ``gpus/<bdf>/{information,registry}``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mokka_core.state import GpuState, NodeState
+from mokka_core.surface import Entry, File
+
+PROC_DIR = "proc/driver/nvidia"
+
+#: The compiler line of a module built by DKMS on Debian 12 (what NV_COMPILER records).
+GCC_VERSION = "gcc version 12.2.0 (Debian 12.2.0-14)"
+#: Build timestamp printed after the version; the real one differs per release and is not modelled.
+BUILD_DATE = "Wed Jan 15 11:23:46 UTC 2025"
+UNKNOWN_VBIOS = "??.??.??.??.??"
+
+#: nv_parms[] of the 550 module in table order, with the module's defaults.
+PARAMS: tuple[tuple[str, int], ...] = (
+    ("ResmanDebugLevel", 0xFFFFFFFF),
+    ("RmLogonRC", 1),
+    ("ModifyDeviceFiles", 1),
+    ("DeviceFileUID", 0),
+    ("DeviceFileGID", 0),
+    ("DeviceFileMode", 0o666),
+    ("InitializeSystemMemoryAllocations", 1),
+    ("UsePageAttributeTable", 0xFFFFFFFF),
+    ("EnableMSI", 1),
+    ("EnablePCIeGen3", 0),
+    ("MemoryPoolSize", 0),
+    ("KMallocHeapMaxSize", 0),
+    ("VMallocHeapMaxSize", 0),
+    ("IgnoreMMIOCheck", 0),
+    ("EnableStreamMemOPs", 0),
+    ("EnableUserNUMAManagement", 1),
+    ("NvLinkDisable", 0),
+    ("RmProfilingAdminOnly", 1),
+    ("PreserveVideoMemoryAllocations", 0),
+    ("EnableS0ixPowerManagement", 0),
+    ("S0ixPowerManagementVideoMemoryThreshold", 256),
+    ("DynamicPowerManagement", 3),
+    ("DynamicPowerManagementVideoMemoryThreshold", 200),
+    ("RegisterPCIDriver", 1),
+    ("EnablePCIERelaxedOrderingMode", 0),
+    ("EnableResizableBar", 0),
+    ("EnableGpuFirmware", 18),
+    ("EnableGpuFirmwareLogs", 2),
+    ("RmNvlinkBandwidthLinkCount", 0),
+    ("EnableDbgBreakpoint", 0),
+    ("OpenRmEnableUnsupportedGpus", 1),
+    ("DmaRemapPeerMmio", 1),
+    ("ImexChannelCount", 2048),
+    ("CreateImexChannel0", 0),
+    ("GrdmaPciTopoCheckOverride", 0),
+)
+#: The string parameters printed after the numeric ones (all unset by default).
+STRING_PARAMS = ("RegistryDwords", "RegistryDwordsPerDevice", "RmMsg", "GpuBlacklist", "TemporaryFilePath",
+                 "ExcludedGpus")
+
+
+def proc_entries(node: NodeState) -> list[Entry]:
+    entries: list[Entry] = [
+        File(f"{PROC_DIR}/version", render_version(node.driver_version), mode=0o444),
+        File(f"{PROC_DIR}/params", render_params(), mode=0o444),
+        File(f"{PROC_DIR}/registry", render_registry(), mode=0o644),
+    ]
+    for gpu in node.gpus:
+        base = f"{PROC_DIR}/gpus/{gpu.bus_id}"
+        entries.append(File(f"{base}/information", render_information(gpu), mode=0o444))
+        entries.append(File(f"{base}/registry", render_registry(), mode=0o644))
+    return entries
+
+
+def render_version(driver_version: str, machine: str | None = None) -> str:
+    arch = machine or os.uname().machine
+    return (
+        f"NVRM version: NVIDIA UNIX {arch} Kernel Module  {driver_version}  {BUILD_DATE}\n"
+        f"GCC version:  {GCC_VERSION}\n"
+    )
+
+
+def render_params() -> str:
+    lines = [f"{name}: {value}" for name, value in PARAMS]
+    lines += [f'{name}: ""' for name in STRING_PARAMS]
+    return "\n".join(lines) + "\n"
+
+
+def render_registry() -> str:
+    return 'Binary: ""\n'
+
+
+def render_information(gpu: GpuState) -> str:
+    """One GPU's ``information`` file.  A lost GPU no longer answers RM: no UUID, unknown VBIOS."""
+    cfg = gpu.config
+    bits = dma_bits(cfg.architecture)
+    lines = [
+        f"Model: \t\t {cfg.name or 'NVIDIA Graphics Device'}",
+        f"IRQ:   \t\t {legacy_irq(gpu.bus_id)}",
+    ]
+    if not gpu.lost:
+        lines.append(f"GPU UUID: \t {gpu.uuid}")
+    lines += [
+        f"Video BIOS: \t {UNKNOWN_VBIOS if gpu.lost else (cfg.vbios_version or UNKNOWN_VBIOS)}",
+        "Bus Type: \t PCIe",
+        f"DMA Size: \t {bits} bits",
+        f"DMA Mask: \t 0x{(1 << bits) - 1:x}",
+        f"Bus Location: \t {gpu.bus_id}",
+        f"Device Minor: \t {gpu.minor_number}",
+    ]
+    firmware = cfg.gsp_firmware
+    if firmware and firmware.mode == "enabled" and firmware.version and not gpu.lost:
+        lines.append(f"GPU Firmware: \t {firmware.version}")
+    lines.append("GPU Excluded:\t No")
+    return "\n".join(lines) + "\n"
+
+
+def legacy_irq(bus_id: str) -> int:
+    """The GPU's interrupt line; the same formula as sim-pci's ``devices.legacy_irq`` (sysfs ``irq``)."""
+    domain, bus, devfn = bus_id.split(":")
+    return 16 + (int(domain, 16) + int(bus, 16) + int(devfn.split(".")[0], 16)) % 8
+
+
+def dma_bits(architecture: str | None) -> int:
+    """DMA address width the driver programs: 52 bits from Hopper on, 47 before (as sim-pci's)."""
+    return 52 if architecture in ("hopper", "blackwell") else 47

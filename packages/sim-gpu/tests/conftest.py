@@ -1,0 +1,114 @@
+"""Fixtures for the gpu surface tests: a stand-in built library, resolved nodes, staged roots, tools."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mokka_core.spec import NodeSpec
+from mokka_core.staging import stage_wave, teardown
+from mokka_core.state import NodeState
+from mokka_core.surface import StageContext
+from mokka_core.testing.consumers import missing
+from mokka_sim_gpu.surface import GpuSurface
+
+
+def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> NodeState:
+    return NodeSpec(profile=profile, gpus=gpus, surfaces=dict(surfaces)).resolve()
+
+
+@pytest.fixture
+def native_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory laid out like ``make -C native install`` output; the library is a stand-in file."""
+    directory = tmp_path / "native"
+    directory.mkdir()
+    (directory / "libnvidia-ml.so.550.163.01").write_bytes(b"\x7fELF stand-in for the mock library\n")
+    os.symlink("libnvidia-ml.so.550.163.01", directory / "libnvidia-ml.so.1")
+    os.symlink("libnvidia-ml.so.1", directory / "libnvidia-ml.so")
+    monkeypatch.setenv("MOKKA_NATIVE_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def make_node() -> Callable[..., NodeState]:
+    return resolve_node
+
+
+@pytest.fixture
+def staged(tmp_path: Path, native_dir: Path) -> Iterator[Callable[..., Path]]:
+    """Stage the gpu surface of a node under a fresh root; tear everything down afterwards."""
+    roots: list[Path] = []
+
+    def stage(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> Path:
+        root = tmp_path / f"root{len(roots)}"
+        state = resolve_node(profile, gpus, **surfaces)
+        plan = GpuSurface().plan(state, StageContext(root=root, native_dir=native_dir))
+        stage_wave({"gpu": plan}, root)
+        roots.append(root)
+        return root
+
+    yield stage
+    for root in roots:
+        teardown(root, "gpu")
+
+
+def apt_tool(binary: str, package: str) -> Path:
+    """A tool from a Debian package: found on PATH, else installed with apt-get when root."""
+    search = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin:/usr/bin:/bin"
+    found = shutil.which(binary, path=search)
+    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "-qq", "update"], env=env, capture_output=True, check=False)
+        subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", package],
+                       env=env, capture_output=True, check=False)
+        found = shutil.which(binary, path=search)
+    if not found:
+        missing(f"{binary} (Debian package {package}) is not installed and cannot be installed here")
+    return Path(found)
+
+
+def private_namespace_available() -> bool:
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def in_namespace() -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """Run a shell script as root in a private mount namespace (nothing it mounts reaches the host)."""
+    if not private_namespace_available():
+        missing("needs root and `unshare -m` for a private mount namespace")
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-ec", script],
+                              capture_output=True, text=True, timeout=60)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def lsmod_bin() -> Path:
+    return apt_tool("lsmod", "kmod")
+
+
+@pytest.fixture
+def lsmod(lsmod_bin: Path, in_namespace: Callable[[str], subprocess.CompletedProcess[str]]) -> Callable[[Path], str]:
+    """Run the real lsmod with a staged root's module state at the real paths, as `mokka run` delivers it:
+    the staged ``proc/modules`` over ``/proc/modules`` (on a tmpfs: this kernel may have none) and the
+    staged ``sys`` overlaid on ``/sys``."""
+
+    def run(root: Path) -> str:
+        modules = root / "proc/modules"
+        copy = f"cp {modules} /proc/modules" if modules.exists() else ": > /proc/modules"
+        sys_layer = f"mount -t overlay overlay -o lowerdir={root}/sys:/sys /sys" if (root / "sys").exists() else ":"
+        result = in_namespace(f"mount -t tmpfs none /proc; {copy}; {sys_layer}; {lsmod_bin}")
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    return run

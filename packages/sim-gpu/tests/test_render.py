@@ -1,0 +1,70 @@
+"""Golden tests of the renderers: the kernel module's procfs formats and /proc/modules lines."""
+
+from __future__ import annotations
+
+from mokka_core.builtin import load_builtin
+from mokka_core.overlays import Override
+from mokka_core.state import Inputs, resolve
+from mokka_sim_gpu.modules import loaded_modules, render_proc_modules
+from mokka_sim_gpu.render_proc import legacy_irq, render_information, render_params, render_version
+
+
+def test_version_file() -> None:
+    text = render_version("550.163.01", machine="x86_64")
+    first, second = text.splitlines()
+    assert first.startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  ")
+    assert first.endswith(" UTC 2025")
+    assert second.startswith("GCC version:  gcc version ")
+
+
+def test_params_list_every_registry_key_in_module_order() -> None:
+    lines = render_params().splitlines()
+    assert lines[0] == "ResmanDebugLevel: 4294967295"
+    assert "DeviceFileMode: 438" in lines
+    assert "ImexChannelCount: 2048" in lines
+    assert lines[-1] == 'ExcludedGpus: ""'
+    assert len(lines) == 35 + 6
+
+
+def test_h100_information(make_node) -> None:
+    gpu = make_node("h100").gpus[0]
+    assert render_information(gpu) == (
+        "Model: \t\t NVIDIA H100 80GB HBM3\n"
+        f"IRQ:   \t\t {legacy_irq('0000:1b:00.0')}\n"
+        f"GPU UUID: \t {gpu.uuid}\n"
+        "Video BIOS: \t 96.00.99.00.01\n"
+        "Bus Type: \t PCIe\n"
+        "DMA Size: \t 52 bits\n"
+        "DMA Mask: \t 0xfffffffffffff\n"
+        "Bus Location: \t 0000:1b:00.0\n"
+        "Device Minor: \t 0\n"
+        "GPU Firmware: \t 550.163.01\n"
+        "GPU Excluded:\t No\n"
+    )
+
+
+def test_t4_information_has_no_gsp_firmware_and_47_bit_dma(make_node) -> None:
+    text = render_information(make_node("t4").gpus[0])
+    assert "Model: \t\t Tesla T4\n" in text
+    assert "DMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\n" in text
+    assert "GPU Firmware" not in text
+
+
+def test_lost_gpu_information_has_no_uuid() -> None:
+    override = Override.model_validate({"devices": {"1": {"failure": {"mode": "fallen_off_bus"}}}})
+    state = resolve(Inputs(profile=load_builtin("h100"), profile_source="h100.yaml", override=override))
+    text = render_information(state.gpus[1])
+    assert "GPU UUID" not in text
+    assert "Video BIOS: \t ??.??.??.??.??\n" in text
+    assert "Bus Location: \t 0000:43:00.0\n" in text
+
+
+def test_proc_modules_lines(make_node) -> None:
+    lines = render_proc_modules(loaded_modules(make_node("h100"))).splitlines()
+    assert [line.split()[0] for line in lines] == ["nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"]
+    name, size, refcnt, deps, state, address, taint = lines[3].split()
+    assert (name, deps, state, taint) == ("nvidia", "nvidia_uvm,nvidia_modeset,", "Live", "(POE)")
+    assert int(size) % 4096 == 0 and int(address, 16) > 0
+    assert int(refcnt) == 2 + 8 + 1  # two holder modules, persistenced's eight GPUs and nvidiactl
+    assert lines[1].split()[2:4] == ["1", "nvidia_drm,"]
+    assert lines[0].split()[2:4] == ["0", "-"]

@@ -1,0 +1,123 @@
+"""What the gpu surface stages in each state, and that it all comes and goes as one."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from mokka_core import paths
+from mokka_core.errors import MokkaError
+from mokka_core.staging import stage_wave, teardown
+from mokka_core.surface import CharDevice, Copy, StageContext
+from mokka_sim_gpu.library import built_library
+from mokka_sim_gpu.surface import GpuSurface
+
+HAS_NVML_VIEW = importlib.util.find_spec("mokka_core.nvml_view") is not None
+
+
+def test_healthy_h100_footprint(staged) -> None:
+    root = staged("h100")
+    lib = root / paths.LIB_DIR
+    assert os.readlink(lib / "libnvidia-ml.so.1") == "libnvidia-ml.so.550.163.01"
+    assert os.readlink(lib / "libnvidia-ml.so") == "libnvidia-ml.so.1"
+    assert (lib / "libnvidia-ml.so.550.163.01").read_bytes().startswith(b"\x7fELF")
+    assert (root / paths.NVML_STATE_FILE).exists() == HAS_NVML_VIEW
+    assert sorted(p.name for p in (root / "dev").iterdir()) == sorted(
+        [f"nvidia{i}" for i in range(8)] + ["nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"]
+    )
+    proc = root / "proc/driver/nvidia"
+    assert (proc / "version").read_text().split()[7] == "550.163.01"
+    assert sorted(p.name for p in (proc / "gpus").iterdir())[0] == "0000:1b:00.0"
+    assert (proc / "registry").read_text() == 'Binary: ""\n'
+    module = root / "sys/module/nvidia"
+    assert (module / "version").read_text() == "550.163.01\n"
+    assert (module / "initstate").read_text() == "live\n"
+    assert sorted(p.name for p in (module / "holders").iterdir()) == ["nvidia_modeset", "nvidia_uvm"]
+    assert (module / "holders/nvidia_uvm").resolve() == (root / "sys/module/nvidia_uvm").resolve()
+    assert (module / "parameters/NVreg_EnableGpuFirmware").read_text() == "18\n"
+    assert (root / "proc/modules").read_text().count(" Live ") == 4
+
+
+def test_profile_driver_version_names_the_library(staged) -> None:
+    root = staged("b200")  # 570.133.20, served by the same build
+    assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.570.133.20"
+    assert (root / "sys/module/nvidia/version").read_text() == "570.133.20\n"
+
+
+def test_device_numbers(make_node, native_dir: Path) -> None:
+    plan = GpuSurface().plan(make_node("h100", gpus=2), StageContext(root=Path("/"), native_dir=native_dir))
+    devices = {e.path: (e.major, e.minor) for e in plan if isinstance(e, CharDevice)}
+    assert devices == {
+        "dev/nvidia0": (195, 0), "dev/nvidia1": (195, 1), "dev/nvidiactl": (195, 255),
+        "dev/nvidia-modeset": (195, 254), "dev/nvidia-uvm": (509, 0), "dev/nvidia-uvm-tools": (509, 1),
+    }
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_device_nodes_are_character_devices(staged) -> None:
+    st = (staged("t4") / "dev/nvidiactl").stat()
+    assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (195, 255)
+
+
+def test_failed_stages_only_the_library_and_state_file(staged) -> None:
+    root = staged("h100", gpu={"state": "failed"})
+    staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+    expected = [f"{paths.LIB_DIR}/{name}" for name in
+                ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01")]
+    if HAS_NVML_VIEW:
+        expected.append(paths.NVML_STATE_FILE)
+    assert [f for f in staged_files if not f.startswith(paths.STATE_DIR)] == sorted(expected)
+
+
+def test_disabled_stages_nothing(make_node, native_dir: Path) -> None:
+    state = make_node("h100", gpu={"enabled": False})
+    assert GpuSurface().plan(state, StageContext(root=Path("/"), native_dir=native_dir)) == []
+
+
+def test_missing_library_is_a_clear_error(make_node, tmp_path: Path) -> None:
+    with pytest.raises(MokkaError, match="make -C native install"):
+        GpuSurface().plan(make_node("t4"), StageContext(root=tmp_path, native_dir=None))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MokkaError, match=r"no libnvidia-ml\.so"):
+        built_library(tmp_path / "empty", "550.163.01")
+
+
+def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> None:
+    plan = GpuSurface().plan(make_node("t4"), StageContext(root=Path("/"), native_dir=native_dir))
+    copies = [e for e in plan if isinstance(e, Copy)]
+    assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01"]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            found[str(path.relative_to(root))] = os.readlink(path) if path.is_symlink() else oct(path.lstat().st_mode)
+    return found
+
+
+def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node, native_dir: Path) -> None:
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    (root / "dev/null-stand-in").write_text("")
+    (root / "sys/module/ext4").mkdir(parents=True)  # a host module beside ours
+    before = snapshot(root)
+    stage_wave({"gpu": GpuSurface().plan(make_node("h100"), StageContext(root=root, native_dir=native_dir))}, root)
+    assert len(snapshot(root)) > len(before) + 100
+    teardown(root, "gpu")
+    assert snapshot(root) == before
+
+
+def test_a_conflict_stages_nothing(tmp_path: Path, make_node, native_dir: Path) -> None:
+    root = tmp_path / "root"
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text("someone else's driver\n")
+    before = snapshot(root)
+    with pytest.raises(MokkaError):
+        stage_wave({"gpu": GpuSurface().plan(make_node("h100"), StageContext(root=root, native_dir=native_dir))}, root)
+    assert snapshot(root) == before
