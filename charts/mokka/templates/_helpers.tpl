@@ -1,0 +1,136 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "mokka.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "mokka.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "mokka.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mokka.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "mokka.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "mokka.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: mokka
+{{- end }}
+
+{{/*
+The built-in profiles: the files under profiles/, copied from mokka-core by tools/chart_profiles.py.
+*/}}
+{{- define "mokka.builtinProfiles" -}}
+{{- $names := list }}
+{{- range $path, $_ := .Files.Glob "profiles/*.yaml" }}
+{{- $names = append $names ($path | base | trimSuffix ".yaml") }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{- define "mokka.surfaceNames" -}}
+["gpu","pci","cdi","imex","nvlink","fabricmanager","ib"]
+{{- end }}
+
+{{/*
+Checks the schema also makes, repeated here so that a render with --skip-schema-validation (or a
+values.schema.json edited by hand) still fails with a message that lists what is valid.
+*/}}
+{{- define "mokka.validate" -}}
+{{- $profiles := include "mokka.builtinProfiles" . | fromJsonArray }}
+{{- $surfaces := include "mokka.surfaceNames" . | fromJsonArray }}
+{{- if not (has .Values.gpu.profile $profiles) }}
+{{- fail (printf "gpu.profile: unknown profile %q; available profiles: %s (or set gpu.customProfile)" (toString .Values.gpu.profile) (join ", " $profiles)) }}
+{{- end }}
+{{- $count := .Values.gpu.count }}
+{{- if not (kindIs "invalid" $count) }}
+{{- if or (not (or (kindIs "int" $count) (kindIs "int64" $count) (kindIs "float64" $count))) (lt (float64 $count) 1.0) (gt (float64 $count) 255.0) (ne (float64 $count) (float64 (int64 $count))) }}
+{{- fail (printf "gpu.count: must be a whole number from 1 to 255 (or null for the profile's count), got %v" $count) }}
+{{- end }}
+{{- end }}
+{{- range $name, $settings := .Values.surfaces }}
+{{- if not (has $name $surfaces) }}
+{{- fail (printf "surfaces.%s: unknown surface %q; surfaces: %s" $name $name (join ", " $surfaces)) }}
+{{- end }}
+{{- if not (has (toString $settings.state) (list "healthy" "failed")) }}
+{{- fail (printf "surfaces.%s.state: must be healthy or failed, got %q" $name (toString $settings.state)) }}
+{{- end }}
+{{- end }}
+{{- with .Values.integrations.fakeGpuOperator.profileLabels }}
+{{- $contract := index . "fake-gpu-operator/gpu-profile" }}
+{{- if and (not (kindIs "invalid" $contract)) (ne (toString $contract) "true") }}
+{{- fail (printf "integrations.fakeGpuOperator.profileLabels: fake-gpu-operator/gpu-profile is a contract label and stays \"true\" (FGO only reads ConfigMaps that carry it), got %q" (toString $contract)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The profile the nodes run: gpu.customProfile (text kept verbatim, a map rendered as YAML) or the
+built-in file, comments included.
+*/}}
+{{- define "mokka.profileText" -}}
+{{- $custom := .Values.gpu.customProfile }}
+{{- if and (kindIs "string" $custom) (ne $custom "") }}
+{{- $custom }}
+{{- else if and (kindIs "map" $custom) (gt (len $custom) 0) }}
+{{- toYaml $custom }}
+{{- else }}
+{{- .Files.Get (printf "profiles/%s.yaml" .Values.gpu.profile) }}
+{{- end }}
+{{- end }}
+
+{{- define "mokka.profileSource" -}}
+{{- $custom := .Values.gpu.customProfile }}
+{{- if or (and (kindIs "string" $custom) (ne $custom "")) (and (kindIs "map" $custom) (gt (len $custom) 0)) }}custom{{ else }}{{ .Values.gpu.profile }}{{ end }}
+{{- end }}
+
+{{- define "mokka.topologyEnabled" -}}
+{{- if gt (len .Values.topology.domains) 0 }}true{{ end }}
+{{- end }}
+
+{{- define "mokka.topologyText" -}}
+version: 1
+domains:
+{{- toYaml .Values.topology.domains | nindent 2 }}
+{{- end }}
+
+{{- define "mokka.image" -}}
+{{- $image := .Values.images.node }}
+{{- $tag := default .Chart.AppVersion $image.tag }}
+{{- if $image.registry }}
+{{- printf "%s/%s:%s" $image.registry $image.repository $tag }}
+{{- else }}
+{{- printf "%s:%s" $image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+`mokka node up` flags for the surface settings: --disable for a surface turned off, --fail for one
+staged in its failed form.
+*/}}
+{{- define "mokka.surfaceArgs" -}}
+{{- range $name := include "mokka.surfaceNames" . | fromJsonArray }}
+{{- $settings := index $.Values.surfaces $name | default dict }}
+{{- if eq (toString $settings.enabled) "false" }}
+- --disable
+- {{ $name }}
+{{- else if eq (toString $settings.state) "failed" }}
+- --fail
+- {{ $name }}
+{{- end }}
+{{- end }}
+{{- end }}

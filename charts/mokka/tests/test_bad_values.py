@@ -1,0 +1,77 @@
+"""Bad values fail `helm template` with a message that names the value and lists what is valid, both
+through values.schema.json and, with the schema skipped, through the templates' own checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from chartlib import Helm
+
+PROFILE_LIST = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+SURFACE_LIST = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
+
+CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "unknown profile": ({"gpu": {"profile": "v100"}}, ["gpu.profile", *PROFILE_LIST]),
+    "unknown surface": ({"surfaces": {"nvswitch": {"enabled": True}}}, ["surfaces", *SURFACE_LIST]),
+    "count 0": ({"gpu": {"count": 0}}, ["gpu.count", "1"]),
+    "count too large": ({"gpu": {"count": 256}}, ["gpu.count", "255"]),
+    "fractional count": ({"gpu": {"count": 1.5}}, ["gpu.count"]),
+    "bad surface state": ({"surfaces": {"ib": {"state": "degraded"}}}, ["surfaces.ib.state", "healthy", "failed"]),
+}
+
+# Without the schema the templates still refuse, with the same information.
+TEMPLATE_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "unknown profile": ({"gpu": {"profile": "v100"}},
+                        ['gpu.profile: unknown profile "v100"', "available profiles:", *PROFILE_LIST]),
+    "unknown surface": ({"surfaces": {"nvswitch": {"enabled": True, "state": "healthy"}}},
+                        ['surfaces.nvswitch: unknown surface "nvswitch"', *SURFACE_LIST]),
+    "count 0": ({"gpu": {"count": 0}}, ["gpu.count: must be a whole number from 1 to 255", "got 0"]),
+    "bad surface state": ({"surfaces": {"ib": {"state": "degraded"}}},
+                          ['surfaces.ib.state: must be healthy or failed, got "degraded"']),
+}
+
+
+def failure(helm: Helm, values: dict[str, Any], *extra: str) -> str:
+    result = helm.template(values, extra=extra)
+    assert result.returncode != 0, f"helm template accepted {values}"
+    assert not result.stdout.strip(), "a failed render must not print manifests"
+    return result.stderr
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_schema_rejects_with_the_valid_choices(helm: Helm, case: str) -> None:
+    values, expected = CASES[case]
+    message = failure(helm, values)
+    assert "values don't meet the specifications of the schema" in message
+    for text in expected:
+        assert text in message, f"{case}: {text!r} missing from:\n{message}"
+
+
+@pytest.mark.parametrize("case", sorted(TEMPLATE_CASES))
+def test_templates_fail_clearly_without_the_schema(helm: Helm, case: str) -> None:
+    values, expected = TEMPLATE_CASES[case]
+    message = failure(helm, values, "--skip-schema-validation")
+    for text in expected:
+        assert text in message, f"{case}: {text!r} missing from:\n{message}"
+
+
+def test_unknown_top_level_key_is_rejected(helm: Helm) -> None:
+    assert "Additional property gpuProfile is not allowed" in failure(helm, {"gpuProfile": "h100"})
+
+
+def test_contract_label_cannot_be_switched_off(helm: Helm) -> None:
+    values = {"integrations": {"fakeGpuOperator": {"enabled": True,
+                                                   "profileLabels": {"fake-gpu-operator/gpu-profile": "false"}}}}
+    message = failure(helm, values)
+    assert "fake-gpu-operator/gpu-profile is a contract label" in message
+
+
+def test_bad_topology_names_the_missing_key(helm: Helm) -> None:
+    message = failure(helm, {"topology": {"domains": [{"uuid": "8c4f3b1e-5d2a-4e6f-9a7b-0c1d2e3f4a5b"}]}})
+    assert "topology.domains.0" in message and "cliques is required" in message
+
+
+def test_custom_profile_needs_version_and_system(helm: Helm) -> None:
+    message = failure(helm, {"gpu": {"customProfile": {"name": "mine"}}})
+    assert "gpu.customProfile" in message

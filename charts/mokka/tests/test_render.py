@@ -1,0 +1,244 @@
+"""The chart through real helm v3: lint, every profile x representative surface settings, validated with
+kubernetes-validate --strict, and the rendered objects checked field by field."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chartlib import CHART, Helm, documents, find
+
+PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+SURFACES = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
+ROOT = "/var/lib/mokka/root"
+
+TOPOLOGY = {"domains": [{"name": "nvl72-a", "uuid": "8c4f3b1e-5d2a-4e6f-9a7b-0c1d2e3f4a5b",
+                         "cliques": [{"id": 1, "nodes": ["gpu-node-1", "gpu-node-2"]}]}]}
+
+# Representative surface settings: defaults, every surface failed, only the driver footprint, and a
+# mixed case with everything else the chart can switch (count, topology, FGO in another namespace).
+COMBINATIONS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "all-failed": {"surfaces": {name: {"state": "failed"} for name in SURFACES}},
+    "gpu-only": {"surfaces": {name: {"enabled": False} for name in SURFACES if name != "gpu"}},
+    "mixed": {
+        "gpu": {"count": 2},
+        "surfaces": {"cdi": {"enabled": False}, "pci": {"state": "failed"}, "ib": {"enabled": False}},
+        "topology": TOPOLOGY,
+        "nodeSelector": {"mokka.dev/pool": "sim"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "integrations": {"fakeGpuOperator": {"enabled": True, "targetNamespace": "gpu-operator"}},
+    },
+}
+
+
+def kubernetes_versions() -> list[str]:
+    """The chart's floor (Chart.yaml kubeVersion) and the newest version kubernetes-validate knows."""
+    from kubernetes_validate import utils
+
+    floor = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"].lstrip(">=").split("-")[0]
+    return sorted({utils.major_minor(floor), utils.major_minor(utils.latest_version())})
+
+
+def kubernetes_validate(files: list[Path]) -> None:
+    """One kubernetes-validate --strict run per Kubernetes version over all files (its start-up dominates)."""
+    exe = shutil.which("kubernetes-validate") or str(Path(sys.executable).parent / "kubernetes-validate")
+    for version in kubernetes_versions():
+        result = subprocess.run([exe, "--strict", "--quiet", "-k", version, *map(str, files)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, f"kubernetes-validate --strict -k {version}:\n{result.stdout}{result.stderr}"
+
+
+def daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(docs, "DaemonSet")
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (node,) = daemonset(docs)["spec"]["template"]["spec"]["containers"]
+    return node
+
+
+def flags(args: list[str], flag: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
+
+
+def test_helm_lint_is_clean(helm: Helm) -> None:
+    for values in (None, COMBINATIONS["mixed"]):
+        extra = ["-f", str(helm.values_file(values))] if values else []
+        result = helm.run("lint", "--strict", *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "0 chart(s) failed" in result.stdout
+        assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+def test_every_profile_and_surface_combination_renders_and_validates(helm: Helm, tmp_path: Path) -> None:
+    cases = [(profile, combo) for profile in PROFILES for combo in COMBINATIONS]
+
+    def render(case: tuple[str, str]) -> Path:
+        profile, combo = case
+        values = {**COMBINATIONS[combo], "gpu": {**COMBINATIONS[combo].get("gpu", {}), "profile": profile}}
+        path = tmp_path / f"{profile}-{combo}.yaml"
+        path.write_text(helm.render(values))
+        return path
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        files = list(pool.map(render, cases))
+    for (profile, combo), path in zip(cases, files, strict=True):
+        docs = documents(path.read_text())
+        kinds = sorted(d["kind"] for d in docs)
+        expected = ["ConfigMap", "DaemonSet"] + (["ConfigMap"] * 8 if combo == "mixed" else [])
+        assert kinds == sorted(expected), f"{profile}/{combo}: {kinds}"
+        profile_map = find(docs, "ConfigMap", "mokka-test-profile")
+        assert yaml.safe_load(profile_map["data"]["profile.yaml"])["name"] == profile
+    kubernetes_validate(files)
+
+
+def test_daemonset_runs_the_node_cli_with_every_setting(helm: Helm) -> None:
+    values = {**COMBINATIONS["mixed"], "surfaces": {"imex": {"enabled": False}, "ib": {"state": "failed"},
+                                                      "pci": {"enabled": False, "state": "failed"}}}
+    docs = documents(helm.render(values))
+    node = container(docs)
+    args = node["args"]
+    assert node["command"] == ["mokka", "node", "up"]
+    assert flags(args, "--root") == [ROOT]
+    assert flags(args, "--profile-file") == ["/etc/mokka/profile.yaml"]
+    assert flags(args, "--gpus") == ["2"]
+    assert flags(args, "--node-name") == ["$(NODE_NAME)"]
+    assert flags(args, "--overlay-file") == ["/etc/mokka/topology/topology.yaml"]
+    assert flags(args, "--disable") == ["pci", "imex"]  # disabled wins over failed
+    assert flags(args, "--fail") == ["ib"]
+    env = {e["name"]: e for e in node["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert node["readinessProbe"]["exec"]["command"] == ["mokka", "node", "status", "--root", ROOT, "--ready"]
+    assert node["lifecycle"]["preStop"]["exec"]["command"] == ["mokka", "node", "down", "--root", ROOT]
+
+
+def test_defaults_pass_no_surface_flags_and_no_count(helm: Helm) -> None:
+    args = container(documents(helm.render()))["args"]
+    assert "--disable" not in args and "--fail" not in args and "--gpus" not in args
+    assert "--overlay-file" not in args
+
+
+def test_host_paths_reach_the_host_at_the_same_paths(helm: Helm) -> None:
+    docs = documents(helm.render())
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m for m in container(docs)["volumeMounts"]}
+    # The root at its host path, so CDI hostPaths and library links written inside it hold on the host.
+    assert volumes["root"]["hostPath"] == {"path": ROOT, "type": "DirectoryOrCreate"}
+    assert mounts["root"]["mountPath"] == ROOT
+    # The host's CDI directory under the root, where the cdi surface writes var/run/cdi/nvidia.yaml.
+    assert volumes["cdi"]["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}
+    assert mounts["cdi"]["mountPath"] == f"{ROOT}/var/run/cdi"
+    host_paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
+    assert host_paths == [ROOT, "/var/run/cdi"]
+
+
+def test_cdi_off_mounts_no_cdi_directory(helm: Helm) -> None:
+    docs = documents(helm.render({"surfaces": {"cdi": {"enabled": False}}}))
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == [ROOT]
+
+
+def test_custom_root_moves_every_path(helm: Helm) -> None:
+    root = "/srv/mokka/node-a"
+    docs = documents(helm.render({"node": {"root": root, "cdiSpecDir": "/etc/cdi"}}))
+    node = container(docs)
+    mounts = {m["name"]: m["mountPath"] for m in node["volumeMounts"]}
+    assert mounts["root"] == root and mounts["cdi"] == f"{root}/var/run/cdi"
+    assert flags(node["args"], "--root") == [root]
+    assert root in node["readinessProbe"]["exec"]["command"]
+    volumes = {v["name"]: v for v in daemonset(docs)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cdi"]["hostPath"]["path"] == "/etc/cdi"
+
+
+def test_default_affinity_avoids_control_plane_nodes(helm: Helm) -> None:
+    spec = daemonset(documents(helm.render()))["spec"]["template"]["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 1  # one term: both expressions must hold
+    expressions = {(e["key"], e["operator"]) for e in terms[0]["matchExpressions"]}
+    assert ("node-role.kubernetes.io/control-plane", "DoesNotExist") in expressions
+    assert ("node-role.kubernetes.io/master", "DoesNotExist") in expressions
+    assert "tolerations" not in spec  # no blanket toleration that would let it onto tainted control planes
+
+
+def test_checksum_changes_with_profile_count_topology_and_surfaces(helm: Helm) -> None:
+    def checksum(values: dict[str, Any] | None) -> str:
+        pod = daemonset(documents(helm.render(values)))["spec"]["template"]["metadata"]
+        return pod["annotations"]["checksum/config"]
+
+    base = checksum(None)
+    assert checksum(None) == base
+    variants = [{"gpu": {"profile": "a100"}}, {"topology": TOPOLOGY}, {"surfaces": {"ib": {"state": "failed"}}},
+                {"gpu": {"customProfile": "version: '1.0'\nsystem: {driver_version: 550.163.01}\n"}}]
+    sums = [checksum(v) for v in variants]
+    assert len({base, *sums}) == len(variants) + 1
+
+
+def test_custom_profile_text_is_kept_verbatim_and_a_map_is_rendered(helm: Helm) -> None:
+    text = "# my node\nversion: \"1.0\"\nname: mine\nsystem:\n  driver_version: \"550.163.01\"\n"
+    docs = documents(helm.render({"gpu": {"customProfile": text}}))
+    cm = find(docs, "ConfigMap", "mokka-test-profile")
+    assert cm["data"]["profile.yaml"] == text
+    assert cm["metadata"]["labels"]["mokka/profile-name"] == "custom"
+    body = {"version": "1.0", "name": "mine", "system": {"driver_version": "550.163.01"}}
+    docs = documents(helm.render({"gpu": {"customProfile": body}}))
+    assert yaml.safe_load(find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"]) == body
+
+
+def test_profile_configmap_holds_the_builtin_file(helm: Helm) -> None:
+    for profile in ("a100", "t4"):
+        docs = documents(helm.render({"gpu": {"profile": profile}}))
+        data = find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"]
+        assert data == (CHART / "profiles" / f"{profile}.yaml").read_text()
+
+
+def test_topology_configmap_is_the_overlay_the_node_reads(helm: Helm) -> None:
+    docs = documents(helm.render({"topology": TOPOLOGY}))
+    overlay = yaml.safe_load(find(docs, "ConfigMap", "mokka-test-topology")["data"]["topology.yaml"])
+    assert overlay == {"version": 1, **TOPOLOGY}
+    from mokka_core.overlays import TopologyOverlay
+
+    placement = TopologyOverlay.model_validate(overlay).placement("gpu-node-2")
+    assert placement == ("8c4f3b1e-5d2a-4e6f-9a7b-0c1d2e3f4a5b", 1)
+    sources = daemonset(docs)["spec"]["template"]["spec"]["volumes"]
+    (config,) = [v for v in sources if v["name"] == "config"]
+    paths = [item["path"] for src in config["projected"]["sources"] for item in src["configMap"]["items"]]
+    assert paths == ["profile.yaml", "topology/topology.yaml"]
+
+
+def test_images_per_component(helm: Helm) -> None:
+    node = container(documents(helm.render()))
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert node["image"] == f"mokka/mokka-node:{chart['appVersion']}"
+    values = {"images": {"node": {"registry": "registry.example", "repository": "sim/node", "tag": "dev",
+                                  "pullPolicy": "Always"}}}
+    node = container(documents(helm.render(values)))
+    assert node["image"] == "registry.example/sim/node:dev" and node["imagePullPolicy"] == "Always"
+
+
+def test_no_rbac_and_no_api_token(helm: Helm) -> None:
+    docs = documents(helm.render(COMBINATIONS["mixed"]))
+    assert {d["kind"] for d in docs} == {"ConfigMap", "DaemonSet"}
+    assert daemonset(docs)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_container_is_not_privileged(helm: Helm) -> None:
+    security = container(documents(helm.render()))["securityContext"]
+    assert not security.get("privileged")
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert set(security["capabilities"]["add"]) == {"CHOWN", "DAC_OVERRIDE", "FOWNER", "MKNOD"}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (CHART / "examples").glob("*.yaml")))
+def test_documented_examples_render_and_validate(helm: Helm, tmp_path: Path, example: str) -> None:
+    values = yaml.safe_load((CHART / "examples" / example).read_text())
+    path = tmp_path / example
+    path.write_text(helm.render(values, release=Path(example).stem))
+    kubernetes_validate([path])
