@@ -1,14 +1,33 @@
-"""The cdi surface: CDI spec of a simulated NVIDIA GPU node: /var/run/cdi/nvidia.yaml for container runtimes."""
+"""The cdi surface: ``/var/run/cdi/nvidia.yaml`` for CDI-aware container runtimes.
+
+Healthy, every device node it names is the one the gpu surface stages under the root.
+Failed, it names device nodes under a driver root that does not exist, so a runtime
+refuses to start containers that ask for a GPU (as after the driver went away).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mokka_core.state import NodeState
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.surface import Entry, File, StageContext, Surface
+
+from . import spec as cdi
 
 
 class CdiSurface(Surface):
     name = "cdi"
 
+    def render(self, node: NodeState, root: Path) -> dict:
+        return cdi.render(node, root, failed=node.surface(self.name).state == "failed")
+
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        return [File(cdi.SPEC_FILE, cdi.dump(self.render(node, ctx.root)))]
+
+    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+        problems = super().check(node, ctx)
+        if node.surface(self.name).state == "failed":
+            present = [p for p in cdi.device_host_paths(self.render(node, ctx.root))
+                       if Path(p).exists() and "/dev/nvidia" in p and p.rsplit("nvidia", 1)[1].isdigit()]
+            problems += [f"{self.name}: failed spec names {path}, which exists" for path in present]
+        return problems

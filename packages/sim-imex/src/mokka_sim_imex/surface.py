@@ -1,14 +1,78 @@
-"""The imex surface. IMEX surface of a simulated NVIDIA GPU node: channel devices, capabilities, fake nvidia-imex."""
+"""The imex surface: channel devices, the IMEX majors, the management capability and the daemon.
+
+What a GB200/GB300 node with the IMEX driver bits and the ``nvidia-imex`` package looks like:
+``/dev/nvidia-caps-imex-channels/channel<i>`` (char devices on the ``nvidia-caps-imex-channels``
+major), the ``fabric-imex-mgmt`` capability (its proc file and ``/dev/nvidia-caps`` node),
+a substitute ``/proc/devices`` naming both majors (for the DRA driver's ``altProcDevices``),
+and ``/etc/nvidia-imex/{config.cfg,nodes_config.cfg}`` for the daemon.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 from mokka_core.state import NodeState
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.surface import CharDevice, Dir, Entry, File, Service, StageContext, Surface
+
+from . import procdevices
+from .config import CONFIG_DIR, CONFIG_FILE, DEFAULT_NODE_IP, NODES_CONFIG_FILE, render_config, render_nodes_config
+
+CHANNEL_DIR = "dev/nvidia-caps-imex-channels"
+CAPS_DIR = "dev/nvidia-caps"
+CAPABILITY_FILE = "proc/driver/nvidia/capabilities/fabric-imex-mgmt"
+PROC_DEVICES_FILE = "var/lib/mokka/imex/proc-devices"
+#: the driver's channel limit; the DRA driver allocates channel ids below it
+CHANNEL_COUNT = 2048
+#: minor of the fabric-imex-mgmt capability on the nvidia-caps major
+IMEX_MGMT_MINOR = 512
+HOST_PROC_DEVICES_ENV = "MOKKA_HOST_PROC_DEVICES"
+#: used where the host has no /proc/devices (not Linux)
+MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
+#: files an administrator (or the DRA driver's compute-domain daemon) edits after staging
+EDITABLE = (CONFIG_FILE, NODES_CONFIG_FILE)
+
+
+def host_proc_devices() -> tuple[str, str]:
+    """(text, where it came from) of the host's /proc/devices ($MOKKA_HOST_PROC_DEVICES overrides)."""
+    path = Path(os.environ.get(HOST_PROC_DEVICES_ENV) or "/proc/devices")
+    try:
+        return path.read_text(), str(path)
+    except FileNotFoundError:
+        return MINIMAL_PROC_DEVICES, "built-in /proc/devices"
 
 
 class ImexSurface(Surface):
     name = "imex"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        text, source = host_proc_devices()
+        majors = procdevices.choose_majors(text, source)
+        entries: list[Entry] = [Dir(CHANNEL_DIR), Dir(CAPS_DIR)]
+        entries += [CharDevice(f"{CHANNEL_DIR}/channel{i}", majors.imex_channels, i) for i in range(CHANNEL_COUNT)]
+        entries.append(CharDevice(f"{CAPS_DIR}/nvidia-cap{IMEX_MGMT_MINOR}", majors.caps, IMEX_MGMT_MINOR, mode=0o444))
+        entries.append(File(CAPABILITY_FILE,
+                            f"DeviceFileMinor: {IMEX_MGMT_MINOR}\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
+                            mode=0o444))
+        entries.append(File(PROC_DEVICES_FILE, procdevices.render(text, majors, source), mode=0o444))
+        entries.append(Dir(CONFIG_DIR))
+        entries.append(File(CONFIG_FILE, render_config(ctx.root)))
+        entries.append(File(NODES_CONFIG_FILE, render_nodes_config([DEFAULT_NODE_IP])))
+        return entries
+
+    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+        command = [sys.executable, "-m", "mokka_sim_imex.daemon", "-c", str(ctx.root / CONFIG_FILE)]
+        if node.surface(self.name).state == "failed":
+            command.append("--failed")
+        return [Service(name="nvidia-imex", command=command)]
+
+    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+        problems = []
+        for entry in self.plan(node, ctx):
+            target = ctx.root / entry.path
+            if not (target.exists() or target.is_symlink()):
+                problems.append(f"{self.name}: missing /{entry.path}")
+            elif isinstance(entry, File) and entry.path not in EDITABLE and target.read_bytes() != entry.data():
+                problems.append(f"{self.name}: /{entry.path} differs from the node state")
+        return problems

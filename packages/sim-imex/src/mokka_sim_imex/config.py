@@ -1,0 +1,128 @@
+"""The IMEX daemon's two config files, as the real ``nvidia-imex`` reads them.
+
+``config.cfg``: ``KEY=VALUE`` lines, ``#`` comments; unknown keys are accepted (the real
+file has dozens).  ``nodes_config.cfg``: one peer IP per line, every node of the IMEX
+domain including this one.  ``MOKKA_NODE_IP`` is ours: several simulated nodes share
+one machine's loopback addresses, so a node cannot find itself by its interfaces.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mokka_core.errors import ConfigError
+
+CONFIG_DIR = "etc/nvidia-imex"
+CONFIG_FILE = f"{CONFIG_DIR}/config.cfg"
+NODES_CONFIG_FILE = f"{CONFIG_DIR}/nodes_config.cfg"
+DEFAULT_SERVER_PORT = 50000
+DEFAULT_CMD_PORT = 50005
+DEFAULT_NODE_IP = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ImexConfig:
+    path: Path
+    server_port: int
+    cmd_port: int
+    nodes_config: Path
+    node_ip: str | None  # None: find it among the nodes config's addresses
+    cmd_ip: str | None  # None: the node's own address
+
+
+def render_config(root: Path, node_ip: str = DEFAULT_NODE_IP, server_port: int = DEFAULT_SERVER_PORT,
+                  cmd_port: int = DEFAULT_CMD_PORT) -> str:
+    return (
+        "# nvidia-imex configuration of a simulated node (Mokka); the daemon is mokka_sim_imex.daemon\n"
+        f"SERVER_PORT={server_port}\n"
+        f"IMEX_NODE_CONFIG_FILE={root / NODES_CONFIG_FILE}\n"
+        "IMEX_CMD_ENABLED=1\n"
+        f"IMEX_CMD_PORT={cmd_port}\n"
+        "# this node's address among those in the nodes config (simulated nodes share loopback)\n"
+        f"MOKKA_NODE_IP={node_ip}\n"
+    )
+
+
+def render_nodes_config(addresses: list[str]) -> str:
+    return "".join(f"{address}\n" for address in addresses)
+
+
+def load_config(path: Path) -> ImexConfig:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), [("", f"cannot read the IMEX config: {exc.strerror or exc}")]) from None
+    values: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(str(path), [(f"line {n}", f"expected KEY=VALUE, got {raw!r}")])
+        values[key.strip()] = value.strip()
+    nodes = values.get("IMEX_NODE_CONFIG_FILE") or str(path.parent / "nodes_config.cfg")
+    node_ip = values.get("MOKKA_NODE_IP") or os.environ.get("POD_IP") or None
+    cmd_ip = values.get("IMEX_CMD_BIND_INTERFACE_IP") or None
+    for key, address in (("MOKKA_NODE_IP", node_ip), ("IMEX_CMD_BIND_INTERFACE_IP", cmd_ip)):
+        if address is not None:
+            _check_ip(address, str(path), key)
+    return ImexConfig(
+        path=path,
+        server_port=_port(values, "SERVER_PORT", DEFAULT_SERVER_PORT, path),
+        cmd_port=_port(values, "IMEX_CMD_PORT", DEFAULT_CMD_PORT, path),
+        nodes_config=Path(nodes),
+        node_ip=node_ip,
+        cmd_ip=cmd_ip,
+    )
+
+
+def load_nodes(path: Path) -> list[str]:
+    """Peer addresses, in file order, without duplicates."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), [("", f"cannot read the IMEX nodes config: {exc.strerror or exc}")]) from None
+    addresses: list[str] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        address = line.split()[0]
+        _check_ip(address, str(path), f"line {n}")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise ConfigError(str(path), [("", "lists no node addresses (one IP per line)")])
+    return addresses
+
+
+def own_address(config: ImexConfig, nodes: list[str]) -> str:
+    if config.node_ip is not None:
+        if config.node_ip not in nodes:
+            raise ConfigError(str(config.nodes_config),
+                              [("", f"does not list this node's address {config.node_ip} (MOKKA_NODE_IP/POD_IP)")])
+        return config.node_ip
+    if len(nodes) == 1:
+        return nodes[0]
+    raise ConfigError(str(config.path), [("MOKKA_NODE_IP", "must name this node's address when the domain has "
+                                          f"{len(nodes)} nodes ({', '.join(nodes)})")])
+
+
+def _check_ip(text: str, source: str, where: str) -> None:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        raise ConfigError(source, [(where, f"must be an IP address, got {text!r}")]) from None
+
+
+def _port(values: dict[str, str], key: str, default: int, path: Path) -> int:
+    text = values.get(key)
+    if text is None or text == "":
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ConfigError(str(path), [(key, f"must be a TCP port 1..65535, got {text!r}")])
+    return int(text)

@@ -1,0 +1,52 @@
+"""The substitute /proc/devices and the choice of majors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mokka_core.errors import ConfigError
+from mokka_sim_imex import procdevices
+from mokka_sim_imex.procdevices import Majors
+
+HOST = "Character devices:\n  1 mem\n 10 misc\n254 ndctl\n\nBlock devices:\n  7 loop\n259 blkext\n"
+
+
+def test_majors_added_at_end_of_character_section() -> None:
+    text = procdevices.render(HOST, Majors(235, 236), "host")
+    assert text == ("Character devices:\n  1 mem\n 10 misc\n254 ndctl\n235 nvidia-caps-imex-channels\n"
+                    "236 nvidia-caps\n\nBlock devices:\n  7 loop\n259 blkext\n")
+    assert procdevices.render(text, Majors(235, 236), "host") == text  # idempotent
+    assert procdevices.char_majors(text, "x")[235] == ["nvidia-caps-imex-channels"]
+
+
+def test_previous_lines_for_our_names_are_replaced() -> None:
+    host = HOST.replace(" 10 misc\n", " 10 misc\n511 nvidia-caps-imex-channels\n510 nvidia-caps\n")
+    assert procdevices.choose_majors(host, "host") == Majors(235, 236)
+    text = procdevices.render(host, Majors(235, 236), "host")
+    assert "511" not in text and "510" not in text
+    assert text.count("nvidia-caps-imex-channels") == 1
+
+
+def test_majors_owned_by_another_driver_are_avoided() -> None:
+    host = HOST.replace(" 10 misc\n", " 10 misc\n235 other\n")
+    majors = procdevices.choose_majors(host, "host")
+    assert majors.imex_channels != 235 and majors.caps != 235
+    assert majors == procdevices.choose_majors(host, "host")  # consistent
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("Block devices:\n  7 loop\n", "no 'Character devices:' header"),
+    ("Block devices:\n  7 loop\nCharacter devices:\n  1 mem\n", "comes before"),
+    ("Character devices:\n  x mem\n", "line 2"),
+])
+def test_bad_host_file_is_refused_naming_the_file(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        procdevices.render(text, Majors(235, 236), "/proc/devices")
+    assert "/proc/devices" in str(info.value) and message in str(info.value)
+
+
+def test_equal_or_out_of_range_majors_are_refused() -> None:
+    with pytest.raises(ConfigError, match="must differ"):
+        procdevices.render(HOST, Majors(235, 235), "x")
+    with pytest.raises(ConfigError, match=r"1\.\.4095"):
+        procdevices.render(HOST, Majors(0, 236), "x")
