@@ -97,6 +97,11 @@ def lsmod_bin() -> Path:
     return apt_tool("lsmod", "kmod")
 
 
+@pytest.fixture(scope="session")
+def modinfo_bin() -> Path:
+    return apt_tool("modinfo", "kmod")
+
+
 @pytest.fixture
 def lsmod(lsmod_bin: Path, in_namespace: Callable[[str], subprocess.CompletedProcess[str]]) -> Callable[[Path], str]:
     """Run the real lsmod with a staged root's module state at the real paths, as `mokka run` delivers it:

@@ -68,3 +68,21 @@ def test_proc_modules_lines(make_node) -> None:
     assert int(refcnt) == 2 + 8 + 1  # two holder modules, persistenced's eight GPUs and nvidiactl
     assert lines[1].split()[2:4] == ["1", "nvidia_drm,"]
     assert lines[0].split()[2:4] == ["0", "-"]
+
+
+def test_kmod_index_matches_libkmod_layout() -> None:
+    from mokka_sim_gpu.kernel_objects import kmod_index
+
+    data = kmod_index({"ab": "x", "ac": "y"})
+    assert data[:8] == bytes.fromhex("b007f45700020001")
+    root = int.from_bytes(data[8:12], "big")
+    assert root >> 28 == 0xA  # prefix "a" and children
+    assert data[root & 0x0FFFFFFF:][:4] == b"a\0bc"
+
+
+def test_module_objects_carry_a_modinfo_section() -> None:
+    from mokka_sim_gpu.kernel_objects import elf_object
+
+    blob = elf_object([("name", "nvidia"), ("version", "550.163.01")], "x86_64")
+    assert blob[:4] == b"\x7fELF" and blob[4] == 2
+    assert b"name=nvidia\0version=550.163.01\0" in blob and b".modinfo\0" in blob

@@ -34,3 +34,17 @@ def test_ls_shows_the_character_devices(staged) -> None:
     assert set(lines) == {"nvidia0", "nvidia1", "nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"}
     assert lines["nvidiactl"].startswith("crw-rw-rw-") and " 195, 255 " in lines["nvidiactl"]
     assert " 509,   1 " in lines["nvidia-uvm-tools"]
+
+
+def test_modinfo_reads_the_installed_modules(staged, modinfo_bin) -> None:
+    for state in ("healthy", "failed"):  # a module that failed to load is still installed
+        root = staged("h100", gpu={"state": state})
+        out = subprocess.run([str(modinfo_bin), "-b", str(root), "nvidia"], capture_output=True, text=True,
+                             check=True).stdout
+        fields = [line.split(":", 1) for line in out.splitlines()]
+        assert ["version", " " * 8 + "550.163.01"] in fields
+        assert "alias:          pci:v000010DEd*sv*sd*bc03sc02i00*" in out
+        assert "parm:           NVreg_EnableGpuFirmware:uint" in out
+        drm = subprocess.run([str(modinfo_bin), "-b", str(root), "-F", "depends", "nvidia-drm"],
+                             capture_output=True, text=True, check=True).stdout
+        assert drm.strip() == "nvidia-modeset,nvidia"

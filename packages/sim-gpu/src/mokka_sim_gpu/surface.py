@@ -2,10 +2,12 @@
 
 States (read from the node state):
 
-- enabled, healthy: the NVML library chain and state file; ``/dev/nvidia*``;
-  ``/proc/driver/nvidia``; the four NVIDIA modules in ``/proc/modules`` and ``/sys/module``.
-- enabled, failed: like a node whose kernel module failed to load: the library chain and the
-  state file (which makes NVML init report the driver as not loaded) and nothing else.
+- enabled, healthy: the NVML library chain and state file; the module files under
+  ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
+  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``.
+- enabled, failed: like a node whose kernel module failed to load: the library chain, the
+  state file (which makes NVML init report the driver as not loaded) and the installed module
+  files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
 - disabled: nothing at all (no driver installed).
 
 Lost and fallen-off-bus GPUs keep their ``/dev/nvidiaN`` and ``/proc`` entries, as the real
@@ -18,6 +20,7 @@ from mokka_core.state import NodeState
 from mokka_core.surface import Entry, StageContext, Surface
 
 from .device_nodes import device_node_entries
+from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
 from .modules import module_entries
 from .render_proc import proc_entries
@@ -30,7 +33,7 @@ class GpuSurface(Surface):
         settings = node.surface("gpu")
         if not settings.enabled:
             return []
-        entries = library_entries(node, ctx) + state_file_entries(node)
+        entries = library_entries(node, ctx) + state_file_entries(node) + kernel_object_entries(node)
         if settings.active:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
         return entries
