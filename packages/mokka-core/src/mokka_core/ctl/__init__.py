@@ -1,0 +1,7 @@
+"""``nvml-mock-ctl``: change a running simulated node (faults, metrics, surfaces) without a daemon.
+
+:mod:`.store` owns the override file (locked read-modify-write, atomic replace,
+re-render); :mod:`.verbs` turns each command into a change of the override
+document; :mod:`.cli` parses the command line with lean imports so a change lands
+quickly; :mod:`.report` prints what the node looks like now.
+"""

@@ -1,0 +1,230 @@
+"""The ``nvml-mock-ctl`` command line.
+
+argparse, not typer: a ctl change must reach consumers within 250 ms of the
+command starting, interpreter start-up included, so this module imports only the
+standard library; the node code (pydantic, YAML) is imported after parsing.
+Exit status: 0 applied, 1 refused (the message names what is wrong; the override
+file is unchanged), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..surface import Surface
+
+PROG = "nvml-mock-ctl"
+TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id"
+
+DESCRIPTION = """\
+Change a simulated GPU node at runtime: break a GPU, set a metric, fail a surface.
+Every change is validated against the node, written to the override file under a
+lock, and re-rendered at once; running consumers see it within one library check.
+The node is found from --root, else $MOKKA_ROOT, else the cluster root, else /."""
+
+EXAMPLES = {
+    "fail": "nvml-mock-ctl fail 3 fallen-off-bus    # GPU 3 lost in NVML, config space ff, Xid 79",
+    "xid": "nvml-mock-ctl xid 0 13                 # raise Xid 13 on GPU 0",
+    "temp": "nvml-mock-ctl temp all 85              # every GPU reads 85 C",
+    "power": "nvml-mock-ctl power 2 450.5           # GPU 2 draws 450.5 W",
+    "util": "nvml-mock-ctl util 1 90 --memory 40   # GPU 1 at 90 % (memory 40 %)",
+    "clocks": "nvml-mock-ctl clocks 0 1410            # graphics and SM clock 1410 MHz",
+    "throttle": "nvml-mock-ctl throttle 0 thermal power # or: nvml-mock-ctl throttle 0 none",
+    "pstate": "nvml-mock-ctl pstate 0 2               # performance state P2",
+    "ecc": "nvml-mock-ctl ecc 0 --correctable 12 --uncorrectable 1",
+    "remapped-rows": "nvml-mock-ctl remapped-rows 0 --uncorrectable 2 --pending",
+    "fabric-health": "nvml-mock-ctl fabric-health 0 degraded_bandwidth   # or: ... 0 healthy",
+    "nvlink-error": "nvml-mock-ctl nvlink-error 0 250 --links 0,1       # 0 heals",
+    "set": "nvml-mock-ctl set 0 fan.speed_percent=70 processes='[{pid: 42, name: train}]'",
+    "enable": "nvml-mock-ctl enable imex",
+    "disable": "nvml-mock-ctl disable ib",
+    "fail-surface": "nvml-mock-ctl fail-surface fabricmanager   # fabric stuck in progress",
+    "heal": "nvml-mock-ctl heal fabricmanager",
+    "status": "nvml-mock-ctl status --json",
+    "reset": "nvml-mock-ctl reset 3     # or: reset all (GPU overrides), reset (everything)",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", type=Path, default=argparse.SUPPRESS,
+                        help="node root (default: $MOKKA_ROOT, the cluster root, or /)")
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, parents=[common],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()))
+    verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+
+    def verb(name: str, summary: str) -> argparse.ArgumentParser:
+        return verbs.add_parser(name, help=summary, description=summary, parents=[common],
+                                epilog=f"example:\n  {EXAMPLES[name]}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def target(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("gpu", metavar="GPU", help=TARGET_HELP)
+
+    sub = verb("fail", "Put a GPU in a failure mode (or back to healthy).")
+    target(sub)
+    sub.add_argument("mode", metavar="MODE", help="lost | fallen-off-bus | ecc-uncorrectable | healthy")
+    sub = verb("xid", "Raise an Xid event on a GPU.")
+    target(sub)
+    sub.add_argument("code", type=int, metavar="CODE", help="Xid code, e.g. 13, 31, 48, 79")
+    sub = verb("temp", "Pin the GPU temperature (0-200 C).")
+    target(sub)
+    sub.add_argument("celsius", type=int, metavar="C")
+    sub = verb("power", "Pin the power draw in watts (0 up to the GPU's max power limit).")
+    target(sub)
+    sub.add_argument("watts", type=float, metavar="W")
+    sub = verb("util", "Pin GPU (and memory) utilization in percent.")
+    target(sub)
+    sub.add_argument("percent", type=int, metavar="PCT")
+    sub.add_argument("--memory", type=int, metavar="PCT", help="memory utilization (default: same as GPU)")
+    sub = verb("clocks", "Set the current graphics/SM clock in MHz (up to the GPU's max).")
+    target(sub)
+    sub.add_argument("mhz", type=int, metavar="MHZ")
+    sub.add_argument("--memory", type=int, metavar="MHZ", help="current memory clock")
+    sub = verb("throttle", "Set the active clock throttle reasons (all others cleared).")
+    target(sub)
+    sub.add_argument("reasons", nargs="+", metavar="REASON",
+                     help="thermal, sw_thermal, power, power_brake, idle, app_clocks, display_clocks, "
+                          "hw_slowdown, sync_boost (or canonical names), or none")
+    sub = verb("pstate", "Set the performance state (0-15 or P0-P15).")
+    target(sub)
+    sub.add_argument("state", metavar="N")
+    sub = verb("ecc", "Set ECC error counts in device memory.")
+    target(sub)
+    sub.add_argument("--correctable", type=int, metavar="N", help="single-bit (corrected) errors")
+    sub.add_argument("--uncorrectable", type=int, metavar="N", help="double-bit (uncorrected) errors")
+    kind = sub.add_mutually_exclusive_group()
+    kind.add_argument("--volatile", dest="kinds", action="store_const", const=["volatile"],
+                      help="only the volatile counters (since the last reset)")
+    kind.add_argument("--aggregate", dest="kinds", action="store_const", const=["aggregate"],
+                      help="only the aggregate (lifetime) counters")
+    sub = verb("remapped-rows", "Set row-remapping counters and flags.")
+    target(sub)
+    sub.add_argument("--correctable", type=int, metavar="N")
+    sub.add_argument("--uncorrectable", type=int, metavar="N")
+    sub.add_argument("--pending", action=argparse.BooleanOptionalAction, default=None,
+                     help="a remap is pending (needs a GPU reset)")
+    sub.add_argument("--failure", action=argparse.BooleanOptionalAction, default=None,
+                     help="a remap has failed")
+    sub = verb("fabric-health", "Set NVLink fabric health flags (all others cleared).")
+    target(sub)
+    sub.add_argument("flags", nargs="+", metavar="FLAG",
+                     help="degraded_bandwidth, route_recovery, route_unhealthy, access_timeout_recovery, "
+                          "a misconfiguration name, or healthy")
+    sub = verb("nvlink-error", "Set an NVLink error rate (errors/s; 0 heals).")
+    target(sub)
+    sub.add_argument("rate", type=float, metavar="RATE")
+    sub.add_argument("--links", type=_links, metavar="N,N", help="affected links (default: all)")
+    sub = verb("set", "Set any per-GPU value by its profile key path (value parsed as YAML).")
+    target(sub)
+    sub.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
+    for name, summary in (("enable", "Stage a surface."), ("disable", "Remove a surface."),
+                          ("fail-surface", "Stage a surface in its realistic failed form."),
+                          ("heal", "Return a failed surface to healthy.")):
+        sub = verb(name, summary)
+        sub.add_argument("surface", metavar="SURFACE",
+                         help="gpu, pci, cdi, imex, nvlink, fabricmanager or ib")
+    sub = verb("status", "Show the node now: per GPU health, temperature, power, faults; surfaces.")
+    sub.add_argument("--json", action="store_true", help="print JSON")
+    sub = verb("reset", "Clear overrides: of one GPU, of all GPUs (all), or everything (no argument).")
+    sub.add_argument("gpu", nargs="?", metavar="GPU", help=TARGET_HELP)
+    return parser
+
+
+def _links(text: str) -> list[int]:
+    try:
+        links = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated link numbers, got {text!r}") from None
+    if any(n < 0 for n in links):
+        raise argparse.ArgumentTypeError("link numbers must be >= 0")
+    return links
+
+
+def mutation(args: argparse.Namespace) -> Any:
+    from . import verbs
+
+    match args.verb:
+        case "fail":
+            return verbs.fail(args.gpu, args.mode)
+        case "xid":
+            return verbs.xid(args.gpu, args.code)
+        case "temp":
+            return verbs.temperature(args.gpu, args.celsius)
+        case "power":
+            return verbs.power(args.gpu, args.watts)
+        case "util":
+            return verbs.utilization(args.gpu, args.percent, args.memory)
+        case "clocks":
+            return verbs.clocks(args.gpu, args.mhz, args.memory)
+        case "throttle":
+            return verbs.throttle(args.gpu, args.reasons)
+        case "pstate":
+            return verbs.pstate(args.gpu, args.state)
+        case "ecc":
+            return verbs.ecc(args.gpu, args.correctable, args.uncorrectable, args.kinds or ["volatile", "aggregate"])
+        case "remapped-rows":
+            return verbs.remapped_rows(args.gpu, args.correctable, args.uncorrectable, args.pending, args.failure)
+        case "fabric-health":
+            return verbs.fabric_health(args.gpu, args.flags)
+        case "nvlink-error":
+            return verbs.nvlink_error(args.gpu, args.rate, args.links)
+        case "set":
+            return verbs.set_values(args.gpu, args.assignments)
+        case "enable" | "disable" | "heal":
+            return verbs.surface(args.verb, args.surface)
+        case "fail-surface":
+            return verbs.surface("fail", args.surface)
+        case "reset":
+            return verbs.reset(args.gpu)
+    raise AssertionError(args.verb)
+
+
+def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface] | None = None) -> int:
+    """Run one ctl command; returns the exit status (``surfaces`` replaces discovery, for tests)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from ..errors import MokkaError
+    from ..paths import find_root
+
+    root = find_root(getattr(args, "root", None)).absolute()
+    try:
+        if args.verb == "status":
+            return show_status(root, args.json)
+        from .store import apply
+
+        outcome = apply(root, mutation(args), surfaces=surfaces, start_empty=args.verb == "reset" and not args.gpu)
+    except MokkaError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    print(outcome.message)
+    if os.environ.get("MOKKA_CTL_VERBOSE"):
+        print(f"rendered: {outcome.render.summary()}", file=sys.stderr)
+    return 0
+
+
+def show_status(root: Path, as_json: bool) -> int:
+    import json
+
+    from .. import nodefile
+    from ..node.render import load_inputs, resolve_with
+    from .report import node_summary, table
+
+    inputs = load_inputs(nodefile.load(root))
+    summary = node_summary(resolve_with(inputs, inputs.override), root)
+    print(json.dumps(summary, indent=2) if as_json else table(summary))
+    return 0
+
+
+def main() -> None:
+    sys.exit(execute())

@@ -1,0 +1,89 @@
+"""``nvml-mock-ctl status``: what the node looks like now, per GPU and per surface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..state import GpuState, NodeState
+
+
+def gpu_summary(gpu: GpuState) -> dict[str, Any]:
+    config = gpu.config
+    ecc = config.ecc.errors.volatile if config.ecc else None
+    throttle = config.clocks_throttle_reasons
+    faults = []
+    if gpu.failure_mode != "healthy":
+        faults.append(gpu.failure_mode)
+    if config.nvlink_error and config.nvlink_error.rate:
+        faults.append(f"nvlink_errors={config.nvlink_error.rate:g}/s")
+    if config.fabric and any(v for k, v in config.fabric.health.model_dump().items()
+                             if k != "incorrect_configuration"):
+        faults.append("fabric_degraded")
+    return {
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "bus_id": gpu.bus_id,
+        "health": gpu.failure_mode,
+        "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
+        "power_w": config.power.current_draw_mw / 1000 if config.power else None,
+        "utilization_pct": config.utilization.gpu if config.utilization else None,
+        "clock_mhz": config.clocks.graphics_current if config.clocks else None,
+        "pstate": config.performance_state,
+        "ecc_volatile": {"correctable": ecc.single_bit.total, "uncorrectable": ecc.double_bit.total} if ecc else None,
+        "remapped_rows": config.remapped_rows.model_dump(exclude={"availability_histogram"})
+        if config.remapped_rows else None,
+        "throttle": sorted(k for k, v in throttle.model_dump(exclude={"counters"}).items() if v) if throttle else [],
+        "xid_events": [event.model_dump() for event in config.xid_events or ()],
+        "faults": faults,
+    }
+
+
+def node_summary(node: NodeState, root: Path) -> dict[str, Any]:
+    from .. import staging
+
+    staged = set(staging.staged_surfaces(root))
+    return {
+        "root": str(root),
+        "node": node.node_name,
+        "profile": node.profile_name,
+        "gpus": [gpu_summary(gpu) for gpu in node.gpus],
+        "surfaces": {name: {"enabled": s.enabled, "state": s.state, "staged": name in staged}
+                     for name, s in node.surfaces.items()},
+    }
+
+
+def table(summary: dict[str, Any]) -> str:
+    lines = [f"Node {summary['node']} (profile {summary['profile']}) under {summary['root']}", ""]
+    lines.append(f"{'GPU':<4}{'Health':<19}{'Temp':>6}{'Power':>9}{'Util':>6}{'Clock':>8}  {'ECC c/u':<10}"
+                 f"{'Xid':<12}Faults")
+    for gpu in summary["gpus"]:
+        ecc = gpu["ecc_volatile"]
+        xids = ",".join(str(e["code"]) for e in gpu["xid_events"]) or "-"
+        lines.append(
+            f"{gpu['index']:<4}{gpu['health']:<19}{_num(gpu['temperature_c'], 'C'):>6}{_num(gpu['power_w'], 'W'):>9}"
+            f"{_num(gpu['utilization_pct'], '%'):>6}{_num(gpu['clock_mhz'], 'MHz'):>8}  "
+            f"{_ecc(ecc):<10}{xids:<12}"
+            f"{', '.join(gpu['faults'] + gpu['throttle']) or '-'}"
+        )
+    lines.append("")
+    lines.append("Surfaces: " + ", ".join(
+        _surface(name, s) for name, s in summary["surfaces"].items()))
+    return "\n".join(lines)
+
+
+def _num(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
+def _ecc(ecc: dict[str, int] | None) -> str:
+    return f"{ecc['correctable']}/{ecc['uncorrectable']}" if ecc else "-"
+
+
+def _surface(name: str, info: dict[str, Any]) -> str:
+    if not info["enabled"]:
+        return f"{name}=off"
+    return f"{name}={info['state']}" + ("" if info["staged"] else " (not staged)")

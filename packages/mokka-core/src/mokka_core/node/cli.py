@@ -1,0 +1,145 @@
+"""``mokka node up|down|status``: thin typer commands over :func:`.daemon.run` and friends.
+
+This is the contract the Helm chart runs; keep option names stable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..builtin import BUILTIN_PROFILES
+from ..overlays import SURFACES
+from ..paths import find_root
+from ..spec import NodeSpec, surface_settings
+
+node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render.",
+                       no_args_is_help=True)
+
+RootOpt = Annotated[Optional[Path], typer.Option("--root", help="Node root (default: $MOKKA_ROOT, the cluster "
+                                                 "root if staged, else /).")]
+
+
+@node_app.command("up")
+def up(
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help=f"Built-in profile: "
+                                                   f"{', '.join(BUILTIN_PROFILES)}.")] = None,
+    profile_file: Annotated[Optional[Path], typer.Option("--profile-file", help="Profile YAML (watched).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="GPU count.")] = None,
+    root: RootOpt = None,
+    node_name: Annotated[Optional[str], typer.Option("--node-name", help="Node name (default $NODE_NAME).")] = None,
+    overlay_file: Annotated[Optional[Path], typer.Option("--overlay-file", help="Topology overlay (watched).")] = None,
+    surfaces: Annotated[Optional[str], typer.Option("--surfaces", help="Comma-separated surfaces to run "
+                                                    "(default: every installed one).")] = None,
+    disable: Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")] = [],  # noqa: B006
+    fail: Annotated[list[str], typer.Option("--fail", help="Surface to stage failed (repeatable).")] = [],  # noqa: B006
+    teardown_deadline: Annotated[float, typer.Option("--teardown-deadline", help="Seconds teardown may take.")] = 10.0,
+) -> None:
+    """Stage the node (all surfaces or none), supervise services, re-render on change; SIGTERM tears it down.
+
+    Example: mokka node up --profile h100 --gpus 8 --root /tmp/node
+    """
+    from .daemon import run
+    from .settings import NodeSettings
+
+    settings_by_surface = surface_settings(disable, fail)
+    only = None
+    if surfaces:
+        only = tuple(s.strip() for s in surfaces.split(",") if s.strip())
+        unknown = [s for s in only if s not in SURFACES]
+        if unknown:
+            raise typer.BadParameter(f"unknown surface(s) {', '.join(unknown)}; surfaces: {', '.join(SURFACES)}",
+                                     param_hint="--surfaces")
+        for name in SURFACES:
+            if name not in only:
+                settings_by_surface.setdefault(name, {})["enabled"] = False
+    spec = NodeSpec(profile=profile, profile_file=profile_file.absolute() if profile_file else None, gpus=gpus,
+                    node_name=node_name, overlay_file=overlay_file.absolute() if overlay_file else None,
+                    surfaces=settings_by_surface)
+    settings = NodeSettings(root=find_root(root), spec=spec, only=only, teardown_deadline_s=teardown_deadline)
+    _log_to_stdout()
+    stop = threading.Event()
+    _install_signal_handlers(stop)
+    run(settings, stop, threading.Event())
+
+
+@node_app.command("down")
+def down(
+    root: RootOpt = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for a running daemon.")] = 15.0,
+) -> None:
+    """Tear a node down: signal its daemon if it runs, then remove whatever is left (also after SIGKILL).
+
+    Example: mokka node down --root /tmp/node
+    """
+    from .runstate import RunState
+    from .teardown import teardown_node
+
+    where = find_root(root).absolute()
+    state = RunState.load(where)
+    if state is not None and state.daemon_alive():
+        signal_daemon(state.pid, timeout, state)
+    removed = teardown_node(where, time.monotonic() + 10.0, run_state=state)
+    typer.echo(f"node under {where}: torn down" + (f" (left over: {', '.join(removed)})" if removed else ""))
+
+
+@node_app.command("status")
+def status(
+    root: RootOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ready: Annotated[bool, typer.Option("--ready", help="Exit 0 only if published and services run "
+                                        "(readiness probe).")] = False,
+) -> None:
+    """Show each surface (enabled, state, staged, services) and the daemon.
+
+    Example: mokka node status --root /tmp/node --json
+    """
+    from .status import node_status, status_table
+
+    report = node_status(find_root(root).absolute())
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo("ready" if ready and report["ready"] else status_table(report))
+    if ready and not report["ready"]:
+        raise typer.Exit(1)
+
+
+def signal_daemon(pid: int, timeout: float, state: Any) -> None:
+    import os
+
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and state.daemon_alive():
+        time.sleep(0.05)
+    if state.daemon_alive():
+        typer.echo(f"daemon pid {pid} did not stop within {timeout:.0f} s; killing it", err=True)
+        os.kill(pid, signal.SIGKILL)
+
+
+def _install_signal_handlers(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            logging.getLogger(__name__).warning("%s again: teardown is already under way and will finish",
+                                                signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _log_to_stdout() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("mokka-node: %(message)s"))
+    logger = logging.getLogger("mokka_core")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

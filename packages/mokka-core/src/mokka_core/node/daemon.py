@@ -1,0 +1,230 @@
+"""The node daemon's one run loop: ``run(settings, stop_flag, ready_flag)``.
+
+Stage every enabled surface in one all-or-nothing wave (plans built in parallel),
+write the node file, start the surfaces' services under supervisord, mark ready,
+then re-render on every change of the profile, overlay or override file until
+``stop_flag`` is set.  Whatever happens, a started node is torn down before
+``run`` returns.  Signals are not handled here: the CLI (``node.cli``) turns
+SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
+(``mokka_core.testing.runner.DaemonRunner``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import nodefile
+from ..errors import MokkaError
+from ..paths import OVERRIDE_FILE, STATE_DIR
+from ..spec import NodeSpec
+from ..state import NodeState
+from ..surface import Service, Surface
+from . import runstate
+from .lock import node_lock
+from .render import Interrupted, installed_surfaces, load_inputs, render, resolve_with, services
+from .runstate import RunState, process_start_ticks
+from .settings import NodeSettings
+from .supervise import Supervisor
+from .teardown import teardown_node
+
+log = logging.getLogger(__name__)
+
+#: how often the loop looks at the stop flag and the watcher's wake-up (bounds stop and change latency)
+STOP_CHECK_S = 0.02
+
+
+class NodeBusy(MokkaError):
+    """Another daemon already runs a node under this root."""
+
+
+def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threading.Event | None = None,
+        surfaces: Mapping[str, Surface] | None = None) -> None:
+    """Run a node until ``stop_flag`` is set; raises (after cleaning up) if the node cannot start.
+
+    ``surfaces`` replaces discovery of installed surfaces (tests inject broken ones).
+    """
+    root = settings.root.absolute()
+    spec = _rooted_spec(settings.spec, root)
+    chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only)
+    state = _claim(root)
+    supervisor = Supervisor(root)
+    try:
+        watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
+        with node_lock(root):
+            seen = _signature(watched)  # before reading: a change racing the start is re-rendered
+            inputs = load_inputs(spec)
+            node = resolve_with(inputs, inputs.override)
+            started = time.monotonic()
+            result = render(root, node, chosen, force=True, stop=stop_flag)
+            nodefile.save(root, spec)
+        log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
+                 ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
+        programs = _programs(node, chosen, root) if settings.supervise else {}
+        state.services = _owners(node, chosen, root) if settings.supervise else {}
+        if programs and not stop_flag.is_set():
+            supervisor.write_config(programs, settings.service_stop_wait_s)
+            supervisor.start()
+        _set_phase(root, state, runstate.READY)
+        if ready_flag is not None:
+            ready_flag.set()
+        _watch_loop(settings, root, spec, chosen, supervisor, programs, stop_flag, state, watched, seen)
+    except Interrupted:
+        log.info("stopped before the node was published; nothing was")
+    except BaseException as exc:
+        state.error = str(exc)
+        _set_phase(root, state, runstate.FAILED)
+        raise
+    finally:
+        _set_phase(root, state, runstate.STOPPING)
+        deadline = time.monotonic() + settings.teardown_deadline_s
+        removed = teardown_node(root, deadline, supervisor, state)
+        log.info("node torn down (%s)", ", ".join(removed) or "nothing was staged")
+
+
+def _rooted_spec(spec: NodeSpec, root: Path) -> NodeSpec:
+    """The spec with the override and overlay defaulting to the files in the root's state dir."""
+    from ..paths import OVERLAY_FILE
+
+    return dataclasses.replace(
+        spec,
+        override_file=spec.override_file or root / OVERRIDE_FILE,
+        overlay_file=spec.overlay_file or root / OVERLAY_FILE,
+    )
+
+
+def _claim(root: Path) -> RunState:
+    """Write the run state; refuse if a live daemon already owns this root."""
+    existing = RunState.load(root)
+    if existing is not None and existing.daemon_alive():
+        raise NodeBusy(f"a node daemon (pid {existing.pid}) already runs under {root}; `mokka node down --root {root}`")
+    created = []
+    for rel in ("", *_ancestors(STATE_DIR)):
+        if not (root / rel).is_dir():
+            created.append(rel)
+    preexisting = [OVERRIDE_FILE] if (root / OVERRIDE_FILE).exists() else []
+    if existing is not None:  # a dead daemon's leftovers: keep what it recorded as not ours
+        created = existing.created_dirs
+        preexisting = existing.preexisting
+    state = RunState(pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()),
+                     created_dirs=created, preexisting=preexisting)
+    state.save(root)
+    return state
+
+
+def _ancestors(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[: n + 1]) for n in range(len(parts))]
+
+
+def _set_phase(root: Path, state: RunState, phase: str) -> None:
+    state.phase = phase
+    try:
+        state.save(root)
+    except OSError as exc:
+        log.warning("cannot record phase %s: %s", phase, exc)
+
+
+def _programs(node: NodeState, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
+    return {name: service for name, (_, service) in services(node, chosen, root).items()}
+
+
+def _owners(node: NodeState, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
+    return {name: surface for name, (surface, _) in services(node, chosen, root).items()}
+
+
+def _signature(paths: list[Path]) -> tuple[tuple[int, int, int] | None, ...]:
+    out: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = path.stat()
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],
+                supervisor: Supervisor, programs: dict[str, Service], stop_flag: threading.Event,
+                state: RunState, watched: list[Path], last: tuple[tuple[int, int, int] | None, ...]) -> None:
+    wake = threading.Event()
+    observer = _observe(watched, wake) if settings.watch else None
+    next_poll = time.monotonic() + settings.poll_s
+    try:
+        while not stop_flag.wait(STOP_CHECK_S):
+            if not settings.watch:
+                continue
+            if wake.is_set():
+                time.sleep(settings.debounce_s)
+                wake.clear()
+            elif time.monotonic() < next_poll:
+                continue
+            next_poll = time.monotonic() + settings.poll_s
+            current = _signature(watched)
+            if current == last:
+                continue
+            _set_phase(root, state, runstate.RELOADING)
+            last = current
+            programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
+            _set_phase(root, state, runstate.READY)
+    finally:
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=2)
+
+
+def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],
+              supervisor: Supervisor, programs: dict[str, Service], stop_flag: threading.Event,
+              state: RunState) -> dict[str, Service]:
+    """Re-render what changed; a bad input file is logged and the node keeps its last good state."""
+    try:
+        with node_lock(root):
+            inputs = load_inputs(spec)
+            node = resolve_with(inputs, inputs.override)
+            result = render(root, node, chosen, stop=stop_flag)
+        log.info("re-rendered: %s", result.summary())
+    except Interrupted:
+        return programs
+    except MokkaError as exc:
+        log.error("change not applied, node keeps its last good state: %s", exc)
+        return programs
+    if not settings.supervise:
+        return programs
+    wanted = _programs(node, chosen, root)
+    if wanted != programs:
+        supervisor.write_config(wanted, settings.service_stop_wait_s)
+        if supervisor.process is None and wanted:
+            supervisor.start()
+        elif supervisor.process is not None:
+            supervisor.update()
+        state.services = _owners(node, chosen, root)
+        log.info("services now: %s", ", ".join(sorted(wanted)) or "none")
+    return wanted
+
+
+def _observe(paths: list[Path], wake: threading.Event) -> Any:
+    """A watchdog observer that wakes the loop on any event touching one of ``paths``."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    targets = {str(p.absolute()) for p in paths}
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            if {str(event.src_path), str(getattr(event, "dest_path", "") or "")} & targets:
+                wake.set()
+
+    observer = Observer()
+    handler = Handler()
+    for directory in sorted({str(p.absolute().parent) for p in paths}):
+        if os.path.isdir(directory):
+            observer.schedule(handler, directory, recursive=False)
+    observer.daemon = True
+    observer.start()
+    return observer

@@ -1,0 +1,204 @@
+"""Render a node under a root: every plan built in parallel, then exactly the changed surfaces restaged.
+
+Used by the daemon at start-up and on every watched change, and by ``nvml-mock-ctl``
+after it wrote the override file, so both converge the same way.  A digest of each
+surface's last published plan is kept in the state directory; a surface is
+restaged when its new plan's digest differs (or it is not staged), torn down when
+the node no longer enables it, and left alone otherwise.  Callers hold
+:func:`mokka_core.node.lock.node_lock`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import staging
+from ..errors import MokkaError
+from ..native import native_dir
+from ..overlays import Override
+from ..paths import STATE_DIR
+from ..spec import NodeSpec
+from ..state import Inputs, NodeState, resolve
+from ..surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
+
+log = logging.getLogger(__name__)
+
+DIGEST_FILE = f"{STATE_DIR}/plans.json"
+
+
+@dataclass
+class RenderResult:
+    staged: list[str] = field(default_factory=list)  # (re)published this time
+    removed: list[str] = field(default_factory=list)  # torn down because no longer enabled
+    unchanged: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [f"{label} {', '.join(names)}" for label, names in
+                 (("staged", self.staged), ("removed", self.removed)) if names]
+        return "; ".join(parts) or "nothing changed"
+
+
+def installed_surfaces(only: tuple[str, ...] | None = None) -> dict[str, Surface]:
+    """One instance of every installed surface (entry points), optionally limited to ``only``."""
+    return {name: cls() for name, cls in discover().items() if only is None or name in only}
+
+
+def enabled(node: NodeState, name: str) -> bool:
+    """Whether the node wants surface ``name`` staged (surfaces the node state does not know are on)."""
+    settings = node.surfaces.get(name)  # type: ignore[call-overload]
+    return True if settings is None else bool(settings.enabled)
+
+
+def context(root: Path) -> StageContext:
+    return StageContext(root=root, native_dir=native_dir())
+
+
+def load_inputs(spec: NodeSpec, *, with_override: bool = True) -> Inputs:
+    """The resolver inputs of ``spec``, with the override file as it is on disk now (unless told not to)."""
+    from ..builtin import DEFAULT_PROFILE, load_builtin
+    from ..loader import load_overlay, load_override, load_profile
+
+    if spec.profile_file is not None:
+        profile, source = load_profile(spec.profile_file), str(spec.profile_file)
+    else:
+        name = spec.profile or DEFAULT_PROFILE
+        profile, source = load_builtin(name), f"{name}.yaml"
+    overlay = load_overlay(spec.overlay_file) if spec.overlay_file and spec.overlay_file.exists() else None
+    override = load_override(spec.override_file) if spec.override_file and with_override else None
+    return Inputs(profile=profile, profile_source=source, gpus=spec.gpus, node_name=spec.node_name,
+                  overlay=overlay, override=override, override_source=str(spec.override_file),
+                  surfaces=spec.surfaces)
+
+
+def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
+    return resolve(replace(inputs, override=override))
+
+
+def build_plans(node: NodeState, surfaces: Mapping[str, Surface], ctx: StageContext,
+                stop: threading.Event | None = None) -> dict[str, list[Entry]]:
+    """Every surface's plan, built concurrently; the first failure names its surface.
+
+    Plans are pure, so the threads only overlap where a plan does I/O (reading a
+    library to copy, say).  A set ``stop`` abandons the wave without waiting for
+    stragglers (they are daemon threads and touch nothing on disk).
+    """
+    results: dict[str, list[Entry]] = {}
+    errors: dict[str, BaseException] = {}
+    done = threading.Semaphore(0)
+
+    def build(name: str, surface: Surface) -> None:
+        try:
+            results[name] = list(surface.plan(node, ctx))
+        except BaseException as exc:
+            errors[name] = exc
+        finally:
+            done.release()
+
+    items = list(surfaces.items())
+    if len(items) == 1:
+        build(*items[0])
+    else:
+        for name, surface in items:
+            threading.Thread(target=build, args=(name, surface), name=f"plan-{name}", daemon=True).start()
+    for _ in items:
+        while not done.acquire(timeout=0.1):
+            if stop is not None and stop.is_set():
+                raise Interrupted("stopped while building plans")
+    for name, _ in items:
+        if name in errors:
+            exc = errors[name]
+            if isinstance(exc, MokkaError):
+                raise staging.StagingError(name, f"plan failed: {exc}") from exc
+            raise staging.StagingError(name, f"plan failed: {type(exc).__name__}: {exc}") from exc
+    return {name: results[name] for name, _ in items}
+
+
+class Interrupted(MokkaError):
+    """A stop was requested before the wave was published; nothing was."""
+
+
+def plan_digest(plan: list[Entry]) -> str:
+    digest = hashlib.sha256()
+    for entry in plan:
+        digest.update(type(entry).__name__.encode() + b"\0" + entry.path.encode() + b"\0")
+        if isinstance(entry, File):
+            digest.update(f"{entry.mode:o}\0".encode() + entry.data())
+        elif isinstance(entry, Copy):
+            st = os.stat(entry.source)
+            digest.update(f"{entry.source}\0{st.st_size}\0{st.st_mtime_ns}\0{entry.mode}".encode())
+        elif isinstance(entry, Symlink):
+            digest.update(entry.target.encode())
+        elif isinstance(entry, CharDevice):
+            digest.update(f"{entry.major}:{entry.minor}:{entry.mode:o}".encode())
+        elif isinstance(entry, Dir):
+            digest.update(f"{entry.mode:o}".encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def load_digests(root: Path) -> dict[str, str]:
+    try:
+        data = json.loads((root / DIGEST_FILE).read_text())
+    except (OSError, ValueError):
+        return {}  # unknown digests only cost a restage
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def save_digests(root: Path, digests: Mapping[str, str]) -> None:
+    path = root / DIGEST_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".plans.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(dict(sorted(digests.items())), indent=1))
+    os.replace(tmp, path)
+
+
+def render(root: Path, node: NodeState, surfaces: Mapping[str, Surface], *, force: bool = False,
+           stop: threading.Event | None = None) -> RenderResult:
+    """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes."""
+    ctx = context(root)
+    wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
+    plans = build_plans(node, wanted, ctx, stop)
+    digests = {name: plan_digest(plan) for name, plan in plans.items()}
+    old = load_digests(root)
+    staged = set(staging.staged_surfaces(root))
+    changed = {name: plan for name, plan in plans.items()
+               if force or name not in staged or old.get(name) != digests[name]}
+    if stop is not None and stop.is_set():
+        raise Interrupted("stopped before publishing")
+    result = RenderResult(unchanged=sorted(set(plans) - set(changed)))
+    if changed:
+        staging.stage_wave(changed, root)
+        result.staged = list(changed)
+    new_digests = {name: digest for name, digest in old.items() if name in staged or name in changed}
+    new_digests.update(digests)
+    for name in sorted(staged):
+        if name in surfaces and name not in wanted:
+            staging.teardown(root, name)
+            new_digests.pop(name, None)
+            result.removed.append(name)
+    save_digests(root, new_digests)
+    if result.staged or result.removed:
+        log.info("render: %s", result.summary())
+    return result
+
+
+def services(node: NodeState, surfaces: Mapping[str, Surface], root: Path) -> dict[str, tuple[str, Service]]:
+    """The long-lived programs of every enabled surface, by program name: {program: (surface, service)}."""
+    ctx = context(root)
+    found: dict[str, tuple[str, Service]] = {}
+    for name, surface in surfaces.items():
+        if not enabled(node, name):
+            continue
+        for service in surface.services(node, ctx):
+            if service.name in found:
+                owner = found[service.name][0]
+                raise staging.StagingError(name, f"service name {service.name!r} is also used by {owner}")
+            found[service.name] = (name, service)
+    return found

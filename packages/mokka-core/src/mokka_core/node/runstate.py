@@ -1,0 +1,60 @@
+"""The daemon's bookkeeping file: who runs the node, in which phase, and what to remove at the end.
+
+``<root>/var/lib/mokka/daemon.json`` is written by ``run()`` (atomically) and read
+by ``mokka node status`` and ``mokka node down``.  It identifies the daemon by pid
+*and* process start time, so a recycled pid is never signalled by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..paths import STATE_DIR
+
+RUN_FILE = f"{STATE_DIR}/daemon.json"
+
+STAGING, READY, RELOADING, STOPPING, FAILED = "staging", "ready", "reloading", "stopping", "failed"
+
+
+@dataclass
+class RunState:
+    pid: int
+    start_ticks: int | None
+    phase: str = STAGING
+    created_dirs: list[str] = field(default_factory=list)  # relative to root, outermost first
+    preexisting: list[str] = field(default_factory=list)  # state files that were there before `up`
+    services: dict[str, str] = field(default_factory=dict)  # supervisord program -> surface
+    error: str | None = None
+
+    def save(self, root: Path) -> None:
+        path = root / RUN_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".daemon.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, root: Path) -> RunState | None:
+        try:
+            data = json.loads((root / RUN_FILE).read_text())
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def daemon_alive(self) -> bool:
+        """True while the process that wrote this file is still running."""
+        ticks = process_start_ticks(self.pid)
+        return ticks is not None and ticks == self.start_ticks
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (None if gone or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[19])

@@ -1,0 +1,28 @@
+"""What one run of the node daemon is configured with; passed explicitly, no globals (kopf's configs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..spec import NodeSpec
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    root: Path
+    spec: NodeSpec = field(default_factory=NodeSpec)
+    #: installed surfaces to run (``--surfaces``); None: all of them
+    only: tuple[str, ...] | None = None
+    #: run surface services under supervisord (tests without services may turn it off)
+    supervise: bool = True
+    #: watch the profile, overlay and override files and re-render on change
+    watch: bool = True
+    #: seconds teardown may take in all, whatever happens meanwhile
+    teardown_deadline_s: float = 10.0
+    #: seconds supervisord gives each program between SIGTERM and SIGKILL
+    service_stop_wait_s: int = 3
+    #: settle time after a file event before re-rendering (editors write in several steps)
+    debounce_s: float = 0.02
+    #: safety-net re-check of the watched files even without events
+    poll_s: float = 2.0

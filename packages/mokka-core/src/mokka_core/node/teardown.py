@@ -1,0 +1,48 @@
+"""Remove every trace of a node under a root: services, staged surfaces, bookkeeping, created dirs.
+
+Works the same whether the daemon is stopping itself, or ``mokka node down`` cleans
+up after a daemon that was SIGKILLed (then only the files on disk are left to go by).
+Every step is idempotent, so an interrupted teardown can simply be run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from .. import staging
+from ..paths import LOCK_FILE, NODE_FILE, OVERRIDE_FILE
+from .render import DIGEST_FILE
+from .runstate import RUN_FILE, RunState
+from .supervise import CONFIG_FILE, PID_FILE, Supervisor, socket_path
+
+log = logging.getLogger(__name__)
+
+BOOKKEEPING = (DIGEST_FILE, NODE_FILE, CONFIG_FILE, PID_FILE, OVERRIDE_FILE, LOCK_FILE, RUN_FILE)
+
+
+def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = None,
+                  run_state: RunState | None = None) -> list[str]:
+    """Tear the node down by ``deadline`` (monotonic); returns the surfaces removed."""
+    run_state = run_state or RunState.load(root)
+    (supervisor or Supervisor(root)).stop(deadline)
+    removed = []
+    for name in staging.staged_surfaces(root):
+        try:
+            staging.teardown(root, name)
+            removed.append(name)
+        except Exception as exc:
+            log.error("teardown of surface %s failed: %s", name, exc)
+    keep = set(run_state.preexisting) if run_state else {OVERRIDE_FILE}
+    for rel in BOOKKEEPING:
+        if rel not in keep:
+            (root / rel).unlink(missing_ok=True)
+    socket_path(root).unlink(missing_ok=True)
+    for rel in reversed(run_state.created_dirs if run_state else []):
+        with contextlib.suppress(OSError):  # not empty: something not ours lives there
+            (root / rel).rmdir()
+    if time.monotonic() > deadline:
+        log.warning("teardown overran its deadline")
+    return removed

@@ -1,0 +1,162 @@
+"""Drive the node daemon from tests: :class:`DaemonRunner` plus a few small test surfaces.
+
+Like kopf's ``KopfRunner``, the daemon runs in a thread of the test process (so
+injected surfaces, mocks and tracebacks survive) on a temporary root::
+
+    with DaemonRunner(NodeSettings(root=tmp_path, spec=NodeSpec(profile="h100")),
+                      surfaces={"probe": ProbeSurface()}) as runner:
+        ...  # the node is published; change files, assert
+    # stopped and torn down here; runner.exception holds what run() raised
+
+The surfaces below are for tests only: ``ProbeSurface`` renders the per-GPU values
+a consumer would read into one JSON file, ``BrokenSurface`` raises while planning,
+``SlowSurface`` takes its time, ``ServiceSurface`` declares a long-lived program.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..node.daemon import run
+from ..node.settings import NodeSettings
+from ..state import NodeState
+from ..surface import Entry, File, Service, StageContext, Surface
+
+
+class DaemonRunner:
+    def __init__(self, settings: NodeSettings, surfaces: Mapping[str, Surface] | None = None,
+                 timeout: float = 20.0, expect_ready: bool = True) -> None:
+        self.settings = settings
+        self.surfaces = surfaces
+        self.timeout = timeout
+        self.expect_ready = expect_ready
+        self.stop_flag = threading.Event()
+        self.ready_flag = threading.Event()
+        self.exception: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="mokka-node-daemon", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            run(self.settings, self.stop_flag, self.ready_flag, self.surfaces)
+        except BaseException as exc:
+            self.exception = exc
+
+    def __enter__(self) -> DaemonRunner:
+        self._thread.start()
+        if self.expect_ready:
+            deadline = time.monotonic() + self.timeout
+            while not self.ready_flag.wait(0.01):
+                if not self._thread.is_alive():
+                    raise RuntimeError(f"node daemon exited before it was ready: {self.exception!r}") \
+                        from self.exception
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"node daemon not ready within {self.timeout} s")
+        return self
+
+    def stop(self) -> float:
+        """Stop the daemon and wait for its teardown; returns the seconds that took."""
+        started = time.monotonic()
+        self.stop_flag.set()
+        self._thread.join(self.timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"node daemon did not stop within {self.timeout} s")
+        return time.monotonic() - started
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._thread.is_alive():
+            self.stop()
+
+
+# --- test surfaces -------------------------------------------------------------------------------------
+
+PROBE_FILE = "var/lib/mokka-probe/state.json"
+
+
+def probe_view(node: NodeState) -> dict[str, Any]:
+    gpus = {}
+    for gpu in node.gpus:
+        config = gpu.config
+        memory = config.memory
+        total = memory.total_bytes if memory else 0
+        used = memory.used_bytes if memory and memory.used_bytes is not None else 0
+        gpus[str(gpu.index)] = {
+            "uuid": gpu.uuid,
+            "lost": gpu.lost,
+            "failure": gpu.failure_mode,
+            "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
+            "power_mw": config.power.current_draw_mw if config.power else None,
+            "memory": {"total": total, "used": used, "free": total - used},
+            "xid_events": [event.model_dump() for event in config.xid_events or ()],
+        }
+    return {"node": node.node_name, "gpus": gpus}
+
+
+class ProbeSurface(Surface):
+    """Renders what a consumer would read (temperature, memory, faults, Xids) into one JSON file."""
+
+    name = "probe"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        return [File(PROBE_FILE, json.dumps(probe_view(node), sort_keys=True))]
+
+
+class StaticSurface(Surface):
+    """A plan that never changes with the node (to check it is not restaged needlessly)."""
+
+    name = "static"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        return [File("etc/mokka-static/driver", f"{node.driver_version}\n")]
+
+
+class BrokenSurface(Surface):
+    name = "broken"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        raise RuntimeError("deliberately broken test surface")
+
+
+class SlowSurface(Surface):
+    """Takes ``delay`` seconds to plan; ``started`` is set when planning begins."""
+
+    name = "slow"
+
+    def __init__(self, delay: float = 2.0) -> None:
+        self.delay = delay
+        self.started = threading.Event()
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        self.started.set()
+        time.sleep(self.delay)
+        return [File("etc/mokka-slow/done", "1\n")]
+
+
+class ServiceSurface(Surface):
+    """Declares one long-lived program that writes its pid into ``<pid_dir>/<program>.pid`` and sleeps."""
+
+    name = "service"
+
+    def __init__(self, pid_dir: Path, program: str = "mokka-test-sleeper") -> None:
+        self.pid_dir = pid_dir
+        self.program = program
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        return [File("etc/mokka-service/enabled", "1\n")]
+
+    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+        code = ("import os, sys, time; p = sys.argv[1]; os.makedirs(os.path.dirname(p), exist_ok=True); "
+                "open(p, 'w').write(str(os.getpid())); time.sleep(3600)")
+        pid_file = str(self.pid_dir.absolute() / f"{self.program}.pid")
+        return [Service(name=self.program, command=[sys.executable, "-c", code, pid_file])]

@@ -1,0 +1,142 @@
+"""The node daemon in-process: all-or-nothing start, re-render exactly what changed, clean teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mokka_core import nodefile
+from mokka_core.node.daemon import run
+from mokka_core.node.render import DIGEST_FILE
+from mokka_core.node.runstate import RunState
+from mokka_core.node.settings import NodeSettings
+from mokka_core.paths import NODE_FILE, OVERRIDE_FILE
+from mokka_core.spec import NodeSpec
+from mokka_core.staging import StagingError, staged_surfaces
+from mokka_core.testing.runner import (
+    PROBE_FILE,
+    BrokenSurface,
+    DaemonRunner,
+    ProbeSurface,
+    SlowSurface,
+    StaticSurface,
+)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            out[rel] = os.readlink(path) if path.is_symlink() else ("dir" if path.is_dir() else path.read_bytes().hex())
+    return out
+
+
+def settings(root: Path, **kw) -> NodeSettings:
+    kw.setdefault("spec", NodeSpec(profile="h100", gpus=4))
+    return NodeSettings(root=root, supervise=False, **kw)
+
+
+def wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def probe(root: Path) -> dict:
+    return json.loads((root / PROBE_FILE).read_text())
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("host\n")
+    return root
+
+
+def test_up_publishes_every_surface_and_stop_leaves_no_residue(root: Path) -> None:
+    before = snapshot(root)
+    with DaemonRunner(settings(root), {"probe": ProbeSurface(), "static": StaticSurface()}) as runner:
+        assert probe(root)["gpus"]["3"]["temperature_c"] is not None
+        assert (root / "etc/mokka-static/driver").exists()
+        assert nodefile.load(root).gpus == 4
+        assert sorted(staged_surfaces(root)) == ["probe", "static"]
+        assert RunState.load(root).phase == "ready"
+        seconds = runner.stop()
+    assert runner.exception is None
+    assert seconds < 2
+    assert snapshot(root) == before
+
+
+def test_a_surface_that_raises_while_planning_publishes_nothing(root: Path) -> None:
+    before = snapshot(root)
+    stop = threading.Event()
+    with pytest.raises(StagingError, match="surface broken: plan failed: RuntimeError: deliberately broken"):
+        run(settings(root), stop, threading.Event(),
+            {"probe": ProbeSurface(), "broken": BrokenSurface(), "static": StaticSurface()})
+    assert snapshot(root) == before
+
+
+def test_override_change_restages_exactly_the_surfaces_whose_plan_changed(root: Path) -> None:
+    with DaemonRunner(settings(root), {"probe": ProbeSurface(), "static": StaticSurface()}):
+        static_inode = (root / "etc/mokka-static/driver").stat().st_ino
+        (root / OVERRIDE_FILE).write_text("version: 1\ndevices:\n  '2': {thermal: {temperature_gpu_c: 91}}\n")
+        wait_for(lambda: probe(root)["gpus"]["2"]["temperature_c"] == 91)
+        assert probe(root)["gpus"]["1"]["temperature_c"] != 91
+        assert (root / "etc/mokka-static/driver").stat().st_ino == static_inode
+        digests = json.loads((root / DIGEST_FILE).read_text())
+        assert set(digests) == {"probe", "static"}
+
+
+def test_profile_file_change_is_rendered(root: Path, write_profile) -> None:
+    profile = write_profile()
+    spec = NodeSpec(profile_file=profile, gpus=2)
+    with DaemonRunner(settings(root, spec=spec), {"probe": ProbeSurface()}):
+        profile.write_text(profile.read_text().replace("temperature_gpu_c: 34", "temperature_gpu_c: 55"))
+        wait_for(lambda: probe(root)["gpus"]["0"]["temperature_c"] == 55)
+
+
+def test_a_bad_override_keeps_the_last_good_state(root: Path, caplog) -> None:
+    with DaemonRunner(settings(root), {"probe": ProbeSurface()}) as runner:
+        (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 9999}}\n")
+        wait_for(lambda: "change not applied" in caplog.text)
+        assert probe(root)["gpus"]["0"]["temperature_c"] != 9999
+        (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 77}}\n")
+        wait_for(lambda: probe(root)["gpus"]["0"]["temperature_c"] == 77)
+        assert runner.running
+
+
+def test_stop_while_staging_publishes_nothing_and_cleans_up(root: Path) -> None:
+    before = snapshot(root)
+    slow = SlowSurface(delay=1.0)
+    runner = DaemonRunner(settings(root), {"probe": ProbeSurface(), "slow": slow}, expect_ready=False)
+    with runner:
+        assert slow.started.wait(5)
+        runner.stop()
+    assert runner.exception is None and not runner.ready_flag.is_set()
+    assert snapshot(root) == before
+
+
+def test_a_second_daemon_on_the_same_root_is_refused(root: Path) -> None:
+    with DaemonRunner(settings(root), {"probe": ProbeSurface()}):
+        with pytest.raises(Exception, match="already runs under"):
+            run(settings(root), threading.Event(), None, {"probe": ProbeSurface()})
+        assert (root / NODE_FILE).exists()  # the refused one removed nothing
+
+
+def test_disabling_a_surface_by_override_tears_it_down(root: Path) -> None:
+    spec = NodeSpec(profile="h100", gpus=2)
+    with DaemonRunner(settings(root, spec=spec), {"probe": ProbeSurface(), "ib": StaticSurface()}):
+        assert (root / "etc/mokka-static/driver").exists()
+        (root / OVERRIDE_FILE).write_text("surfaces: {ib: {enabled: false}}\n")
+        wait_for(lambda: not (root / "etc/mokka-static/driver").exists())
+        assert staged_surfaces(root) == ["probe"]
