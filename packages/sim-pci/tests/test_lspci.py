@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -54,3 +57,19 @@ def test_numa_node_and_iommu_group_are_shown(staged, lspci) -> None:
     out = lspci(staged("h100"), "-vv", "-s", "9d:00.0")
     assert "NUMA node: 1" in out
     assert re.search(r"IOMMU group: \d+", out)
+
+
+@pytest.mark.root
+def test_plain_lspci_in_a_private_namespace_with_sys_overlaid(staged, lspci_bin) -> None:
+    """How `mokka run` delivers: the staged sys overlaid on /sys, lspci with no relocation flag."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare for a private mount namespace")
+    root = staged("h100")
+    script = f"mount -t overlay overlay -o lowerdir={root}/sys:/sys /sys && {lspci_bin} -nn -k -d 10de:2330"
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-ec", script],
+                            capture_output=True, text=True, timeout=60)
+    if result.returncode != 0 and "overlay" in result.stderr:
+        pytest.skip(f"overlay over /sys is not allowed here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("3D controller [0302]: NVIDIA Corporation") == 8
+    assert result.stdout.count("Kernel driver in use: nvidia") == 8
