@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from mokka_core.state import NodeState
-from mokka_core.surface import Entry, Service, StageContext, Surface
+import sys
 
-from . import hca, sysfs
+from mokka_core.state import NodeState
+from mokka_core.surface import Dir, Entry, File, Service, StageContext, Surface
+
+from . import config, hca, sysfs
 
 
 class IbSurface(Surface):
     name = "ib"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        return sysfs.device_entries(node, hca.ports(node))
+        views = hca.ports(node)
+        if not views:
+            return []
+        node_file = config.node_config(node, views).to_json()
+        return [
+            *sysfs.device_entries(node, views),
+            Dir(config.IB_STATE_DIR),
+            File(config.NODE_CONFIG, node_file, mode=0o644),
+        ]
 
     def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
-        return []
+        if not hca.ports(node):
+            return []
+        command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]
+        return [Service(name="sim-ib-responder", command=command)]
