@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,8 @@ class Supervisor:
                 raise MokkaError(f"supervisord exited at start with status {self.process.returncode}"
                                  f" (config {self.config})")
             try:
-                client(self.root).supervisor.getState()
+                with client(self.root) as rpc:
+                    rpc.supervisor.getState()
                 return
             except OSError:
                 time.sleep(0.02)
@@ -140,13 +142,14 @@ class Supervisor:
 
     def update(self) -> None:
         """Apply a rewritten config like ``supervisorctl update``: add, restart changed, remove dropped."""
-        rpc = client(self.root).supervisor
-        added, changed, removed = rpc.reloadConfig()[0]
-        for name in removed + changed:
-            rpc.stopProcessGroup(name)
-            rpc.removeProcessGroup(name)
-        for name in changed + added:
-            rpc.addProcessGroup(name)
+        with client(self.root) as proxy:
+            rpc = proxy.supervisor
+            added, changed, removed = rpc.reloadConfig()[0]
+            for name in removed + changed:
+                rpc.stopProcessGroup(name)
+                rpc.removeProcessGroup(name)
+            for name in changed + added:
+                rpc.addProcessGroup(name)
 
     def stop(self, deadline: float) -> None:
         """Stop supervisord (which stops its programs) by ``deadline`` (monotonic), else kill it all."""
@@ -199,14 +202,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def client(root: Path) -> Any:
-    """An XML-RPC proxy to the root's supervisord (``.supervisor.getAllProcessInfo()`` ...)."""
+@contextmanager
+def client(root: Path) -> Iterator[Any]:
+    """An XML-RPC proxy to the root's supervisord (``.supervisor.getAllProcessInfo()`` ...), closed after use."""
     import xmlrpc.client
 
     from supervisor.xmlrpc import SupervisorTransport
 
     transport = SupervisorTransport(None, None, serverurl=f"unix://{socket_path(root)}")
-    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
+    try:
+        yield xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
+    finally:
+        transport.close()
 
 
 def process_states(root: Path) -> dict[str, str] | None:
@@ -214,7 +221,8 @@ def process_states(root: Path) -> dict[str, str] | None:
     if not socket_path(root).exists():
         return None
     try:
-        infos = client(root).supervisor.getAllProcessInfo()
-    except (OSError, Exception):
+        with client(root) as rpc:
+            infos = rpc.supervisor.getAllProcessInfo()
+    except Exception:  # a dead socket raises a variety of errors
         return None
     return {info["name"]: info["statename"] for info in infos}

@@ -160,3 +160,44 @@ class ServiceSurface(Surface):
                 "open(p, 'w').write(str(os.getpid())); time.sleep(3600)")
         pid_file = str(self.pid_dir.absolute() / f"{self.program}.pid")
         return [Service(name=self.program, command=[sys.executable, "-c", code, pid_file])]
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """Run the daemon with test surfaces in its own process, signals handled like ``mokka node up``.
+
+    ``python -m mokka_core.testing.runner --root R [--slow SECONDS] [--service PID_DIR] [--broken]``
+    """
+    import argparse
+
+    from ..node.cli import _install_signal_handlers, _log_to_stdout
+    from ..spec import NodeSpec
+
+    parser = argparse.ArgumentParser(prog="python -m mokka_core.testing.runner")
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--profile", default="h100")
+    parser.add_argument("--gpus", type=int, default=None)
+    parser.add_argument("--slow", type=float, default=None, help="add a surface that plans this long")
+    parser.add_argument("--service", type=Path, default=None, help="add a supervised sleeper (pid file dir)")
+    parser.add_argument("--broken", action="store_true", help="add a surface that raises while planning")
+    args = parser.parse_args(argv)
+    surfaces: dict[str, Surface] = {"probe": ProbeSurface(), "static": StaticSurface()}
+    if args.slow is not None:
+        surfaces["slow"] = SlowSurface(args.slow)
+    if args.service is not None:
+        surfaces["service"] = ServiceSurface(args.service)
+    if args.broken:
+        surfaces["broken"] = BrokenSurface()
+    settings = NodeSettings(root=args.root, spec=NodeSpec(profile=args.profile, gpus=args.gpus),
+                            supervise=args.service is not None)
+    _log_to_stdout()
+    stop = threading.Event()
+    _install_signal_handlers(stop)
+    try:
+        run(settings, stop, threading.Event(), surfaces)
+    except Exception as exc:
+        print(f"mokka-node: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    serve()

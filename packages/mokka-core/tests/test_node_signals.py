@@ -1,0 +1,145 @@
+"""The daemon as a process: SIGTERM while staging or serving, SIGKILL then `mokka node down`, readiness."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mokka_core.cli import app
+from mokka_core.node.runstate import RunState
+from mokka_core.node.status import node_status
+from mokka_core.node.supervise import read_pid
+from mokka_core.testing.runner import PROBE_FILE
+
+pytestmark = pytest.mark.e2e  # real processes and a real supervisord
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(root))] = "dir" if path.is_dir() else path.read_bytes().hex()
+    return out
+
+
+def wait_for(predicate, timeout: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout} s")
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("host\n")
+    return root
+
+
+def start(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mokka_core.testing.runner", "--root", str(root), "--gpus", "2", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def sleeper_pid(pid_dir: Path) -> int:
+    path = pid_dir / "mokka-test-sleeper.pid"
+    wait_for(lambda: path.exists() and path.read_text().strip() != "", what="service started")
+    return int(path.read_text())
+
+
+def test_sigterm_while_staging_publishes_nothing(root: Path) -> None:
+    before = snapshot(root)
+    daemon = start(root, "--slow", "1.5")
+    wait_for(lambda: RunState.load(root) is not None, what="daemon claimed the root")
+    daemon.send_signal(signal.SIGTERM)
+    out, _ = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, out
+    assert snapshot(root) == before, out
+
+
+def test_sigterm_twice_while_serving_tears_down_services_and_files(root: Path, tmp_path: Path) -> None:
+    before = snapshot(root)
+    daemon = start(root, "--service", str(tmp_path))
+    service = sleeper_pid(tmp_path)
+    wait_for(lambda: node_status(root)["ready"], what="node ready")
+    supervisord = read_pid(root)
+    assert (root / PROBE_FILE).exists()
+    daemon.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    daemon.send_signal(signal.SIGTERM)  # interrupted again: teardown still completes
+    out, _ = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0, out
+    assert not alive(service) and supervisord is not None and not alive(supervisord)
+    assert snapshot(root) == before, out
+    assert "mokka-test-sleeper" in out  # service logs reach the daemon's stdout via supervisord
+
+
+def test_sigkill_then_node_down_cleans_everything(root: Path, tmp_path: Path) -> None:
+    before = snapshot(root)
+    daemon = start(root, "--service", str(tmp_path))
+    service = sleeper_pid(tmp_path)
+    wait_for(lambda: node_status(root)["ready"], what="node ready")
+    daemon.kill()
+    daemon.communicate(timeout=10)
+    assert not node_status(root)["ready"]
+    result = CliRunner().invoke(app, ["node", "down", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    wait_for(lambda: not alive(service), timeout=10, what="service gone")
+    assert snapshot(root) == before
+
+
+def test_node_down_stops_a_running_daemon(root: Path) -> None:
+    before = snapshot(root)
+    daemon = start(root)
+    wait_for(lambda: node_status(root)["ready"], what="node ready")
+    result = CliRunner().invoke(app, ["node", "down", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    daemon.communicate(timeout=10)
+    assert daemon.returncode == 0
+    assert snapshot(root) == before
+
+
+def test_broken_surface_exits_non_zero_naming_it(root: Path) -> None:
+    before = snapshot(root)
+    daemon = start(root, "--broken")
+    out, _ = daemon.communicate(timeout=30)
+    assert daemon.returncode == 1
+    assert "surface broken: plan failed" in out
+    assert snapshot(root) == before
+
+
+def test_status_ready_probe(root: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["node", "status", "--root", str(root), "--ready"]).exit_code == 1
+    daemon = start(root, "--service", str(tmp_path))
+    try:
+        sleeper_pid(tmp_path)
+        wait_for(lambda: runner.invoke(app, ["node", "status", "--root", str(root), "--ready"]).exit_code == 0,
+                 what="status --ready")
+        result = runner.invoke(app, ["node", "status", "--root", str(root), "--json"])
+        assert '"mokka-test-sleeper": "RUNNING"' in result.output
+        table = runner.invoke(app, ["node", "status", "--root", str(root)]).output
+        assert "Ready: yes" in table
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.communicate(timeout=30)
