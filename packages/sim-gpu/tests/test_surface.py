@@ -72,7 +72,9 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
         expected.append(paths.NVML_STATE_FILE)
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
-        "modules.dep", "modules.dep.bin", "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko"]
+        "modules.alias", "modules.alias.bin", "modules.dep", "modules.dep.bin",
+        "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko",
+    ]
     rest = [f for f in staged_files if not f.startswith((paths.STATE_DIR, "lib/modules/"))]
     assert rest == sorted(expected)
 

@@ -48,3 +48,12 @@ def test_modinfo_reads_the_installed_modules(staged, modinfo_bin) -> None:
         drm = subprocess.run([str(modinfo_bin), "-b", str(root), "-F", "depends", "nvidia-drm"],
                              capture_output=True, text=True, check=True).stdout
         assert drm.strip() == "nvidia-modeset,nvidia"
+
+
+def test_modalias_resolves_to_nvidia(staged, modinfo_bin) -> None:
+    """What lspci -k's "Kernel modules:" and udev's coldplug ask: which module serves this device?"""
+    modprobe = modinfo_bin.with_name("modprobe")
+    root = staged("h100")
+    for alias in ("pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00", "char-major-195-255"):
+        out = subprocess.run([str(modprobe), "-d", str(root), "-R", alias], capture_output=True, text=True)
+        assert out.stdout.split() == ["nvidia"], out.stderr

@@ -1,9 +1,10 @@
-"""Kernel-module files for ``modinfo``: tiny ELF objects carrying a ``.modinfo`` section, and ``modules.dep``.
+"""Kernel-module files for ``modinfo``: tiny ELF objects carrying a ``.modinfo`` section, plus the indexes.
 
-``modinfo -b ROOT nvidia`` finds the module through ``ROOT/lib/modules/<release>/modules.dep.bin``
-(libkmod reads only the binary index; ``modules.dep`` is its text twin, as depmod writes both) and
-prints the ``key=value`` strings of the object's ``.modinfo`` section; nothing else in the object
-is read, so the object holds only that section and the section-name table.
+``modinfo -b ROOT nvidia`` finds the module through ``ROOT/lib/modules/<release>/modules.dep.bin``;
+``modprobe -d ROOT -R <modalias>`` (what lspci's "Kernel modules:" asks) through ``modules.alias.bin``.
+libkmod reads only these binary indexes; the text files beside them are their twins, as depmod
+writes both.  modinfo prints the ``key=value`` strings of the object's ``.modinfo`` section and
+nothing else in the object is read, so the object holds only that section and the section names.
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ def kernel_object_entries(node: NodeState, release: str | None = None, machine: 
     entries.append(File(f"{base}/modules.dep", "\n".join(dep_lines) + "\n", mode=0o644))
     index = {name: line for name, line in zip(MODULE_FILES, dep_lines, strict=True)}
     entries.append(File(f"{base}/modules.dep.bin", kmod_index(index), mode=0o644))
+    aliases = {
+        alias: name
+        for name in MODULE_FILES
+        for key, alias in modinfo_fields(name, node.driver_version, release)
+        if key == "alias"
+    }
+    alias_lines = "".join(f"alias {alias} {name}\n" for alias, name in aliases.items())
+    entries.append(File(f"{base}/modules.alias", "# Aliases extracted from modules themselves.\n" + alias_lines))
+    # libkmod looks aliases up normalised ('-' -> '_'), so depmod stores them that way in the index
+    normalised = {alias.replace("-", "_"): name for alias, name in aliases.items()}
+    entries.append(File(f"{base}/modules.alias.bin", kmod_index(normalised), mode=0o644))
     return entries
 
 
