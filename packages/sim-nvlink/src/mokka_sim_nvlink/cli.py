@@ -1,13 +1,35 @@
-"""``mokka-sim-nvlink``: stage, tear down, serve and check the nvlink surface alone."""
+"""``mokka-sim-nvlink``: stage, tear down, serve and check the nvlink surface alone; ``links`` shows the model."""
 
-from mokka_core.simcli import make_app, run
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mokka_core.simcli import GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, make_app, run
+from mokka_core.spec import NodeSpec
 
 from .surface import NvlinkSurface
+from .topology import fabric_placement, render_links, render_matrix
 
-app = make_app(
-    NvlinkSurface,
-    "NVLink surface of a simulated NVIDIA GPU node: links, remote endpoints, cliques, cluster UUIDs.",
-)
+app = make_app(NvlinkSurface, "NVLink surface of a simulated NVIDIA GPU node: links, NV# matrix, cliques.")
+
+OverlayOpt = Annotated[
+    Optional[Path], typer.Option("--overlay", help="Topology overlay (ComputeDomain cliques) YAML file.")
+]
+LinksFailedOpt = Annotated[bool, typer.Option("--failed", help="Links in their failed form (inactive).")]
+
+
+@app.command()
+def links(profile: ProfileOpt = None, profile_file: ProfileFileOpt = None, gpus: GpusOpt = None,
+          node_name: NodeNameOpt = None, overlay: OverlayOpt = None, failed: LinksFailedOpt = False) -> None:
+    """Print the NV# matrix, every link and the fabric placement this node's NVML view must show."""
+    node = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name, overlay_file=overlay,
+                    surfaces={"nvlink": {"enabled": True, "state": "failed" if failed else "healthy"}}).resolve()
+    typer.echo(render_matrix(node), nl=False)
+    typer.echo(render_links(node), nl=False)
+    placement = fabric_placement(node)
+    if placement:
+        typer.echo(f"Fabric: ClusterUUID {placement[0]}, CliqueId {placement[1]}")
 
 
 def main() -> None:

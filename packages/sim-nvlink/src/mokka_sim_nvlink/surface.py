@@ -1,14 +1,58 @@
-"""NVLink surface of a simulated NVIDIA GPU node: links, remote endpoints, cliques, cluster UUIDs."""
+"""The nvlink surface: NVLink lives in NVML only, so this surface stages nothing.
+
+Its settings shape the node state (``mokka_core.state``: failed -> every link inactive,
+disabled -> no links), which the gpu surface renders into the NVML state file.  ``check``
+verifies that the staged NVML view shows this node's links, NV# matrix and fabric placement.
+"""
 
 from __future__ import annotations
 
+from mokka_core.paths import NVML_STATE_FILE
 from mokka_core.state import NodeState
 from mokka_core.surface import Entry, StageContext, Surface
+
+from . import statefile
+from .topology import fabric_placement, nv_matrix
 
 
 class NvlinkSurface(Surface):
     name = "nvlink"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        # Registered with the node daemon; rendering lands with its issue.
-        return []
+        return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()
+
+    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+        try:
+            values = statefile.read(ctx.root / NVML_STATE_FILE)
+        except statefile.StateFileError as exc:
+            return [f"{self.name}: NVML view: {exc}"]
+        problems = []
+        if statefile.device_count(values) != len(node.gpus):
+            problems.append(f"{self.name}: NVML view has {statefile.device_count(values)} GPUs, node has "
+                            f"{len(node.gpus)}")
+            return problems
+        matrix = nv_matrix(node)
+        placement = fabric_placement(node)
+        for gpu in node.gpus:
+            prefix = f"device.{gpu.index}"
+            count = int(values.get(f"{prefix}.nvlink.count", "0") or 0)
+            if count != len(gpu.links):
+                problems.append(f"{self.name}: GPU {gpu.index}: NVML view has {count} links, node has {len(gpu.links)}")
+                continue
+            for link in gpu.links:
+                shown = values.get(f"{prefix}.nvlink.{link.link}.state", "0") == "1"
+                if shown != link.active:
+                    problems.append(f"{self.name}: GPU {gpu.index} link {link.link}: NVML view says "
+                                    f"{'active' if shown else 'inactive'}, node says "
+                                    f"{'active' if link.active else 'inactive'}")
+            expected_row = ",".join(str(n) for n in matrix[gpu.index])
+            row = values.get(f"{prefix}.topology.nvlinks")
+            if gpu.links and row is not None and row != expected_row:
+                problems.append(f"{self.name}: GPU {gpu.index}: NV# row {row} in the NVML view, {expected_row} "
+                                "in the node state")
+            if placement is not None:
+                shown_place = (values.get(f"{prefix}.fabric.cluster_uuid"), values.get(f"{prefix}.fabric.clique_id"))
+                if shown_place != (placement[0], str(placement[1])):
+                    problems.append(f"{self.name}: GPU {gpu.index}: fabric cluster/clique {shown_place} in the "
+                                    f"NVML view, {placement} in the node state")
+        return problems
