@@ -13,9 +13,14 @@
 
 _Atomic int mk_g_refcount;
 int mk_g_debug;
-struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
+/* Handles: a static, initialised table (file-backed .data, so pages are only faulted in when used). */
+#define H1(i) {MK_HANDLE_MAGIC, (i), {0, 0}}
+#define H4(i) H1(i), H1((i) + 1), H1((i) + 2), H1((i) + 3)
+#define H16(i) H4(i), H4((i) + 4), H4((i) + 8), H4((i) + 12)
+#define H64(i) H16(i), H16((i) + 16), H16((i) + 32), H16((i) + 48)
+struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES] = {H64(0), H64(64), H64(128), H64(192)};
+_Static_assert(MK_MAX_DEVICES == 256, "handle table initialiser covers 256 devices");
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t handles_once = PTHREAD_ONCE_INIT;
 
 void mk_log(const char *fmt, ...) {
     char buf[1024];
@@ -52,13 +57,6 @@ uint64_t mk_now_us(void) {
     return (uint64_t)tv.tv_sec * 1000000ull + (uint64_t)tv.tv_usec;
 }
 
-static void init_handles(void) {
-    for (uint32_t i = 0; i < MK_MAX_DEVICES; i++) {
-        mk_g_handles[i].magic = MK_HANDLE_MAGIC;
-        mk_g_handles[i].index = i;
-    }
-}
-
 static int debug_enabled(void) {
     const char *d = getenv("MOKKA_DEBUG");
     if (!d) return 0;
@@ -68,7 +66,6 @@ static int debug_enabled(void) {
 /* ---------------------------------------------------------------- init */
 
 MK_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-    pthread_once(&handles_once, init_handles);
     pthread_mutex_lock(&init_mu);
     if (atomic_load(&mk_g_refcount) == 0) {
         mk_g_debug = debug_enabled();
@@ -330,7 +327,7 @@ static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsign
         struct mk_snap *s = mk_snapshot();
         pthread_mutex_lock(&set->mu);
         for (uint32_t i = 0; i < s->nevent; i++) {
-            const struct mk_event *ev = &s->event[i];
+            const struct mk_event *ev = &s->events[i];
             if (ev->seq <= set->last_seq) continue;
             set->last_seq = ev->seq;
             if (!(set->types[ev->device] & ev->type)) continue;
@@ -379,3 +376,4 @@ MK_API nvmlReturn_t nvmlInternalGetExportTable(const void **table, const void *u
     }
     return NVML_SUCCESS;
 }
+

@@ -114,8 +114,8 @@ struct mk_device {
     uint32_t nvlink_count, nvlink_version, nvlink_speed_mbps, nvswitch_links;
     struct mk_link link[MK_MAX_LINKS];
     /* processes */
-    uint32_t nproc;
-    struct mk_proc proc[MK_MAX_PROCS];
+    uint32_t nproc, proc_cap;
+    struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */
 };
 
 struct mk_snap {
@@ -123,10 +123,10 @@ struct mk_snap {
     uint32_t cuda_version;    /* 12040 */
     uint32_t init_error;      /* nvmlReturn_t returned by nvmlInit* (0 ok) */
     uint32_t declared_count;  /* system.device_count */
-    uint32_t ndev;
-    struct mk_device *dev;    /* ndev entries */
-    uint32_t nevent;
-    struct mk_event event[MK_MAX_EVENTS];
+    uint32_t ndev, dev_cap;
+    struct mk_device *dev;    /* ndev entries (dev_cap allocated) */
+    uint32_t nevent, event_cap;
+    struct mk_event *events;  /* nevent entries, allocated when the file has events */
     uint64_t max_seq;
     /* bookkeeping */
     struct mk_snap *retired_next;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,7 +58,7 @@ struct desc {
     DU64("ecc." v "." t ".texture", ecc[vi][ti][4]), DU64("ecc." v "." t ".cbu", ecc[vi][ti][5]), \
     DU64("ecc." v "." t ".sram", ecc[vi][ti][6])
 
-static struct desc sys_desc[] = {
+static const struct desc sys_desc[] = {
     SSTR("driver_version", driver_version),
     SSTR("nvml_version", nvml_version),
     SU32("cuda_version", cuda_version),
@@ -65,7 +66,7 @@ static struct desc sys_desc[] = {
     SU32("device_count", declared_count),
 };
 
-static struct desc dev_desc[] = {
+static const struct desc dev_desc[] = {
     DSTR("name", name), DSTR("uuid", uuid), DSTR("serial", serial),
     DSTR("board_part_number", board_part_number), DSTR("vbios_version", vbios),
     DSTR("inforom.image", inforom_image), DSTR("inforom.oem", inforom_oem),
@@ -141,7 +142,7 @@ static struct desc dev_desc[] = {
     DU32("nvlink.speed_mbps", nvlink_speed_mbps), DU32("nvlink.nvswitch_links", nvswitch_links),
 };
 
-static struct desc link_desc[] = {
+static const struct desc link_desc[] = {
     LU32("state", state), LU32("remote_type", remote_type), LSTR("remote_bus_id", remote_bus_id),
     LU32("remote_device_id", remote_device_id), LU32("version", version),
     LU64("errors.replay", err_replay), LU64("errors.recovery", err_recovery),
@@ -149,38 +150,63 @@ static struct desc link_desc[] = {
     LU64("errors.ecc", err_ecc), LU64("tx_bytes", tx_bytes), LU64("rx_bytes", rx_bytes),
 };
 
-static struct desc proc_desc[] = {
+static const struct desc proc_desc[] = {
     PU32("pid", pid), PU32("type", type), PU64("used_bytes", used_bytes),
     PU32("sm_util", sm_util), PU32("mem_util", mem_util), PU32("enc_util", enc_util),
     PU32("dec_util", dec_util), PSTR("name", name),
 };
 
-static struct desc event_desc[] = {
+static const struct desc event_desc[] = {
     EU64("seq", seq), EU32("device", device), EU64("type", type), EU64("data", data),
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static int desc_cmp(const void *a, const void *b) {
-    return strcmp(((const struct desc *)a)->key, ((const struct desc *)b)->key);
-}
-static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
-static void sort_tables(void) {
-    qsort(sys_desc, N(sys_desc), sizeof(struct desc), desc_cmp);
-    qsort(dev_desc, N(dev_desc), sizeof(struct desc), desc_cmp);
-    qsort(link_desc, N(link_desc), sizeof(struct desc), desc_cmp);
-    qsort(proc_desc, N(proc_desc), sizeof(struct desc), desc_cmp);
-    qsort(event_desc, N(event_desc), sizeof(struct desc), desc_cmp);
+/* Key lookup: one open-addressing hash table over all five descriptor tables, built once. */
+enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_EVENT };
+#define HT_SIZE 512u /* power of two, about 2x the number of descriptors */
+static uint16_t ht[HT_SIZE]; /* 0 = empty, else 1 + (scope << 12 | index) */
+static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, event_desc};
+static pthread_once_t ht_once = PTHREAD_ONCE_INIT;
+
+/* cheap hash: length, first and last 8 bytes (keys are short, their ends differ) */
+static uint32_t key_hash(unsigned scope, const char *k, size_t n) {
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, k, 8);
+        memcpy(&b, k + n - 8, 8);
+    } else {
+        memcpy(&a, k, n);
+    }
+    uint64_t h = (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (n * 0x165667B19E3779F9ull) ^ scope;
+    return (uint32_t)(h >> 29) ^ (uint32_t)h;
 }
 
-static const struct desc *lookup(const struct desc *t, size_t n, const char *key, size_t klen) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strncmp(t[mid].key, key, klen);
-        if (c == 0 && t[mid].key[klen] != '\0') c = 1;
-        if (c == 0) return &t[mid];
-        if (c < 0) lo = mid + 1; else hi = mid;
+static void ht_add(unsigned scope, const struct desc *t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t h = key_hash(scope, t[i].key, strlen(t[i].key)) & (HT_SIZE - 1);
+        while (ht[h]) h = (h + 1) & (HT_SIZE - 1);
+        ht[h] = (uint16_t)(1 + (scope << 12 | i));
+    }
+}
+
+static void build_tables(void) {
+    ht_add(SC_SYS, sys_desc, N(sys_desc));
+    ht_add(SC_DEV, dev_desc, N(dev_desc));
+    ht_add(SC_LINK, link_desc, N(link_desc));
+    ht_add(SC_PROC, proc_desc, N(proc_desc));
+    ht_add(SC_EVENT, event_desc, N(event_desc));
+}
+
+static const struct desc *lookup(unsigned scope, const char *key, size_t klen) {
+    uint32_t h = key_hash(scope, key, klen) & (HT_SIZE - 1);
+    while (ht[h]) {
+        unsigned e = ht[h] - 1u;
+        if (e >> 12 == scope) {
+            const struct desc *d = &tables[scope][e & 0xfff];
+            if (strncmp(d->key, key, klen) == 0 && d->key[klen] == '\0') return d;
+        }
+        h = (h + 1) & (HT_SIZE - 1);
     }
     return NULL;
 }
@@ -300,7 +326,9 @@ static void device_defaults(struct mk_device *d) {
 
 void mk_snap_free(struct mk_snap *s) {
     if (!s) return;
+    for (uint32_t i = 0; s->dev && i < s->dev_cap; i++) free(s->dev[i].proc);
     free(s->dev);
+    free(s->events);
     free(s);
 }
 
@@ -318,10 +346,17 @@ static const char *read_index(const char *k, const char *end, uint32_t *idx) {
     return p + 1;
 }
 
+static const uint8_t key_char[256] = {
+    ['.'] = 1, ['_'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
+    ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {
-    pthread_once(&sort_once, sort_tables);
+    pthread_once(&ht_once, build_tables);
     struct mk_snap *s = calloc(1, sizeof(*s));
     uint32_t cap = 0;
     size_t pos = 0;
@@ -329,6 +364,7 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
     int seen_end = 0;
     if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
     s->cuda_version = 12040;
+    if (memchr(buf, '\0', len)) FAIL("NUL byte in file");
 
     while (pos < len) {
         const char *line = buf + pos;
@@ -336,7 +372,6 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
         size_t ll = nl ? (size_t)(nl - line) : len - pos;
         pos += ll + (nl ? 1 : 0);
         lineno++;
-        if (memchr(line, '\0', ll)) FAIL("line %u: NUL byte", lineno);
         if (lineno == 1) {
             if (ll != sizeof(MK_STATE_MAGIC) - 1 || memcmp(line, MK_STATE_MAGIC, ll) != 0)
                 FAIL("line 1: expected '%s'", MK_STATE_MAGIC);
@@ -349,16 +384,14 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
         if (!eq || eq == line) FAIL("line %u: expected key=value", lineno);
         const char *k = line, *kend = eq, *v = eq + 1;
         size_t vlen = ll - (size_t)(v - line);
-        for (const char *c = k; c < kend; c++) {
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '.'))
-                FAIL("line %u: bad character in key", lineno);
-        }
+        for (const char *c = k; c < kend; c++)
+            if (!key_char[(uint8_t)*c]) FAIL("line %u: bad character in key", lineno);
         size_t klen = (size_t)(kend - k);
         void *base = NULL;
         const struct desc *d = NULL;
         if (klen > 7 && memcmp(k, "system.", 7) == 0) {
             base = s;
-            d = lookup(sys_desc, N(sys_desc), k + 7, klen - 7);
+            d = lookup(SC_SYS, k + 7, klen - 7);
         } else if (klen > 7 && memcmp(k, "device.", 7) == 0) {
             uint32_t idx;
             const char *r = read_index(k + 7, kend, &idx);
@@ -373,6 +406,7 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
                 for (uint32_t i = cap; i < ncap; i++) device_defaults(&nd[i]);
                 s->dev = nd;
                 cap = ncap;
+                s->dev_cap = cap;
             }
             struct mk_device *dv = &s->dev[idx];
             dv->present = 1;
@@ -384,24 +418,42 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
                 r2 = read_index(r + 7, kend, &sub);
                 if (!r2 || sub >= MK_MAX_LINKS) FAIL("line %u: bad nvlink index", lineno);
                 base = &dv->link[sub];
-                d = lookup(link_desc, N(link_desc), r2, (size_t)(kend - r2));
+                d = lookup(SC_LINK, r2, (size_t)(kend - r2));
             } else if (rl > 8 && memcmp(r, "process.", 8) == 0) {
                 r2 = read_index(r + 8, kend, &sub);
                 if (!r2 || sub >= MK_MAX_PROCS) FAIL("line %u: bad process index", lineno);
+                if (sub >= dv->proc_cap) {
+                    uint32_t ncap = dv->proc_cap ? dv->proc_cap * 2 : 4;
+                    while (ncap <= sub) ncap *= 2;
+                    struct mk_proc *np = realloc(dv->proc, sizeof(struct mk_proc) * ncap);
+                    if (!np) FAIL("out of memory");
+                    memset(np + dv->proc_cap, 0, sizeof(struct mk_proc) * (ncap - dv->proc_cap));
+                    dv->proc = np;
+                    dv->proc_cap = ncap;
+                }
                 if (sub + 1 > dv->nproc) dv->nproc = sub + 1;
                 base = &dv->proc[sub];
-                d = lookup(proc_desc, N(proc_desc), r2, (size_t)(kend - r2));
+                d = lookup(SC_PROC, r2, (size_t)(kend - r2));
             } else {
                 base = dv;
-                d = lookup(dev_desc, N(dev_desc), r, rl);
+                d = lookup(SC_DEV, r, rl);
             }
         } else if (klen > 6 && memcmp(k, "event.", 6) == 0) {
             uint32_t idx;
             const char *r = read_index(k + 6, kend, &idx);
             if (!r || idx >= MK_MAX_EVENTS) FAIL("line %u: bad event index", lineno);
+            if (idx >= s->event_cap) {
+                uint32_t ncap = s->event_cap ? s->event_cap * 2 : 8;
+                while (ncap <= idx) ncap *= 2;
+                struct mk_event *ne = realloc(s->events, sizeof(struct mk_event) * ncap);
+                if (!ne) FAIL("out of memory");
+                memset(ne + s->event_cap, 0, sizeof(struct mk_event) * (ncap - s->event_cap));
+                s->events = ne;
+                s->event_cap = ncap;
+            }
             if (idx + 1 > s->nevent) s->nevent = idx + 1;
-            base = &s->event[idx];
-            d = lookup(event_desc, N(event_desc), r, (size_t)(kend - r));
+            base = &s->events[idx];
+            d = lookup(SC_EVENT, r, (size_t)(kend - r));
         }
         if (!d) continue; /* unknown key: forward compatible */
         if (store(base, d, v, vlen)) FAIL("line %u: bad value for %.*s", lineno, (int)klen, k);
@@ -428,7 +480,7 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
     if (s->declared_count && s->declared_count != s->ndev)
         FAIL("system.device_count=%u but %u devices described", s->declared_count, s->ndev);
     for (uint32_t e = 0; e < s->nevent; e++) {
-        struct mk_event *ev = &s->event[e];
+        struct mk_event *ev = &s->events[e];
         if (ev->seq == 0 || ev->seq <= s->max_seq) FAIL("event %u: seq must be > 0 and increasing", e);
         if (ev->device >= s->ndev) FAIL("event %u: no device %u", e, ev->device);
         if (ev->type == 0) ev->type = nvmlEventTypeXidCriticalError;
@@ -521,24 +573,22 @@ static void load_locked(uint64_t now) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat fst;
-    char *buf = NULL;
     char err[256] = "";
     struct mk_snap *s = NULL;
     int ok = 0;
     if (fstat(fd, &fst) == 0 && (size_t)fst.st_size <= MK_MAX_FILE) {
-        size_t want = (size_t)fst.st_size, got = 0;
-        buf = malloc(want + 1);
-        while (buf && got < want) {
-            ssize_t n = read(fd, buf + got, want - got);
-            if (n <= 0) break;
-            got += (size_t)n;
+        size_t size = (size_t)fst.st_size;
+        /* MAP_POPULATE: the whole (page-cached) file in one go instead of a fault per page */
+        void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
+        if (size && map == MAP_FAILED) {
+            snprintf(err, sizeof err, "mmap: %s", strerror(errno));
+        } else {
+            ok = mk_parse(map ? (const char *)map : "", size, &s, err, sizeof err) == 0;
+            if (map) munmap(map, size);
         }
-        if (buf && got == want) ok = mk_parse(buf, got, &s, err, sizeof err) == 0;
-        else snprintf(err, sizeof err, "short read");
     } else {
         snprintf(err, sizeof err, "unreadable or larger than %u bytes", MK_MAX_FILE);
     }
-    free(buf);
     close(fd);
     mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
     if (ok) {

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Mock libnvidia-ml benchmarks, each measured side by side with its baseline in one run.
+
+Prints ratios against the issue-3 targets; never part of pass/fail tests.
+  python native/bench/bench.py [--runs N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NATIVE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(NATIVE / "tests"))
+sys.path.insert(0, str(NATIVE.parent / "packages" / "mokka-core" / "src"))
+from mkstate import make_state, write_state  # noqa: E402
+
+from mokka_core.testing import consumers  # noqa: E402
+
+BUILD = NATIVE / "build"
+
+
+def spawn(tool: Path, runs: int, cmd: list[str], env: dict[str, str]) -> tuple[float, int, int]:
+    """Median wall ms, peak RSS KiB and exit status of `cmd`, spawned by the small C helper."""
+    out = subprocess.run([str(tool), "spawn", str(runs), *cmd], env=env, capture_output=True, text=True, check=True)
+    ms, rss, rc = out.stdout.split()
+    return float(ms), int(rss), int(rc)
+
+
+def side_by_side(tool: Path, runs: int, a: tuple[list[str], dict], b: tuple[list[str], dict]):
+    """Alternate a and b in small rounds so both see the same machine load; medians of each."""
+    ra, rb = [], []
+    for _ in range(max(1, runs // 5)):
+        ra.append(spawn(tool, 5, *a))
+        rb.append(spawn(tool, 5, *b))
+    med = lambda r: (statistics.median(x[0] for x in r), max(x[1] for x in r), r[-1][2])  # noqa: E731
+    return med(ra), med(rb)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=41)
+    a = ap.parse_args()
+    subprocess.run(["make", "-s", "-C", str(NATIVE), f"PYTHON={sys.executable}"], check=True)
+    tmp = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+    tool = tmp / "bench_tool"
+    subprocess.run(["gcc", "-O2", "-o", str(tool), str(NATIVE / "bench" / "bench_tool.c"), "-ldl"], check=True)
+    trivial = tmp / "libtrivial.so"
+    (tmp / "trivial.c").write_text("int trivial(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(trivial), str(tmp / "trivial.c")], check=True)
+    state = tmp / "mokka-nvml.state"
+    write_state(state, make_state("h100"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOKKA_NVML", "LD_"))}
+    mock_env = {**env, "LD_LIBRARY_PATH": str(BUILD), "MOKKA_NVML_STATE": str(state)}
+    empty = tmp / "empty"
+    empty.mkdir()
+    floor_env = {**env, "LD_LIBRARY_PATH": str(empty)}
+    rows = []
+
+    try:
+        smi = consumers.nvidia_smi("550")
+    except consumers.ConsumerUnavailable as e:
+        smi = None
+        print(f"nvidia-smi unavailable: {e}")
+    if smi:
+        mock, floor = side_by_side(tool, a.runs, ([str(smi), "-q"], mock_env), ([str(smi), "-q"], floor_env))
+        assert mock[2] == 0, "nvidia-smi -q failed with the mock"
+        rows.append(("nvidia-smi -q, h100 x8 vs no library (time)", mock[0], floor[0], "ms", 3.0))
+        rows.append(("nvidia-smi -q, h100 x8 vs no library (peak RSS)", mock[1], floor[1], "KiB", 1.3))
+        one, floor1 = side_by_side(tool, a.runs, ([str(smi), "-q", "-i", "0"], mock_env), ([str(smi), "-q"], floor_env))
+        rows.append(("  (one GPU: nvidia-smi -q -i 0 vs no library)", one[0], floor1[0], "ms", 3.0))
+    lib = BUILD / "libnvidia-ml.so.1"
+    mock, triv = side_by_side(tool, a.runs * 2, ([str(tool), "dlopen", str(lib), "nvml"], mock_env),
+                              ([str(tool), "dlopen", str(trivial)], mock_env))
+    assert mock[2] == 0, f"dlopen+init failed: {mock[2]}"
+    rows.append(("dlopen+init+count+shutdown vs dlopen(trivial .so)", mock[0], triv[0], "ms", 1.5))
+
+    out = subprocess.run([str(tool), "getters", "200000"], env=mock_env, capture_output=True, text=True, check=True)
+    t_ns, m_ns = map(float, out.stdout.split())
+
+    n = 60
+    for k in range(n):
+        write_state(tmp / f"t{k}.state", make_state("h100", overrides={"device.0.temperature.gpu": 100 + k}))
+    out = subprocess.run([str(tool), "latency", str(state), str(tmp), str(n)], env=mock_env, capture_output=True,
+                         text=True, check=True)
+    lat_med, lat_max = map(float, out.stdout.split())
+
+    print(f"{'measure':56} {'mock':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
+    for name, mock, base, unit, target in rows:
+        ratio = mock / base
+        ok = "ok" if ratio <= target else "OVER"
+        print(f"{name:56} {mock:10.2f} {base:10.2f} {ratio:7.2f} {'<=' + str(target):>7} {ok}  ({unit})")
+    print(f"{'nvmlDeviceGetTemperature median ns/call':56} {t_ns:10.1f} {'':10} {'':7} {'<=30':>7} "
+          f"{'ok' if t_ns <= 30 else 'OVER'}")
+    print(f"{'nvmlDeviceGetMemoryInfo median ns/call':56} {m_ns:10.1f} {'':10} {'':7} {'<=30':>7} "
+          f"{'ok' if m_ns <= 30 else 'OVER'}")
+    print(f"{'state change visible, median ms':56} {lat_med:10.2f} {'':10} {'':7} {'<=20':>7} "
+          f"{'ok' if lat_med <= 20 else 'OVER'}")
+    print(f"{'state change visible, worst ms':56} {lat_max:10.2f} {'':10} {'':7} {'<=50':>7} "
+          f"{'ok' if lat_max <= 50 else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+/* Benchmark helper for bench.py.
+ *   bench_tool spawn <runs> <cmd> [args]  median wall ms, peak RSS KiB, exit status
+ *   bench_tool dlopen <lib> [nvml]        dlopen (+ init, count, shutdown when "nvml")
+ *   bench_tool getters <iterations>       ns/call of GetTemperature / GetMemoryInfo (median of batches)
+ *   bench_tool latency <state> <dir> <n>  rename <dir>/t<k>.state over <state>, poll until temperature==k
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*fn0)(void);
+typedef int (*fn_u)(unsigned *);
+typedef int (*fn_h)(unsigned, void **);
+typedef int (*fn_t)(void *, int, unsigned *);
+typedef int (*fn_m)(void *, void *);
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[1], "spawn")) {
+        /* spawn <runs> cmd...: median wall ms and max peak RSS KiB of the child (a small parent, so
+         * ru_maxrss is the child's own) */
+        int runs = atoi(argv[2]);
+        double *t = calloc((size_t)runs, sizeof(double));
+        long rss = 0;
+        int rc = 0;
+        for (int i = 0; i < runs; i++) {
+            double t0 = now();
+            pid_t pid = fork();
+            if (pid == 0) {
+                int fd = open("/dev/null", O_WRONLY);
+                dup2(fd, 1);
+                dup2(fd, 2);
+                execv(argv[3], argv + 3);
+                _exit(127);
+            }
+            int status;
+            struct rusage ru;
+            wait4(pid, &status, 0, &ru);
+            t[i] = (now() - t0) * 1e3;
+            if (ru.ru_maxrss > rss) rss = ru.ru_maxrss;
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        qsort(t, (size_t)runs, sizeof(double), cmp);
+        printf("%.3f %ld %d\n", t[runs / 2], rss, rc);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "dlopen")) {
+        void *h = dlopen(argv[2], RTLD_NOW);
+        if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+        if (argc >= 4) {
+            unsigned n = 0;
+            if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0) return 2;
+            if (((fn_u)dlsym(h, "nvmlDeviceGetCount_v2"))(&n) != 0 || n == 0) return 3;
+            ((fn0)dlsym(h, "nvmlShutdown"))();
+        }
+        return 0;
+    }
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    fn_t temp = (fn_t)dlsym(h, "nvmlDeviceGetTemperature");
+    fn_m mem = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    void *dev;
+    if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0) return 2;
+    if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(0, &dev) != 0) return 3;
+    if (argc >= 3 && !strcmp(argv[1], "getters")) {
+        long iters = atol(argv[2]);
+        enum { BATCHES = 41 };
+        double t[BATCHES], m[BATCHES];
+        unsigned v;
+        unsigned long long mi[3];
+        for (int b = 0; b < BATCHES; b++) {
+            double t0 = now();
+            for (long i = 0; i < iters; i++) temp(dev, 0, &v);
+            double t1 = now();
+            for (long i = 0; i < iters; i++) mem(dev, mi);
+            double t2 = now();
+            t[b] = (t1 - t0) / iters * 1e9;
+            m[b] = (t2 - t1) / iters * 1e9;
+        }
+        qsort(t, BATCHES, sizeof(double), cmp);
+        qsort(m, BATCHES, sizeof(double), cmp);
+        printf("%.2f %.2f\n", t[BATCHES / 2], m[BATCHES / 2]);
+        return 0;
+    }
+    if (argc >= 5 && !strcmp(argv[1], "latency")) {
+        int n = atoi(argv[4]);
+        double *lat = calloc((size_t)n, sizeof(double));
+        char src[4096];
+        for (int k = 0; k < n; k++) {
+            unsigned v = 0;
+            snprintf(src, sizeof src, "%s/t%d.state", argv[3], k);
+            struct timespec pause = {0, 3000000};
+            nanosleep(&pause, NULL); /* let the previous interval expire: worst case is measured too */
+            double t0 = now();
+            if (rename(src, argv[2]) != 0) { perror("rename"); return 4; }
+            do { temp(dev, 0, &v); } while (v != (unsigned)(100 + k) && now() - t0 < 2);
+            lat[k] = (now() - t0) * 1e3;
+        }
+        qsort(lat, (size_t)n, sizeof(double), cmp);
+        printf("%.3f %.3f\n", lat[n / 2], lat[n - 1]);
+        return 0;
+    }
+    return 9;
+}
