@@ -1,0 +1,297 @@
+"""The images cannot be built here (no Docker engine), so test what they are made of and what they run:
+the Dockerfiles (hadolint, structure), the entrypoint (shellcheck, behaviour) and, through the entrypoint,
+the real CLIs with exactly the command line the chart renders."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chartlib import REPO, Helm, documents, find
+
+DOCKER = REPO / "docker"
+ENTRYPOINT = DOCKER / "entrypoint.sh"
+DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
+SIMS = sorted(p.name.removeprefix("sim-") for p in (REPO / "packages").glob("sim-*") if p.is_dir())
+BIN = Path(sys.executable).parent  # console scripts of the environment running the tests
+BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|clang|make|build-essential|libc6-dev|cmake)\b")
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name) or (str(BIN / name) if (BIN / name).exists() else None)
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install -r charts/requirements-test.txt)")
+    return found
+
+
+def stages(dockerfile: Path) -> list[list[str]]:
+    """Instructions per build stage, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    result: list[list[str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            result.append([])
+        if result:
+            result[-1].append(line)
+    return result
+
+
+# -- Dockerfiles --------------------------------------------------------------------------------------
+
+def test_hadolint_is_clean() -> None:
+    result = subprocess.run([tool("hadolint"), "--failure-threshold", "style", *map(str, DOCKERFILES)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_multi_stage_with_no_build_tools_in_the_final_stage(dockerfile: Path) -> None:
+    built = stages(dockerfile)
+    assert len(built) >= 3, "native build, wheels, runtime"
+    final = built[-1]
+    assert not any(BUILD_TOOLS.search(line) for line in final if not line.startswith("COPY")), final
+    assert not any(line.startswith("RUN") and "apt-get install" in line for line in final)
+    assert any("from=wheels" in line for line in final), "the runtime installs the wheels built earlier"
+    assert any(line.startswith("ENTRYPOINT") and "mokka-entrypoint" in line for line in final)
+    assert any(line.startswith("COPY") and "docker/entrypoint.sh" in line for line in final)
+    assert any(BUILD_TOOLS.search(line) for stage in built[:-1] for line in stage), "the library is compiled"
+    assert (DOCKER / f"{dockerfile.name}.dockerignore").exists()
+
+
+def test_surface_images_run_as_non_root_and_node_image_says_why_it_is_root() -> None:
+    sim_users = [line for line in stages(DOCKER / "sim.Dockerfile")[-1] if line.startswith("USER")]
+    assert sim_users == ["USER 65532:65532"]
+    node_text = (DOCKER / "node.Dockerfile").read_text()
+    assert "USER 0:0" in node_text and "CAP_MKNOD" in node_text
+
+
+def test_bake_file_builds_the_node_and_every_sim_package() -> None:
+    bake = json.loads((DOCKER / "docker-bake.json").read_text())
+    targets = bake["target"]
+    assert targets["node"]["dockerfile"] == "docker/node.Dockerfile"
+    assert sorted(name.removeprefix("sim-") for name in targets if name != "node") == SIMS
+    for sim in SIMS:
+        target = targets[f"sim-{sim}"]
+        assert target["dockerfile"] == "docker/sim.Dockerfile" and target["args"] == {"SIM": sim}
+        assert target["tags"] == [f"mokka/mokka-sim-{sim}:${{TAG}}"]
+    assert sorted(bake["group"]["default"]["targets"]) == sorted(targets)
+
+
+def test_chart_default_image_is_the_node_image() -> None:
+    values = yaml.safe_load((REPO / "charts" / "mokka" / "values.yaml").read_text())
+    bake = json.loads((DOCKER / "docker-bake.json").read_text())
+    assert bake["target"]["node"]["tags"][0].split(":")[0] == values["images"]["node"]["repository"]
+    chart = yaml.safe_load((REPO / "charts" / "mokka" / "Chart.yaml").read_text())
+    assert bake["variable"]["TAG"]["default"] == chart["appVersion"]
+
+
+# -- entrypoint ---------------------------------------------------------------------------------------
+
+def test_shellcheck_is_clean() -> None:
+    result = subprocess.run([tool("shellcheck"), "--shell=sh", str(ENTRYPOINT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def fake_programs(tmp_path: Path, *names: str) -> dict[str, str]:
+    """Programs that print their name and arguments, one per line."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name in names:
+        script = bindir / name
+        script.write_text(f'#!/bin/sh\necho {name}\nfor a in "$@"; do echo "$a"; done\n')
+        script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bindir}:/usr/bin:/bin"}
+
+
+def entry(env: dict[str, str], main: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**env, **({"MOKKA_MAIN": main} if main is not None else {})}
+    env.pop("MOKKA_MAIN", None) if main is None else None
+    return subprocess.run(["/bin/sh", str(ENTRYPOINT), *args], env=env, capture_output=True, text=True)
+
+
+def test_entrypoint_runs_the_main_program_with_the_arguments(tmp_path: Path) -> None:
+    env = fake_programs(tmp_path, "mokka", "mokka-sim-pci")
+    result = entry(env, "mokka node", "up", "--profile", "h100", "--node-name", "n 1")
+    assert result.stdout.splitlines() == ["mokka", "node", "up", "--profile", "h100", "--node-name", "n 1"]
+    result = entry(env, "mokka-sim-pci", "stage", "--root", "/node")
+    assert result.stdout.splitlines() == ["mokka-sim-pci", "stage", "--root", "/node"]
+
+
+def test_entrypoint_options_alone_go_to_the_main_program(tmp_path: Path) -> None:
+    env = fake_programs(tmp_path, "mokka-sim-pci")
+    assert entry(env, "mokka-sim-pci", "--help").stdout.splitlines() == ["mokka-sim-pci", "--help"]
+    assert entry(env, "mokka-sim-pci").stdout.splitlines() == ["mokka-sim-pci", "--help"]
+
+
+def test_entrypoint_runs_a_program_named_first(tmp_path: Path) -> None:
+    env = fake_programs(tmp_path, "mokka", "nvml-mock-ctl")
+    result = entry(env, "mokka node", "nvml-mock-ctl", "fail", "0", "lost")
+    assert result.stdout.splitlines() == ["nvml-mock-ctl", "fail", "0", "lost"]
+    result = entry(env, "mokka node", "/bin/echo", "plain")
+    assert result.stdout == "plain\n"
+
+
+def test_entrypoint_without_main_program_says_so(tmp_path: Path) -> None:
+    result = entry(fake_programs(tmp_path), None, "up")
+    assert result.returncode == 2 and "MOKKA_MAIN is not set" in result.stderr
+
+
+def test_entrypoint_passes_the_exit_status_on(tmp_path: Path) -> None:
+    env = fake_programs(tmp_path)
+    assert entry(env, "mokka node", "sh", "-c", "exit 7").returncode == 7
+
+
+# -- what the images run: the real CLIs through the entrypoint -----------------------------------------
+
+def real_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
+def require_cli(name: str) -> None:
+    if not (BIN / name).exists() and shutil.which(name) is None:
+        pytest.skip(f"{name} is not installed in this environment (the image installs every package)")
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_each_surface_image_command_stages_and_tears_down(tmp_path: Path, sim: str) -> None:
+    """`docker run mokka-sim-<sim> stage --root /node -p h100` and `teardown`, as the image runs them."""
+    require_cli(f"mokka-sim-{sim}")
+    env, root = real_env(), tmp_path / "node"
+    staged = entry(env, f"mokka-sim-{sim}", "stage", "--root", str(root), "-p", "h100", "--node-name", "n1")
+    assert staged.returncode == 0, staged.stderr
+    assert f"{sim}: staged" in staged.stdout
+    removed = entry(env, f"mokka-sim-{sim}", "teardown", "--root", str(root))
+    assert removed.returncode == 0, removed.stderr
+    leftovers = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+    assert leftovers == [], f"{sim} left {leftovers[:5]}"
+
+
+def test_node_image_tools_answer_help() -> None:
+    for program, args in (("mokka", ["node", "--help"]), ("nvml-mock-ctl", ["--help"])):
+        require_cli(program)
+        result = entry(real_env(), "mokka node", program, *args)
+        assert result.returncode == 0, result.stderr
+
+
+def chart_command(helm: Helm, root: Path, profile_file: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """The node container's command, probe and preStop as rendered, moved onto a scratch root."""
+    docs = documents(helm.render({**values, "node": {"root": str(root)}}))
+    (node,) = find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    profile_file.write_text(find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"])
+
+    def local(argv: list[str]) -> list[str]:
+        return [str(profile_file) if a == "/etc/mokka/profile.yaml" else a.replace("$(NODE_NAME)", "node-1")
+                for a in argv]
+
+    return {"up": local(node["command"][2:] + node["args"]),  # the entrypoint supplies `mokka node`
+            "ready": local(node["readinessProbe"]["exec"]["command"]),
+            "preStop": local(node["lifecycle"]["preStop"]["exec"]["command"])}
+
+
+def run_node(helm: Helm, tmp_path: Path, values: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    require_cli("mokka")
+    root = tmp_path / "root"
+    cmd = chart_command(helm, root, tmp_path / "profile.yaml", values)
+    env = real_env()
+    log = (tmp_path / "node.log").open("w")
+    daemon = subprocess.Popen(["/bin/sh", str(ENTRYPOINT), *cmd["up"]], env={**env, "MOKKA_MAIN": "mokka node"},
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(cmd["ready"], env=env, capture_output=True).returncode != 0:
+            assert daemon.poll() is None, (tmp_path / "node.log").read_text()
+            assert time.monotonic() < deadline, "not ready within 30 s:\n" + (tmp_path / "node.log").read_text()
+            time.sleep(0.2)
+        status = json.loads(subprocess.run([cmd["ready"][0], "node", "status", "--root", str(root), "--json"],
+                                           env=env, capture_output=True, text=True, check=True).stdout)
+        down = subprocess.run(cmd["preStop"], env=env, capture_output=True, text=True, timeout=60)
+        assert down.returncode == 0, down.stderr
+        daemon.wait(timeout=30)
+    finally:
+        if daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+        log.close()
+    return root, status
+
+
+NODE_CASES = {
+    "t4-pci-failed": ({"gpu": {"profile": "t4", "count": 1},
+                       "surfaces": {"pci": {"state": "failed"}, "ib": {"enabled": False}}},
+                      {"pci": ("failed", True), "ib": ("healthy", False), "gpu": ("healthy", True)}),
+    "gb200-topology": ({"gpu": {"profile": "gb200", "count": 2},
+                        "topology": {"domains": [{"uuid": "8c4f3b1e-5d2a-4e6f-9a7b-0c1d2e3f4a5b",
+                                                  "cliques": [{"id": 3, "nodes": ["node-1"]}]}]}},
+                       {"imex": ("healthy", True), "fabricmanager": ("healthy", True), "ib": ("healthy", True)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_CASES))
+def test_node_image_runs_the_chart_command_line(helm: Helm, tmp_path: Path, case: str) -> None:
+    """The DaemonSet's exact command line, readiness probe and preStop against the real `mokka node`."""
+    values, expected = NODE_CASES[case]
+    root, status = run_node(helm, tmp_path, values)
+    assert status["ready"] is True
+    assert status["node"]["name"] == "node-1" and status["node"]["gpus"] == values["gpu"]["count"]
+    for surface, (state, enabled) in expected.items():
+        got = status["surfaces"][surface]
+        assert (got["state"], got["enabled"], got["staged"]) == (state, enabled, enabled), (surface, got)
+    leftovers = [str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir()]
+    assert leftovers == [], f"preStop left {leftovers[:10]}"
+
+
+MOUNT_LAYOUT = """
+set -eu
+mount --bind "$HOST_CDI" "$ROOT/var/run/cdi"
+MOKKA_MAIN="mokka node" /bin/sh "$ENTRYPOINT" {up} > "$LOG" 2>&1 &
+daemon=$!
+tries=0
+until {ready} >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 150 ] || ! kill -0 "$daemon" 2>/dev/null; then echo "never ready" >&2; cat "$LOG" >&2; exit 1; fi
+    sleep 0.2
+done
+cp "$HOST_CDI/nvidia.yaml" "$OUT/spec.yaml"
+{pre_stop}
+wait "$daemon" || true
+"""
+
+
+@pytest.mark.xfail(strict=False, reason="mokka_core.staging publishes with os.rename, which fails with EXDEV "
+                   "across the CDI hostPath mount; needs a copy-then-rename fallback in mokka-core")
+def test_cdi_spec_reaches_the_hosts_cdi_directory_through_the_chart_mounts(helm: Helm, tmp_path: Path) -> None:
+    """The chart's mount layout: host CDI dir bind-mounted at <root>/var/run/cdi (private mount namespace)."""
+    import shlex
+
+    require_cli("mokka")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a private mount namespace")
+    root, host_cdi, out = tmp_path / "root", tmp_path / "host-cdi", tmp_path / "out"
+    for directory in (root / "var/run/cdi", host_cdi, out):
+        directory.mkdir(parents=True)
+    cmd = chart_command(helm, root, tmp_path / "profile.yaml", {"gpu": {"profile": "t4"}})
+    script = MOUNT_LAYOUT.format(up=shlex.join(cmd["up"]), ready=shlex.join(cmd["ready"]),
+                                 pre_stop=shlex.join(cmd["preStop"]))
+    env = {**real_env(), "ROOT": str(root), "HOST_CDI": str(host_cdi), "OUT": str(out),
+           "ENTRYPOINT": str(ENTRYPOINT), "LOG": str(tmp_path / "node.log")}
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load((out / "spec.yaml").read_text())
+    assert spec["kind"] == "nvidia.com/gpu"
+    host_paths = [n["hostPath"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes", [])]
+    assert host_paths and all(p.startswith(f"{root}/dev/") for p in host_paths)
+    assert list(host_cdi.iterdir()) == [], "preStop must remove the spec from the host's CDI directory"
