@@ -71,7 +71,8 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for source in sorted(SNIPPETS.glob("*.c")):
         binary = out / source.stem
         flags = FLAGS.get(source.stem, ["-O1", "-U_FORTIFY_SOURCE"])
-        subprocess.run(["gcc", *flags, "-Wall", "-D_GNU_SOURCE", "-o", str(binary), str(source), "-ldl", "-lpthread"], check=True)
+        subprocess.run(["gcc", *flags, "-Wall", "-D_GNU_SOURCE", "-o", str(binary), str(source), "-ldl", "-lpthread"],
+                       check=True)
         binaries[source.stem] = binary
     return binaries
 

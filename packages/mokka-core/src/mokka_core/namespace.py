@@ -41,6 +41,8 @@ from .paths import LIB_DIR, STATE_DIR
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_NOEXEC = 0x8
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_BIND = 0x1000
@@ -84,6 +86,18 @@ class Overlay:
 
 
 @dataclass(frozen=True)
+class FreshSysfs:
+    """A new sysfs instance at ``target`` (made empty dir), mounted from a helper in its own network namespace.
+
+    In a user namespace the host's /sys cannot be an overlay layer (its cgroup mounts are
+    locked children); a fresh instance has none.  Only /sys/class/net differs: it lists
+    the helper's namespace (lo).
+    """
+
+    target: str
+
+
+@dataclass(frozen=True)
 class Bind:
     source: Source
     target: str
@@ -110,7 +124,7 @@ class MakeSymlink:
     target: str
 
 
-Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeNode, MakeSymlink]
+Op = Union[Tmpfs, Overlay, FreshSysfs, Bind, MakeDir, MakeNode, MakeSymlink]
 
 
 @dataclass
@@ -167,14 +181,27 @@ def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
 
 
 def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
-                can_mknod: bool = True) -> MountPlan:
-    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests)."""
+                can_mknod: bool = True, scratch: Path | None = None) -> MountPlan:
+    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests).
+
+    ``can_mknod``: False in a user namespace (staged device nodes are bound instead);
+    ``scratch``: an empty private directory, given in a user namespace, where a fresh
+    sysfs is mounted to serve as the overlay's lower layer.
+    """
     points = host_mount_points(mountinfo)
     plan = MountPlan()
-    h = lambda rel: str(host / rel)  # noqa: E731 - host path of a root-relative path
+
+    def h(rel: str) -> str:  # host path of a root-relative path
+        return str(host / rel)
 
     if (root / "sys").is_dir():
-        plan.ops += overlay_ops(h("sys"), str(root / "sys"), points)
+        if scratch is None:
+            plan.ops += overlay_ops(h("sys"), str(root / "sys"), points)
+        else:
+            fresh = str(scratch / "sysfs")
+            plan.ops.append(FreshSysfs(fresh))
+            plan.ops.append(Overlay(h("sys"), (str(root / "sys"), fresh)))
+            plan.ops += [Bind(Captured(m), m, recursive=True) for m in submounts(h("sys"), points)]
     if (root / "dev").is_dir():
         plan.ops += dev_ops(root / "dev", h("dev"), can_mknod)
     if (root / "proc").is_dir():
@@ -283,8 +310,12 @@ def _check(ret: int, what: str) -> None:
         raise NamespaceError(f"{what}: {os.strerror(err)}")
 
 
+def _enc(text: str | None) -> bytes | None:
+    return text.encode() if text is not None else None
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    enc = _enc
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)),
            f"mount {fstype or 'bind'} {source or ''} on {target}")
 
@@ -308,7 +339,8 @@ def unshare_mount_namespace(rootless: bool) -> None:
 def userns_refusal_reason(strerror: str) -> str:
     """Why this kernel refuses an unprivileged user namespace, in words a user can act on."""
     checks = (
-        ("/proc/sys/kernel/unprivileged_userns_clone", "0", "user namespaces are disabled (kernel.unprivileged_userns_clone=0)"),
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0",
+         "user namespaces are disabled (kernel.unprivileged_userns_clone=0)"),
         ("/proc/sys/user/max_user_namespaces", "0", "user namespaces are disabled (user.max_user_namespaces=0)"),
         ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1",
          "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"),
@@ -342,6 +374,8 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, Overlay):
         lowers = ":".join(op.lowers)
         mount("mokka", op.target, "overlay", 0, f"lowerdir={lowers}")
+    elif isinstance(op, FreshSysfs):
+        _mount_fresh_sysfs(op.target)
     elif isinstance(op, Bind):
         source = f"/proc/self/fd/{fds[op.source.path]}" if isinstance(op.source, Captured) else op.source
         if op.create == "dir":
@@ -356,3 +390,19 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
         os.chmod(op.path, stat.S_IMODE(op.mode))
     elif isinstance(op, MakeSymlink):
         os.symlink(op.target, op.path)
+
+
+def _mount_fresh_sysfs(target: str) -> None:
+    os.makedirs(target, exist_ok=True)
+    pid = os.fork()
+    if pid == 0:  # helper: a network namespace of its own is what lets a user namespace mount sysfs
+        try:
+            _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+            mount("sysfs", target, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            os._exit(0)
+        except BaseException as exc:
+            os.write(2, f"mokka: {exc}\n".encode())
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise NamespaceError(f"cannot mount a private sysfs at {target} for the /sys overlay")

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from .native import native_dir
 from .paths import LIB_DIR
 from .spec import NodeSpec
 from .staging import stage_wave
-from .surface import StageContext, Surface, discover
+from .surface import Entry, StageContext, Surface, discover
 
 log = logging.getLogger(__name__)
 
@@ -48,25 +48,48 @@ class StagedNode:
     stage_seconds: float
 
 
-@contextlib.contextmanager
-def staged_node(spec: NodeSpec, surfaces: Mapping[str, type[Surface]] | None = None) -> Iterator[StagedNode]:
-    """Stage every enabled installed surface into a fresh private root; remove it all on exit."""
-    started = time.monotonic()
+@dataclass(frozen=True)
+class NodePlan:
+    """Every enabled installed surface's plan for one root (pure data, made before anything is staged)."""
+
+    spec: NodeSpec
+    root: Path
+    plans: dict[str, list[Entry]]
+
+
+def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
     node = spec.resolve()
     installed = discover() if surfaces is None else dict(surfaces)
+    ctx = StageContext(root=root, native_dir=native_dir())
+    plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
+             if name not in node.surfaces or node.surfaces[name].enabled}
+    return NodePlan(spec, root, plans)
+
+
+def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
+    """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec there for nvml-mock-ctl."""
+    started = time.monotonic()
+    node.root.mkdir(exist_ok=True)
+    with _quiet_rootless_staging():
+        stage_wave(node.plans, node.root)
+    nodefile.save(node.root, node.spec)
+    return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def private_workdir() -> Iterator[Path]:
     workdir = Path(tempfile.mkdtemp(prefix="mokka-run-"))
     try:
-        root = workdir / "root"
-        root.mkdir()
-        ctx = StageContext(root=root, native_dir=native_dir())
-        plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
-                 if name not in node.surfaces or node.surfaces[name].enabled}
-        with _quiet_rootless_staging():
-            stage_wave(plans, root)
-        nodefile.save(root, spec)
-        yield StagedNode(workdir, root, tuple(plans), time.monotonic() - started)
+        yield workdir
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_node(spec: NodeSpec, surfaces: Mapping[str, type[Surface]] | None = None) -> Iterator[StagedNode]:
+    """Stage every enabled installed surface into a fresh private root on disk; remove it all on exit."""
+    with private_workdir() as workdir:
+        yield stage_node(plan_node(spec, workdir / "root", surfaces), workdir)
 
 
 @contextlib.contextmanager
@@ -110,39 +133,61 @@ def preload_library() -> Path | None:
     return lib if lib is not None and lib.exists() else None
 
 
-def run_in_namespace(staged: StagedNode, argv: list[str], env: Mapping[str, str] | None = None) -> int:
-    """Run ``argv`` in a private mount namespace that shows the staged root at the real paths."""
+def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[Surface]] | None = None,
+                     env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` in a private mount namespace that shows the node at the real paths.
+
+    The node is planned here, then staged by the child inside the namespace onto a
+    tmpfs over the private work directory: fast (no disk), and it vanishes with the
+    namespace; outside, only the empty work directory exists until we remove it.
+    """
     rootless = os.geteuid() != 0
-    started = time.monotonic()
-    plan = namespace.plan_mounts(staged.root, loader_cache(staged), can_mknod=not rootless)
     child_env = dict(os.environ if env is None else env)
-    child_env["MOKKA_ROOT"] = str(staged.root)
-    for reason in plan.skipped:
-        log.warning("not shown: %s", reason)
-    if plan.missing_proc_files:
-        shim = preload_library()
-        if shim is None:
-            log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
-                        "readers of those files see nothing", ", ".join(plan.missing_proc_files))
-        else:
-            # procfs cannot gain a file; dynamically linked readers (lsmod) get it through the shim
-            _prepend(child_env, "LD_PRELOAD", str(shim), " ")
-            child_env["MOKKA_PRELOAD_ONLY"] = ":".join(plan.missing_proc_files)
-    log.debug("namespace plan ready in %.3fs (%d mount operations)", time.monotonic() - started, len(plan.ops))
+    with private_workdir() as workdir:
+        node = plan_node(spec, workdir / "root", surfaces)
+        child_env["MOKKA_ROOT"] = str(node.root)
 
-    def setup() -> None:
-        namespace.unshare_mount_namespace(rootless)
-        namespace.enter(plan)
+        def setup(env: dict[str, str]) -> None:
+            started = time.monotonic()
+            namespace.unshare_mount_namespace(rootless)
+            namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
+            staged = stage_node(node, workdir)
+            plan = namespace.plan_mounts(staged.root, loader_cache(staged), can_mknod=not rootless,
+                                         scratch=workdir if rootless else None)
+            for reason in plan.skipped:
+                log.warning("not shown: %s", reason)
+            if plan.missing_proc_files:
+                _preload_for_missing_proc_files(env, plan.missing_proc_files)
+            namespace.enter(plan)
+            log.debug("staged %s and entered the namespace in %.3fs (%d mount operations)",
+                      ", ".join(staged.surfaces) or "nothing", time.monotonic() - started, len(plan.ops))
 
-    return supervise(argv, child_env, setup)
+        return supervise(argv, child_env, setup)
 
 
-def run_with_shim(staged: StagedNode, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> None:
+    """procfs cannot gain a file: dynamically linked readers (lsmod) get it through the shim instead."""
+    shim = preload_library()
+    if shim is None:
+        log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
+                    "readers of those files see nothing", ", ".join(files))
+        return
+    _prepend(env, "LD_PRELOAD", str(shim), ":")
+    env["MOKKA_PRELOAD_ONLY"] = ":".join(files)
+
+
+def run_with_shim(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[Surface]] | None = None,
+                  env: Mapping[str, str] | None = None) -> int:
     """Run ``argv`` with the preload shim redirecting /sys, /dev and /proc paths into the root (no namespace)."""
     shim = preload_library()
     if shim is None:
         raise MokkaError(f"the preload shim is not built ({PRELOAD_LIB} missing from the native directory); "
                          "run `make -C native install`")
+    with staged_node(spec, surfaces) as staged:
+        return _run_staged_with_shim(staged, shim, argv, env)
+
+
+def _run_staged_with_shim(staged: StagedNode, shim: Path, argv: list[str], env: Mapping[str, str] | None) -> int:
     child_env = dict(os.environ if env is None else env)
     child_env["MOKKA_ROOT"] = str(staged.root)
     child_env["MOKKA_PRELOAD_LIB"] = str(shim)
@@ -150,7 +195,7 @@ def run_with_shim(staged: StagedNode, argv: list[str], env: Mapping[str, str] | 
     wrapper = shim.parent / WRAPPER
     if wrapper.exists():
         return supervise([str(wrapper), *argv], child_env, None)
-    _prepend(child_env, "LD_PRELOAD", str(shim), " ")
+    _prepend(child_env, "LD_PRELOAD", str(shim), ":")
     return supervise(argv, child_env, None)
 
 
@@ -158,11 +203,12 @@ def _prepend(env: dict[str, str], name: str, value: str, sep: str) -> None:
     env[name] = f"{value}{sep}{env[name]}" if env.get(name) else value
 
 
-def supervise(argv: list[str], env: Mapping[str, str], setup: object | None) -> int:
+def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None) -> int:
     """Fork, run ``setup`` in the child, exec ``argv``; relay signals; return the exit status.
 
     CMD stays in our process group, so Ctrl-C from the terminal reaches it
     directly; we only forward signals that were sent to us alone (as sudo does).
+    ``setup`` runs in the child before exec and may adjust its environment.
     A setup or exec failure comes back over a close-on-exec pipe.
     """
     if not argv:
@@ -199,14 +245,15 @@ class CommandFailed(MokkaError):
         super().__init__(message)
 
 
-def _child(argv: list[str], env: Mapping[str, str], setup: object | None, report_w: int, mask: object) -> None:
+def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None, report_w: int,
+           mask: Iterable[int]) -> None:
     code = EXIT_SETUP_FAILED
     try:
         if setup is not None:
-            setup()  # type: ignore[operator]
+            setup(env)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         code = EXIT_NOT_FOUND
         os.execvpe(argv[0], argv, env)
     except BaseException as exc:  # report everything; never return into the parent's code
@@ -237,13 +284,11 @@ def _wait(pid: int) -> int:
                 os.kill(pid, info.si_signo)
 
 
-def main_run(spec: NodeSpec, argv: list[str], *, use_shim: bool = False) -> int:
-    """What ``mokka run`` / ``mokka shim`` do; returns CMD's exit status."""
+def main_run(spec: NodeSpec, argv: list[str], *, use_shim: bool = False,
+             surfaces: Mapping[str, type[Surface]] | None = None) -> int:
+    """What ``mokka run`` / ``mokka shim`` do; returns CMD's exit status.  ``surfaces``: default installed."""
     try:
-        with staged_node(spec) as staged:
-            log.debug("staged %s in %.3fs under %s", ", ".join(staged.surfaces) or "nothing",
-                      staged.stage_seconds, staged.root)
-            return run_with_shim(staged, argv) if use_shim else run_in_namespace(staged, argv)
+        return run_with_shim(spec, argv, surfaces) if use_shim else run_in_namespace(spec, argv, surfaces)
     except CommandFailed as exc:
         print(f"mokka: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,0 +1,404 @@
+"""``mokka run``: a staged node at the real paths in a private mount namespace.
+
+The plan tests are pure and run anywhere.  The namespace tests need root (CI runs
+as root) and real tools (lspci, lsmod, busybox-static); they use the hand-made node
+of ``fake_node.py`` so they do not depend on the sim packages.  The acceptance
+tests at the end use the installed gpu and pci surfaces and real nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mokka_core import namespace
+from mokka_core.cli import app
+from mokka_core.namespace import Bind, Captured, MakeNode, MakeSymlink, Overlay, Tmpfs
+from mokka_core.paths import LIB_DIR
+from mokka_core.testing.consumers import missing, required
+
+HERE = Path(__file__).parent
+FAKE_NODE = HERE / "fake_node.py"
+IS_ROOT = os.geteuid() == 0
+
+needs_root = pytest.mark.skipif(not IS_ROOT and not required(), reason="mount namespaces need root (CI runs as root)")
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def apt_tool(binary: str, package: str) -> str:
+    """Path of ``binary``; installs Debian's ``package`` when root and it is missing."""
+    found = shutil.which(binary) or next((p for p in (f"/bin/{binary}", f"/usr/sbin/{binary}") if os.path.exists(p)),
+                                         None)
+    if not found and IS_ROOT and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", package],
+                       capture_output=True, timeout=900, env=env)
+        found = shutil.which(binary) or (f"/bin/{binary}" if os.path.exists(f"/bin/{binary}") else None)
+    if not found:
+        missing(f"{binary} not available (apt-get install {package})")
+    return found
+
+
+def fake_run(*args: str, timeout: float = 60, user: str | None = None, **kw) -> subprocess.CompletedProcess[str]:
+    """Run fake_node.py (mokka run on the hand-made node) with ``args`` = [options...] -- CMD."""
+    argv = [sys.executable, str(FAKE_NODE), *args]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def host_snapshot() -> dict[str, str]:
+    """What must not change on the host: listings of the paths we cover, the loader cache, our mounts."""
+    def listing(path: str) -> str:
+        try:
+            return "\n".join(sorted(os.listdir(path)))
+        except OSError as exc:
+            return f"error {exc.errno}"
+
+    snap = {p: listing(p) for p in ("/sys/bus/pci/devices", "/sys/module", "/dev", "/proc/driver", f"/{LIB_DIR}")}
+    snap["ld.so.cache"] = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest() \
+        if Path("/etc/ld.so.cache").exists() else "none"
+    snap["mounts"] = Path("/proc/self/mountinfo").read_text()
+    snap["tmp"] = "\n".join(sorted(p.name for p in Path("/tmp").glob("mokka-run-*")))
+    return snap
+
+
+# ---- the mount plan (pure) ---------------------------------------------------------------------
+
+MOUNTINFO = """\
+22 1 8:1 / / rw - ext4 /dev/vda rw
+23 22 0:5 / /sys rw - sysfs sysfs rw
+24 23 0:6 / /sys/fs/cgroup rw - tmpfs tmpfs rw
+25 24 0:7 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw
+26 23 0:8 / /sys/kernel/debug\\040dir rw - debugfs debugfs rw
+27 22 0:9 / /dev rw - devtmpfs devtmpfs rw
+28 27 0:10 / /dev/pts rw - devpts devpts rw
+"""
+
+
+def test_mountinfo_points_are_unescaped() -> None:
+    assert "/sys/kernel/debug dir" in namespace.host_mount_points(MOUNTINFO)
+
+
+def test_only_top_submounts_are_bound_back() -> None:
+    points = namespace.host_mount_points(MOUNTINFO)
+    assert namespace.submounts("/sys", points) == ["/sys/fs/cgroup", "/sys/kernel/debug dir"]
+
+
+@pytest.fixture
+def fake_host(tmp_path: Path) -> Path:
+    host = tmp_path / "host"
+    for d in ("sys/fs/cgroup", "dev/pts", "dev/shm", "proc/driver", "etc", "run", f"{LIB_DIR}", "var"):
+        (host / d).mkdir(parents=True)
+    for f in ("dev/null", "dev/zero", "dev/tty", "proc/modules", "etc/ld.so.cache", "proc/driver/rtc"):
+        (host / f).write_text("")
+    (host / "var/run").symlink_to("../run")
+    return host
+
+
+@pytest.fixture
+def staged_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    (root / "dev").mkdir()
+    (root / "dev/nvidia0").write_text("")
+    (root / "dev/nvidia-caps").mkdir()
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/modules").write_text("nvidia 1 0 - Live 0x0\n")
+    (root / "proc/devices").write_text("Character devices:\n")
+    (root / LIB_DIR).mkdir(parents=True)
+    (root / LIB_DIR / "libnvidia-ml.so.1").write_text("")
+    (root / "var/run/cdi").mkdir(parents=True)
+    (root / "var/run/cdi/nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
+    (root / "var/lib/mokka").mkdir(parents=True)
+    (root / "var/lib/mokka/node.json").write_text("{}")
+    return root
+
+
+def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "ld.so.cache"
+    mountinfo = MOUNTINFO.replace(" /sys", f" {fake_host}/sys").replace(" /dev", f" {fake_host}/dev")
+    plan = namespace.plan_mounts(staged_root, cache, host=fake_host, mountinfo=mountinfo)
+    ops = plan.ops
+    h = str(fake_host)
+    assert Overlay(f"{h}/sys", (str(staged_root / "sys"), f"{h}/sys")) in ops
+    assert Bind(Captured(f"{h}/sys/fs/cgroup"), f"{h}/sys/fs/cgroup", recursive=True) in ops
+    assert Tmpfs(f"{h}/dev") in ops
+    assert Bind(Captured(f"{h}/dev/null"), f"{h}/dev/null", create="file") in ops
+    assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
+    assert MakeSymlink(f"{h}/dev/fd", "/proc/self/fd") in ops
+    assert Bind(str(staged_root / "dev/nvidia0"), f"{h}/dev/nvidia0", create="file") in ops  # not a device here
+    assert namespace.MakeDir(f"{h}/dev/nvidia-caps") in ops
+    # /proc/driver: tmpfs, the real entries bound back, the staged ones bound in (live)
+    assert Tmpfs(f"{h}/proc/driver") in ops
+    assert Bind(Captured(f"{h}/proc/driver/rtc"), f"{h}/proc/driver/rtc", create="file", recursive=True) in ops
+    assert Bind(str(staged_root / "proc/driver/nvidia"), f"{h}/proc/driver/nvidia", create="dir",
+                recursive=True) in ops
+    assert Bind(str(staged_root / "proc/modules"), f"{h}/proc/modules") in ops
+    assert plan.missing_proc_files == ["/proc/devices"]  # procfs cannot gain a file
+    assert Bind(str(cache), f"{h}/etc/ld.so.cache") in ops
+    # /var/run -> /run: overlay the real directory; our bookkeeping and the library dir stay private
+    assert Overlay(f"{h}/run", (str(staged_root / "var/run"), f"{h}/run")) in ops
+    assert not any(isinstance(op, Overlay) and ("var/lib" in op.target or LIB_DIR in op.target) for op in ops)
+
+
+def test_plan_makes_device_nodes_when_it_can(tmp_path: Path, fake_host: Path) -> None:
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    if IS_ROOT:
+        os.mknod(root / "dev/nvidia0", 0o20666, os.makedev(195, 0))
+    else:
+        pytest.skip("creating a device node to plan from needs root")
+    plan = namespace.plan_mounts(root, None, host=fake_host, mountinfo="", can_mknod=True)
+    assert any(isinstance(op, MakeNode) and op.rdev == os.makedev(195, 0) for op in plan.ops)
+    rootless = namespace.plan_mounts(root, None, host=fake_host, mountinfo="", can_mknod=False)
+    assert not any(isinstance(op, MakeNode) for op in rootless.ops)
+
+
+def test_without_loader_cache_the_library_dir_is_overlaid(fake_host: Path, staged_root: Path) -> None:
+    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="")
+    assert Overlay(f"{fake_host}/{LIB_DIR}", (str(staged_root / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
+
+
+def test_userns_refusal_names_a_remedy() -> None:
+    assert namespace.userns_refusal_reason("Operation not permitted").endswith("run as root")
+
+
+# ---- the command line --------------------------------------------------------------------------
+
+def test_unknown_surface_is_a_usage_error_listing_surfaces() -> None:
+    result = CliRunner().invoke(app, ["run", "--disable", "gpus", "--", "true"])
+    assert result.exit_code == 2
+    assert "unknown surface 'gpus'" in result.output and "fabricmanager" in result.output
+
+
+def test_run_needs_a_command() -> None:
+    result = CliRunner().invoke(app, ["run", "--profile", "h100"])
+    assert result.exit_code == 2
+
+
+# ---- in the namespace (root) -------------------------------------------------------------------
+
+@needs_root
+def test_lspci_sees_the_node_beside_the_host() -> None:
+    apt_tool("lspci", "pciutils")
+    done = fake_run("--", "lspci", "-nn", "-k")
+    assert done.returncode == 0, done.stderr
+    gpus = re.findall(r"^(\S+) 3D controller \[0302\]: NVIDIA Corporation .*\[10de:2330\]", done.stdout, re.M)
+    assert len(gpus) == 2
+    for bdf in gpus:
+        block = re.split(r"\n(?=\S)", done.stdout.split(f"{bdf} 3D controller", 1)[1], maxsplit=1)[0]
+        assert "Kernel driver in use: nvidia" in block
+    host = subprocess.run(["lspci", "-nn"], capture_output=True, text=True).stdout
+    assert all(line in done.stdout for line in host.splitlines())  # real devices still there
+    assert "10de:2330" not in host
+
+
+@needs_root
+def test_driver_footprint_at_the_real_paths() -> None:
+    apt_tool("lsmod", "kmod")
+    done = fake_run("--", "sh", "-c", "lsmod; cat /proc/driver/nvidia/version; ls -l /dev/nvidia0 /dev/nvidiactl;"
+                    " ls /proc/driver/nvidia/gpus; echo ok > /dev/null && echo devnull; ls /sys/fs/cgroup | wc -l")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^nvidia\s+54341632\s+1", done.stdout, re.M)
+    assert "Kernel Module  550.163.01" in done.stdout
+    assert re.search(r"^crw-rw-rw- .* 195,\s+0 .* /dev/nvidia0$", done.stdout, re.M)
+    assert re.search(r"^crw-rw-rw- .* 195,\s+255 .* /dev/nvidiactl$", done.stdout, re.M)
+    assert "devnull" in done.stdout
+    assert int(done.stdout.split()[-1]) == len(os.listdir("/sys/fs/cgroup"))  # submounts bound back
+
+
+@needs_root
+def test_static_binary_sees_the_same_tree() -> None:
+    busybox = apt_tool("busybox", "busybox-static")
+    if "statically linked" not in subprocess.run(["file", "-L", busybox], capture_output=True, text=True).stdout \
+            and subprocess.run(["ldd", busybox], capture_output=True, text=True).returncode == 0:
+        missing(f"{busybox} is not statically linked (apt-get install busybox-static)")
+    done = fake_run("--", busybox, "sh", "-c", "busybox cat /proc/driver/nvidia/version;"
+                    " busybox ls /sys/bus/pci/devices; busybox stat -c '%F %t:%T' /dev/nvidia1;"
+                    " busybox cat /sys/bus/pci/devices/*/vendor",
+                    env={**os.environ, "PATH": f"/bin:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert "(mokka test)" in done.stdout
+    assert "character special file c3:1" in done.stdout
+    assert "0x10de" in done.stdout
+    if Path("/proc/modules").exists():  # the kernel has it, so a mount shows ours to static programs too
+        assert "nvidia" in fake_run("--", busybox, "cat", "/proc/modules").stdout
+
+
+@needs_root
+def test_mock_library_found_by_plain_dlopen(tmp_path: Path) -> None:
+    from mokka_core.native import native_dir
+
+    if native_dir() is None or not list(native_dir().glob("libnvidia-ml.so.*.*")):
+        missing("mock libnvidia-ml not built (make -C native install)")
+    probe = "import ctypes; ctypes.CDLL('libnvidia-ml.so.1'); print(open('/proc/self/maps').read())"
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    done = fake_run("--", sys.executable, "-c", probe, env=env)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"/tmp/mokka-run-\w+/root/\S+/libnvidia-ml\.so\.", done.stdout)
+
+
+@needs_root
+def test_exit_status_is_the_commands() -> None:
+    assert fake_run("--", "sh", "-c", "exit 7").returncode == 7
+    assert fake_run("--", "sh", "-c", "kill -9 $$").returncode == 128 + 9
+    done = fake_run("--", "no-such-command-mokka")
+    assert done.returncode == 127 and "no-such-command-mokka: command not found" in done.stderr
+
+
+@needs_root
+@pytest.mark.parametrize("sig, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_signal_reaches_command_and_everything_is_removed(sig: signal.Signals, to_group: bool) -> None:
+    before = host_snapshot()
+    script = 'echo "$MOKKA_ROOT"; test -f "$MOKKA_ROOT/proc/driver/nvidia/version" && echo staged; exec sleep 60'
+    with subprocess.Popen([sys.executable, str(FAKE_NODE), "--", "sh", "-c", script],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        assert proc.stdout is not None
+        root = Path(proc.stdout.readline().strip())
+        assert proc.stdout.readline() == "staged\n"
+        assert not (root / "proc").exists()  # staged on a tmpfs only the namespace sees
+        if to_group:  # like Ctrl-C: the whole foreground group gets it
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 128 + sig
+    assert not root.parent.exists()
+    assert host_snapshot() == before
+
+
+@needs_root
+def test_host_untouched() -> None:
+    before = host_snapshot()
+    done = fake_run("--", "sh", "-c", "ls /sys/bus/pci/devices /dev/nvidia0 /proc/driver/nvidia >/dev/null")
+    assert done.returncode == 0, done.stderr
+    assert host_snapshot() == before
+
+
+@needs_root
+def test_disabled_surface_is_absent() -> None:
+    done = fake_run("--disable", "gpu", "--", "sh", "-c", "ls /dev/nvidia* /proc/driver/nvidia; cat /proc/modules")
+    assert done.returncode != 0
+    assert "nvidia" not in done.stdout
+
+
+@needs_root
+def test_rootless_user_namespace_or_clear_refusal() -> None:
+    if not shutil.which("setpriv"):
+        missing("setpriv not available (util-linux)")
+    done = fake_run("--", "sh", "-c", "id -u; cat /proc/driver/nvidia/version; ls /sys/bus/pci/devices",
+                    user="65534", env={**os.environ, "TMPDIR": "/tmp"})
+    if done.returncode == 1:
+        assert "run as root" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "65534"  # CMD keeps its own uid
+    assert "(mokka test)" in done.stdout and any(line.endswith(":00.0") for line in lines)
+
+
+@needs_root
+def test_setup_under_a_second_for_h100x8() -> None:
+    started = time.monotonic()
+    done = fake_run("--gpus", "8", "--", "true")
+    assert done.returncode == 0, done.stderr
+    # interpreter start and imports included; staging + namespace alone is a fraction of this
+    assert time.monotonic() - started < 3.0
+
+
+# ---- acceptance with the installed sim-gpu and sim-pci surfaces --------------------------------
+
+def require_real_surfaces() -> None:
+    from mokka_core.native import native_dir
+    from mokka_core.paths import NVML_STATE_FILE
+    from mokka_core.spec import NodeSpec
+    from mokka_core.surface import StageContext, discover
+
+    installed = discover()
+    if not {"gpu", "pci"} <= set(installed):
+        pytest.skip("mokka-sim-gpu and mokka-sim-pci are not installed in this environment")
+    node = NodeSpec(profile="h100").resolve()
+    ctx = StageContext(root=Path("/nonexistent"), native_dir=native_dir())
+    try:
+        gpu_plan = installed["gpu"]().plan(node, ctx)
+        pci_plan = installed["pci"]().plan(node, ctx)
+    except Exception as exc:
+        pytest.skip(f"the gpu/pci surfaces cannot stage here yet: {exc}")
+    if not pci_plan or not any(e.path == NVML_STATE_FILE for e in gpu_plan):
+        pytest.skip("the gpu/pci surfaces do not stage the full contract yet")
+
+
+def mokka_run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mokka_core", "run", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def real_node() -> None:
+    if not IS_ROOT and not required():
+        pytest.skip("mount namespaces need root")
+    require_real_surfaces()
+
+
+@pytest.mark.consumer
+def test_acceptance_lspci(real_node: None) -> None:
+    apt_tool("lspci", "pciutils")
+    done = mokka_run("--profile", "h100", "--", "lspci", "-nn", "-k")
+    assert done.returncode == 0, done.stderr
+    gpus = re.findall(r"^(\S+) 3D controller \[0302\]: NVIDIA Corporation .*\[10de:2330\]", done.stdout, re.M)
+    assert len(gpus) == 8
+    assert done.stdout.count("Kernel driver in use: nvidia") >= 8
+    vvv = mokka_run("--profile", "h100", "--", "lspci", "-vvv", "-d", "10de:2330")
+    assert vvv.stdout.count("LnkSta:\tSpeed 32GT/s") + vvv.stdout.count("LnkSta: Speed 32GT/s") == 8
+    assert "Width x16" in vvv.stdout
+
+
+@pytest.mark.consumer
+def test_acceptance_nvidia_smi_lsmod_and_devices(real_node: None) -> None:
+    from mokka_core.testing.consumers import require
+
+    apt_tool("lsmod", "kmod")
+    smi = require("nvidia-smi", "550")
+    done = mokka_run("--profile", "h100", "--", "sh", "-c",
+                     f"lsmod; cat /proc/driver/nvidia/version; ls -l /dev/nvidia*; {smi} -L")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^nvidia\s", done.stdout, re.M) and re.search(r"^nvidia_uvm\s", done.stdout, re.M)
+    assert "550.163.01" in done.stdout
+    assert re.search(r"^crw.* 195,\s+0 .*/dev/nvidia0$", done.stdout, re.M)
+    assert done.stdout.count("GPU ") >= 8 and "H100" in done.stdout
+
+
+@pytest.mark.consumer
+@pytest.mark.parametrize("options, expect", [
+    (["--disable", "gpu"], "couldn't find libnvidia-ml"),
+    (["--fail", "gpu"], "couldn't communicate with the NVIDIA driver"),
+])
+def test_acceptance_gpu_attribution(real_node: None, options: list[str], expect: str) -> None:
+    from mokka_core.testing.consumers import require
+
+    apt_tool("lspci", "pciutils")
+    smi = require("nvidia-smi", "550")
+    done = mokka_run("--profile", "h100", *options, "--", "sh", "-c",
+                     f"lspci -nn -k -d 10de:2330; ls /dev/nvidia0; lsmod 2>&1 | grep -c '^nvidia'; {smi}")
+    assert expect in done.stdout + done.stderr
+    assert "Kernel driver in use: nvidia" not in done.stdout
+    assert done.stdout.count("[10de:2330]") == 8
+
+
+@pytest.mark.consumer
+def test_acceptance_pci_failed_reads_ff(real_node: None) -> None:
+    apt_tool("lspci", "pciutils")
+    done = mokka_run("--profile", "h100", "--fail", "pci", "--", "sh", "-c",
+                     "cat /sys/bus/pci/devices/*/config | od -An -tx1 -N4 | head -1")
+    assert done.stdout.split() == ["ff", "ff", "ff", "ff"]
