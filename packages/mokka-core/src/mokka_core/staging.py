@@ -162,15 +162,16 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path) -> dict[s
                 if target.exists() or target.is_symlink():
                     if entry.path not in owned:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
-                    backup = target.with_name(f".{target.name}.mokka-old")
-                    os.rename(target, backup)
+                    backup = _keep_for_rollback(target)
+                # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
                 os.rename(scratch / surface / str(n), target)
                 done.append((target, backup))
                 manifest.entries.append(entry.path)
             manifests[surface] = manifest
     except BaseException:
         for target, backup in reversed(done):
-            _remove(target)
+            if backup is None or target.is_dir() and not target.is_symlink():
+                _remove(target)
             if backup is not None:
                 os.rename(backup, target)
         _remove_empty_dirs(root, created_dirs)
@@ -185,6 +186,24 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path) -> dict[s
                 _remove(root / rel)
         manifest.save(root)
     return manifests
+
+
+def _keep_for_rollback(target: Path) -> Path:
+    """Keep what ``target`` is now under a backup name, leaving ``target`` in place where possible.
+
+    Files, links and device nodes get a second hard link, so the new entry can be
+    renamed straight over the old one; a directory has to be moved out of the way.
+    """
+    backup = target.with_name(f".{target.name}.mokka-old")
+    _remove(backup)
+    if target.is_dir() and not target.is_symlink():
+        os.rename(target, backup)
+        return backup
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:  # a filesystem without hard links: fall back to moving it away
+        os.rename(target, backup)
+    return backup
 
 
 def _make_parents(root: Path, rel_dir: str) -> list[str]:

@@ -29,6 +29,7 @@ from ..overlays import Override
 from ..paths import OVERRIDE_FILE
 from ..state import NodeState
 from ..surface import Surface
+from .complete import complete
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -114,6 +115,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         changed = copy.deepcopy(doc)
         message = mutate(changed, current)
         changed = normalise(changed)
+        complete(changed, current)
         try:
             node = resolve_with(inputs, validate_document(changed, path))
         except ConfigError as exc:

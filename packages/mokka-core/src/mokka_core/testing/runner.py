@@ -91,13 +91,14 @@ def probe_view(node: NodeState) -> dict[str, Any]:
         memory = config.memory
         total = memory.total_bytes if memory else 0
         used = memory.used_bytes if memory and memory.used_bytes is not None else 0
+        free = memory.free_bytes if memory and memory.free_bytes is not None else total - used
         gpus[str(gpu.index)] = {
             "uuid": gpu.uuid,
             "lost": gpu.lost,
             "failure": gpu.failure_mode,
             "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
             "power_mw": config.power.current_draw_mw if config.power else None,
-            "memory": {"total": total, "used": used, "free": total - used},
+            "memory": {"total": total, "used": used, "free": free},
             "xid_events": [event.model_dump() for event in config.xid_events or ()],
         }
     return {"node": node.node_name, "gpus": gpus}
