@@ -76,7 +76,7 @@ def test_all_wins_over_earlier_per_gpu_values(root: Path) -> None:
         (["xid", "0", "0"], "Xid 0 out of range"),
         (["nvlink-error", "0", "5", "--links", "99"], "no NVLink link 99"),
         (["disable", "gpus"], "unknown surface 'gpus'"),
-        (["set", "0", "thermal.temperature_gpu_c=-3"], "temperature_gpu_c: Input should be greater than or equal to 0, got -3"),
+        (["set", "0", "thermal.temperature_gpu_c=-3"], "greater than or equal to 0, got -3"),
         (["set", "0", "nonsense.key=1"], "nonsense"),
     ],
 )

@@ -170,7 +170,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path) -> dict[s
             manifests[surface] = manifest
     except BaseException:
         for target, backup in reversed(done):
-            if backup is None or target.is_dir() and not target.is_symlink():
+            if backup is None or (target.is_dir() and not target.is_symlink()):
                 _remove(target)
             if backup is not None:
                 os.rename(backup, target)
