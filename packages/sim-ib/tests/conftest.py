@@ -4,84 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import stage_wave
-from mokka_core.surface import StageContext
 
-from mokka_sim_ib.config import NODE_CONFIG, SOCKET, NodeConfig
-from mokka_sim_ib.surface import IbSurface
+from mokka_sim_ib.testing import SimNode, stage_node, start_responder, stop_responder
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
-@dataclass
-class SimNode:
-    name: str
-    root: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def config(self) -> NodeConfig:
-        return NodeConfig.load(self.root / NODE_CONFIG)
-
-    @property
-    def socket(self) -> Path:
-        return self.root / SOCKET
-
-    def lid(self, hca: int = 0) -> int:
-        return self.config.ports[hca].lid
-
-
-def stage_node(root: Path, name: str, *, state: str = "healthy", enabled: bool = True, gpus: int = 2,
-               profile: str = "h100") -> SimNode:
-    spec = NodeSpec(profile=profile, gpus=gpus, node_name=name, surfaces={"ib": {"enabled": enabled, "state": state}})
-    node = spec.resolve()
-    stage_wave({"ib": IbSurface().plan(node, StageContext(root=root))}, root)
-    _stand_in_for_pci(root, node)
-    return SimNode(name, root)
-
-
-def _stand_in_for_pci(root: Path, node: object) -> None:
-    """What sim-pci renders for each HCA function and libibverbs reads (its modalias), if sim-pci is absent."""
-    for hca in node.hcas:  # type: ignore[attr-defined]
-        function = root / "sys/devices" / hca.root_complex / hca.bus_id
-        modalias = function / "modalias"
-        if not modalias.exists():
-            modalias.write_text(f"pci:v000015B3d{hca.device_id:08X}sv000015B3sd00000041bc02sc07i00\n")
-
-
-def start_responder(node: SimNode, fabric_dir: Path) -> SimNode:
-    env = {**os.environ, "MOKKA_IB_FABRIC_DIR": str(fabric_dir)}
-    node.process = subprocess.Popen([sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(node.root)],
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 15
-    while not (node.socket.exists() and (fabric_dir / f"{node.name}.json").exists()):
-        if node.process.poll() is not None or time.monotonic() > deadline:
-            output = node.process.stdout.read().decode() if node.process.stdout else ""
-            raise RuntimeError(f"responder of {node.name} did not start: {output}")
-        time.sleep(0.05)
-    return node
-
-
-def stop_responder(node: SimNode) -> None:
-    if node.process is not None and node.process.poll() is None:
-        node.process.send_signal(signal.SIGTERM)
-        node.process.wait(timeout=10)
-    if node.process is not None and node.process.stdout is not None:
-        node.process.stdout.close()
-
-
 @pytest.fixture
-def fabric(tmp_path: Path) -> Iterator[callable]:  # type: ignore[valid-type]
+def fabric(tmp_path: Path) -> Iterator[Callable[..., SimNode]]:
     """A factory of served nodes sharing one fabric directory; all responders stop at the end."""
     started: list[SimNode] = []
     fabric_dir = tmp_path / "fabric"
@@ -105,3 +40,45 @@ def shim_built() -> Path:
                             text=True)
     assert result.returncode == 0, result.stderr
     return PACKAGE_DIR / "src/mokka_sim_ib/_native/libmokka-ib.so"
+
+
+IB_PACKAGES = ["ibverbs-utils", "infiniband-diags", "ibverbs-providers", "libibverbs-dev"]
+IB_TOOLS = ["ibstat", "ibstatus", "ibv_devices", "ibv_devinfo", "ibping", "sminfo", "iblinkinfo", "ibnetdiscover"]
+
+
+def install_ib_tools() -> None:
+    """Debian's InfiniBand diagnostics and verbs tools (and verbs.h for the shim), as root via apt-get."""
+    if all(shutil.which(t) for t in IB_TOOLS) and Path("/usr/include/infiniband/verbs.h").exists():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "-qq", "update"], capture_output=True, env=env, timeout=600)
+    subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", *IB_PACKAGES],
+                   capture_output=True, env=env, timeout=900)
+
+
+def can_mount_namespaces() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "t", "/mnt"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def ib_tools(shim_built: Path) -> Path:
+    """The real IB tools, a private mount namespace to show them a node, and the built shim."""
+    from mokka_core.testing.consumers import missing
+
+    install_ib_tools()
+    absent = [t for t in IB_TOOLS if shutil.which(t) is None]
+    if absent:
+        missing(f"InfiniBand tools not installed: {', '.join(absent)} (apt-get install {' '.join(IB_PACKAGES)})")
+    if not can_mount_namespaces():
+        missing("needs root and unshare(1) for a private mount namespace")
+    if not Path("/usr/include/infiniband/verbs.h").exists():
+        missing("libibverbs-dev is needed to build the verbs part of the shim")
+    # the shim was built before verbs.h may have been installed: rebuild to include the verbs part
+    subprocess.run(["make", "-s", "-B", "-C", str(PACKAGE_DIR / "native"), "install"], check=True, capture_output=True)
+    return shim_built

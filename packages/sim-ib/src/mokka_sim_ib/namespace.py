@@ -1,7 +1,7 @@
 """Run a command with a staged root's /sys and /dev shown at the real paths (private mount namespace).
 
 The same delivery ``mokka run`` provides, reduced to what the InfiniBand tools read: the staged
-``sys`` is bind-mounted over ``/sys`` and the staged ``dev`` is overlaid on ``/dev`` (the host's
+``sys`` is bind-mounted over ``/sys`` (an empty /sys if nothing is staged) and the staged ``dev`` is overlaid on ``/dev`` (the host's
 device nodes stay visible underneath).  Needs root (or CAP_SYS_ADMIN) and ``unshare`` from
 util-linux; the host's mounts are never touched.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 MOUNT_SCRIPT = """
 set -e
-mount --bind {sys} /sys
+if [ -d {sys} ]; then mount --bind {sys} /sys; else mount -t tmpfs -o ro mokka-empty /sys; fi
 if [ -d {dev} ]; then mount -t overlay mokka-dev -o lowerdir={dev}:/dev /dev; fi
 exec "$@"
 """

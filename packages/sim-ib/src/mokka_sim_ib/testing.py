@@ -1,0 +1,76 @@
+"""Helpers for tests of sim-ib and its consumers: staged nodes and their running responders."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mokka_core.spec import NodeSpec
+from mokka_core.staging import stage_wave
+from mokka_core.state import NodeState
+from mokka_core.surface import StageContext
+
+from .config import NODE_CONFIG, SOCKET, NodeConfig
+from .surface import IbSurface
+
+
+@dataclass
+class SimNode:
+    name: str
+    root: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def config(self) -> NodeConfig:
+        return NodeConfig.load(self.root / NODE_CONFIG)
+
+    @property
+    def socket(self) -> Path:
+        return self.root / SOCKET
+
+    def lid(self, hca: int = 0) -> int:
+        return self.config.ports[hca].lid
+
+
+def stage_node(root: Path, name: str, *, state: str = "healthy", enabled: bool = True, gpus: int = 2,
+               profile: str = "h100") -> SimNode:
+    spec = NodeSpec(profile=profile, gpus=gpus, node_name=name, surfaces={"ib": {"enabled": enabled, "state": state}})
+    node = spec.resolve()
+    stage_wave({"ib": IbSurface().plan(node, StageContext(root=root))}, root)
+    _stand_in_for_pci(root, node)
+    return SimNode(name, root)
+
+
+def _stand_in_for_pci(root: Path, node: NodeState) -> None:
+    """What sim-pci renders for each HCA function and libibverbs reads (its modalias), if sim-pci is absent."""
+    for hca in node.hcas:
+        function = root / "sys/devices" / hca.root_complex / hca.bus_id
+        modalias = function / "modalias"
+        if not modalias.exists():
+            modalias.write_text(f"pci:v000015B3d{hca.device_id:08X}sv000015B3sd00000041bc02sc07i00\n")
+
+
+def start_responder(node: SimNode, fabric_dir: Path) -> SimNode:
+    env = {**os.environ, "MOKKA_IB_FABRIC_DIR": str(fabric_dir)}
+    node.process = subprocess.Popen([sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(node.root)],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while not (node.socket.exists() and (fabric_dir / f"{node.name}.json").exists()):
+        if node.process.poll() is not None or time.monotonic() > deadline:
+            output = node.process.stdout.read().decode() if node.process.stdout else ""
+            raise RuntimeError(f"responder of {node.name} did not start: {output}")
+        time.sleep(0.05)
+    return node
+
+
+def stop_responder(node: SimNode) -> None:
+    if node.process is not None and node.process.poll() is None:
+        node.process.send_signal(signal.SIGTERM)
+        node.process.wait(timeout=10)
+    if node.process is not None and node.process.stdout is not None:
+        node.process.stdout.close()
