@@ -121,7 +121,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         except ConfigError as exc:
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
         write_document(path, changed)
-        result = render(root, node, surfaces if surfaces is not None else installed_surfaces())
+        result = render(root, node, surfaces if surfaces is not None else installed_surfaces(root=root))
     return Outcome(message=message, node=node, render=result)
 
 

@@ -52,8 +52,8 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     """
     root = settings.root.absolute()
     spec = _rooted_spec(settings.spec, root)
-    chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only)
     state = _claim(root)
+    chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
     supervisor = Supervisor(root)
     try:
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
