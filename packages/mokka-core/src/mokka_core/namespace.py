@@ -11,8 +11,8 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   bound back on top of it.
 - ``dev``: a private tmpfs with the real basics bound back (null, zero, full,
   random, urandom, tty, ptmx, pts, shm, mqueue) plus the staged nodes.
-- ``proc/<dir>`` (``proc/driver``): a tmpfs over the real directory, the real
-  entries bound back, the staged ones bound in (live: the root's files).
+- ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
+  directory, the real entries bound back, the staged ones bound in (live).
 - ``proc/<file>`` (``proc/modules``): bound over the real file.  procfs cannot
   gain new names (and refuses to be an overlay layer), so a file the running
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
@@ -20,8 +20,10 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
 - the NVML library directory: a private ``/etc/ld.so.cache`` listing the staged
   directory first, so ``dlopen("libnvidia-ml.so.1")`` finds the mock through the
   normal loader search and the library reads the root's live state file.
-- anything else staged (``var/run/cdi``, ``etc``, ...): an overlay on the deepest
-  directory that exists on the host.
+- anything else staged (``var/run/cdi``, ``lib/modules``, ``etc``, ...): merged
+  into the deepest directory that exists on the host, as a tmpfs of binds (host
+  entries bound back, staged ones bound in) -- not an overlay, because sockets do
+  not work through overlayfs and ``/run`` is full of them.
 
 Overlay and bound views are taken when CMD starts.  Files replaced later under the
 root (``nvml-mock-ctl``) are seen through the NVML state file, ``/proc/driver``
@@ -33,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Union
@@ -206,15 +209,73 @@ def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mo
         plan.ops += dev_ops(root / "dev", h("dev"), can_mknod)
     if (root / "proc").is_dir():
         proc_ops(root / "proc", host / "proc", plan)
-    handled_lib = False
-    if ld_cache is not None and (host / "etc/ld.so.cache").is_file():
+    lib_target = os.path.realpath(h(LIB_DIR))
+    use_cache = ld_cache is not None and (host / "etc/ld.so.cache").is_file()
+    excluded = {str(root / LIB_DIR), str(root / STATE_DIR)}
+    layered: list[tuple[str, list[Op]]] = []
+    groups: dict[str, list[Path]] = {}
+    for rel in generic_merge_points(root, host, set(SPECIAL_TREES) | {LIB_DIR}):
+        groups.setdefault(os.path.realpath(h(rel)), []).append(root / rel)
+    for target, staged_dirs in groups.items():
+        layered.append((target, merge_ops(target, staged_dirs, exclude=excluded)))
+    if not use_cache and (root / LIB_DIR).is_dir():
+        layered.append((lib_target, overlay_ops(lib_target, str(root / LIB_DIR), points)))
+    for _, ops in sorted(layered, key=lambda item: item[0].count("/")):  # outer directories first
+        plan.ops += ops
+    if use_cache:
         plan.ops.append(Bind(str(ld_cache), h("etc/ld.so.cache")))
-        handled_lib = True
-    skip = set(SPECIAL_TREES) | ({LIB_DIR} if handled_lib else set())
-    for rel in generic_overlay_points(root, host, skip):
-        target = os.path.realpath(h(rel))
-        plan.ops += overlay_ops(target, str(root / rel), points)
     return plan
+
+
+def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] = (), recurse: bool = True,
+              fresh: bool = True) -> list[Op]:
+    """Show host directory ``target`` merged with ``staged_dirs``: a tmpfs holding binds of both sides.
+
+    Used where an overlay will not do: procfs cannot be a layer, and sockets do not work
+    through overlayfs (so /run stays usable).  Staged entries win; where both sides
+    have a directory of the same name (and ``recurse``), that directory is merged the
+    same way.  Host entries are bound from handles taken before anything is mounted;
+    staged ones from the root, so later changes under the root show.
+    """
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    ops: list[Op] = [Tmpfs(target, mode) if fresh else MakeDir(target, mode)]
+    host_names = set(os.listdir(target))
+    staged: dict[str, list[Path]] = {}
+    for directory in staged_dirs:
+        for name in sorted(os.listdir(directory)):
+            if str(directory / name) not in exclude:
+                staged.setdefault(name, []).append(directory / name)
+    for name in sorted(host_names | set(staged)):
+        dest = f"{target}/{name}"
+        if name not in staged:
+            ops.append(_host_entry(dest))
+            continue
+        sources = staged[name]
+        if recurse and name in host_names and _is_plain_dir(dest) and all(_is_plain_dir(str(p)) for p in sources):
+            ops += merge_ops(dest, sources, exclude=exclude, fresh=False)
+        else:
+            ops.append(_staged_entry(sources[0], dest))
+    return ops
+
+
+def _is_plain_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _host_entry(path: str) -> Op:
+    if os.path.islink(path):
+        return MakeSymlink(path, os.readlink(path))
+    if os.path.isdir(path):
+        return Bind(Captured(path), path, create="dir", recursive=True)
+    return Bind(Captured(path), path, create="file")
+
+
+def _staged_entry(source: Path, dest: str) -> Op:
+    if source.is_symlink():
+        return MakeSymlink(dest, os.readlink(source))
+    if source.is_dir():
+        return Bind(str(source), dest, create="dir", recursive=True)
+    return Bind(str(source), dest, create="file")
 
 
 def dev_ops(staged: Path, target: str, can_mknod: bool) -> list[Op]:
@@ -252,28 +313,21 @@ def proc_ops(staged: Path, proc: Path, plan: MountPlan) -> None:
     for child in sorted(staged.iterdir()):
         real = proc / child.name
         if child.is_dir() and not child.is_symlink():
-            if not real.is_dir():
+            if real.is_dir():
+                plan.ops += merge_ops(str(real), [child], recurse=False)
+            else:
                 plan.skipped.append(f"/proc/{child.name}: this kernel has no such directory")
-                continue
-            host_entries = sorted(os.listdir(real))
-            staged_entries = sorted(os.listdir(child))
-            plan.ops.append(Tmpfs(str(real)))
-            for name in host_entries:
-                if name in staged_entries:
-                    continue
-                kind = "dir" if (real / name).is_dir() else "file"
-                plan.ops.append(Bind(Captured(str(real / name)), str(real / name), create=kind, recursive=True))
-            for name in staged_entries:
-                kind = "dir" if (child / name).is_dir() else "file"
-                plan.ops.append(Bind(str(child / name), str(real / name), create=kind, recursive=True))
         elif real.is_file():
             plan.ops.append(Bind(str(child), str(real)))
         else:
             plan.missing_proc_files.append(f"/proc/{child.name}")
 
 
-def generic_overlay_points(root: Path, host: Path, skip: set[str]) -> list[str]:
-    """Root-relative directories to overlay so every other staged file shows at its real path."""
+def generic_merge_points(root: Path, host: Path, skip: set[str]) -> list[str]:
+    """Root-relative directories to merge so every other staged entry shows at its real path.
+
+    For each staged entry: the deepest ancestor that exists on the host as a directory.
+    """
     points: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = PurePosixPath(Path(dirpath).relative_to(root).as_posix())
@@ -281,6 +335,8 @@ def generic_overlay_points(root: Path, host: Path, skip: set[str]) -> list[str]:
             dirnames[:] = []
             continue
         leaves = filenames + [n for n in dirnames if (Path(dirpath) / n).is_symlink()]
+        if not dirnames and not filenames:
+            leaves = ["."]  # an empty staged directory is an entry too
         if not leaves or str(rel_dir) == ".":
             continue
         # deepest ancestor of this directory that exists on the host as a directory
@@ -384,7 +440,8 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
             os.close(os.open(op.target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
         mount(source, op.target, None, MS_BIND | (MS_REC if op.recursive else 0))
     elif isinstance(op, MakeDir):
-        os.makedirs(op.path, mode=op.mode, exist_ok=True)
+        os.makedirs(op.path, exist_ok=True)
+        os.chmod(op.path, op.mode)
     elif isinstance(op, MakeNode):
         os.mknod(op.path, op.mode, op.rdev)
         os.chmod(op.path, stat.S_IMODE(op.mode))
