@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from mokka_core.identity import format_guid
 from mokka_core.spec import NodeSpec
 from mokka_core.surface import CharDevice, File, StageContext, Symlink
-
 from mokka_sim_ib.config import NODE_CONFIG
 from mokka_sim_ib.surface import IbSurface
 
@@ -59,8 +59,9 @@ def test_one_hca_per_gpu_with_kernel_formats() -> None:
         assert isinstance(device, Symlink) and device.target == f"../../../{hca.bus_id}"
 
 
-@pytest.mark.parametrize(("kind", "base", "sysdir"), [("uverbs", 192, "infiniband_verbs"), ("umad", 0, "infiniband_mad"),
-                                                     ("issm", 64, "infiniband_mad")])
+@pytest.mark.parametrize(("kind", "base", "sysdir"),
+                         [("uverbs", 192, "infiniband_verbs"), ("umad", 0, "infiniband_mad"),
+                          ("issm", 64, "infiniband_mad")])
 def test_device_nodes_match_their_dev_files(kind: str, base: int, sysdir: str) -> None:
     entries = plan(gpus=3)
     for n in range(3):

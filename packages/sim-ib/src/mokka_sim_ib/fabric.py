@@ -58,7 +58,10 @@ async def read_message(reader: asyncio.StreamReader) -> dict[str, Any]:
     (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
     if size > MAX_MESSAGE:
         raise ValueError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
-    return json.loads(await reader.readexactly(size))
+    message = json.loads(await reader.readexactly(size))
+    if not isinstance(message, dict):
+        raise ValueError("a fabric message must be a JSON object")
+    return message
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -118,7 +121,7 @@ class Directory:
         for address, port in self.static_peers:
             try:
                 peer = Peer.from_json(await request(address, port, {"op": "describe"}))
-            except (OSError, ValueError, KeyError, TypeError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            except (TimeoutError, OSError, ValueError, KeyError, TypeError, asyncio.IncompleteReadError) as exc:
                 log.info("peer %s:%d unreachable: %s", address, port, exc)
                 continue
             if peer.node_name != self.own_name:

@@ -1,9 +1,9 @@
-"""Run a command with a staged root's /sys and /dev shown at the real paths (private mount namespace).
+"""Run a command with a staged root's /sys and /dev at the real paths, in a private mount namespace.
 
 The same delivery ``mokka run`` provides, reduced to what the InfiniBand tools read: the staged
-``sys`` is bind-mounted over ``/sys`` (an empty /sys if nothing is staged) and the staged ``dev`` is overlaid on ``/dev`` (the host's
-device nodes stay visible underneath).  Needs root (or CAP_SYS_ADMIN) and ``unshare`` from
-util-linux; the host's mounts are never touched.
+``sys`` is bind-mounted over ``/sys`` (an empty /sys if nothing is staged) and the staged ``dev``
+is overlaid on ``/dev`` (the host's device nodes stay visible underneath).  Needs root (or
+CAP_SYS_ADMIN) and ``unshare`` from util-linux; the host's mounts are never touched.
 """
 
 from __future__ import annotations

@@ -273,8 +273,9 @@ class Responder:
 
     async def _relay(self, peer: Peer, umad: Umad) -> Umad | None:
         try:
-            answer = await request(peer.address, peer.port, {"op": "ping", "dlid": umad.lid, "umad": umad.encode().hex()})
-        except (OSError, ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            message = {"op": "ping", "dlid": umad.lid, "umad": umad.encode().hex()}
+            answer = await request(peer.address, peer.port, message)
+        except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
             log.info("ping relay to %s failed: %s", peer.node_name, exc)
             return None
         return Umad.decode(bytes.fromhex(answer["umad"])) if answer.get("umad") else None
@@ -294,7 +295,7 @@ class Responder:
                 answer = {"error": f"unknown op {message.get('op')!r}"}
             writer.write(frame(answer))
             await writer.drain()
-        except (OSError, ValueError, KeyError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, OSError, ValueError, KeyError, asyncio.IncompleteReadError) as exc:
             log.info("fabric request failed: %s", exc)
         finally:
             writer.close()
