@@ -69,7 +69,8 @@ def make_state(shape: str = "h100", n: int | None = None, overrides: dict | None
             "board_part_number": s["pn"], "vbios_version": s["vbios"],
             "inforom.image": s["inforom"][0], "inforom.oem": s["inforom"][1], "inforom.ecc": s["inforom"][2],
             "brand": s["brand"], "architecture": s["arch"], "cuda_cc_major": s["cc"][0], "cuda_cc_minor": s["cc"][1],
-            "minor_number": i, "board_id": bus << 8, "module_id": i + 1 if s["nvlink"] else 0, "multi_gpu_board": 0, "num_gpu_cores": s["cores"],
+            "minor_number": i, "board_id": bus << 8, "module_id": i + 1 if s["nvlink"] else 0,
+            "multi_gpu_board": 0, "num_gpu_cores": s["cores"],
             "pci.bus_id": f"00000000:{bus:02X}:00.0", "pci.device_id": hex(s["dev_id"]),
             "pci.subsystem_id": hex(s["subsys"]),
             "pcie.max_gen": s["gen"], "pcie.gpu_max_gen": s["gen"], "pcie.current_gen": s["gen"],
@@ -96,7 +97,7 @@ def make_state(shape: str = "h100", n: int | None = None, overrides: dict | None
             "numa_node": numa, "cpu_affinity": "0-55,112-167" if numa == 0 else "56-111,168-223",
         }
         for cname, vals in s["clocks"].items():
-            for k, v in zip(("current", "max", "app", "default_app", "boost_max"), vals):
+            for k, v in zip(("current", "max", "app", "default_app", "boost_max"), vals, strict=True):
                 d[f"clock.{cname}.{k}"] = v
         if s["mig"]:
             d["mig.current"], d["mig.max_devices"] = s["mig"]
@@ -121,11 +122,11 @@ def make_state(shape: str = "h100", n: int | None = None, overrides: dict | None
             d.update({"nvlink.count": links, "nvlink.version": ver, "nvlink.speed_mbps": mbps,
                       "nvlink.nvswitch_links": links})
             d["topology.nvlinks"] = ",".join("0" if j == i else str(links) for j in range(n))
-            for l in range(links):
-                d[f"nvlink.{l}.state"] = 1
-                d[f"nvlink.{l}.remote_type"] = 2
-                d[f"nvlink.{l}.remote_bus_id"] = f"00000000:{5 + l % s['switches']:02X}:00.0"
-                d[f"nvlink.{l}.remote_device_id"] = "0x22a310de"
+            for k in range(links):
+                d[f"nvlink.{k}.state"] = 1
+                d[f"nvlink.{k}.remote_type"] = 2
+                d[f"nvlink.{k}.remote_bus_id"] = f"00000000:{5 + k % s['switches']:02X}:00.0"
+                d[f"nvlink.{k}.remote_device_id"] = "0x22a310de"
         for k, v in d.items():
             kv[p + k] = v
     for k, v in (overrides or {}).items():

@@ -226,7 +226,8 @@ def test_threads_hammer_while_file_changes(lib_dir, state_file):
         ts = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
         for t in ts: t.start()
         for k in range(60):
-            write_state({str(st)!r}, make_state("h100", overrides={{f"device.{{i}}.temperature.gpu": 30 + k % 30 for i in range(8)}}))
+            temps = {{f"device.{{i}}.temperature.gpu": 30 + k % 30 for i in range(8)}}
+            write_state({str(st)!r}, make_state("h100", overrides=temps))
             time.sleep(0.003)
         stop = True
         for t in ts: t.join()
@@ -260,7 +261,8 @@ def test_export_table(lib_dir, state_file):
         f23 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))(t[23])
         out = ctypes.c_int()
         assert f23(b"00000000:1A:00.0", b"00000000:CB:00.0", ctypes.byref(out)) == 0 and out.value == 4 + 18
-        f213 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(U), ctypes.c_void_p, ctypes.c_void_p)(t[213])
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(U), ctypes.c_void_p, ctypes.c_void_p)
+        f213 = proto(t[213])
         buf = ctypes.create_string_buffer(4128 * 4); n = U(4)
         assert f213(h(1)[1], ctypes.byref(n), buf, None) == 0 and n.value == 1
         assert int.from_bytes(buf.raw[0:4], "little") == 4321 and buf.raw[32:40] == b"train.py"

@@ -6,7 +6,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import nvml_env
 
 SHAPES = ["h100", "a100", "t4"]
@@ -93,7 +92,9 @@ def test_xml_values_equal_state(smi, lib_dir, state_file, shape):
         assert g.findtext("fb_memory_usage/reserved") == f"{mib(d['memory.reserved'])} MiB"
         assert g.findtext("bar1_memory_usage/total") == f"{mib(d['bar1.total'])} MiB"
         pw = g.find("gpu_power_readings") if g.find("gpu_power_readings") is not None else g.find("power_readings")
-        watts = lambda k: f"{int(d[k]) / 1000:.2f} W"  # noqa: E731
+        def watts(k: str, d: dict = d) -> str:
+            return f"{int(d[k]) / 1000:.2f} W"
+
         assert pw.findtext("default_power_limit") == watts("power.default_limit_mw")
         assert pw.findtext("min_power_limit") == watts("power.min_limit_mw")
         assert pw.findtext("max_power_limit") == watts("power.max_limit_mw")

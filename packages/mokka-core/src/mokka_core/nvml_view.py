@@ -1,0 +1,411 @@
+"""The NVML view of a node: the state file the mock libnvidia-ml reads.
+
+``render_nvml_state(node)`` is a pure function of the resolved :class:`NodeState`; the format
+(framing, keys, types) is documented in ``native/README.md`` and golden-tested in
+``tests/test_nvml_view.py``.  ``write_nvml_state`` replaces the file atomically so every
+running NVML client switches to the new snapshot within one check interval.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .profile import FabricHealth
+from .state import GpuState, NodeState
+
+__all__ = ["HEADER", "STATE_FILE_NAME", "nvlink_matrix", "render_nvml_state", "topology_level", "write_nvml_state"]
+
+HEADER = "mokka-nvml-state 1"
+STATE_FILE_NAME = "mokka-nvml.state"
+
+# nvml.h enumerations
+BRAND = {"quadro": 1, "tesla": 2, "geforce": 5, "titan": 6, "nvidia_rtx": 13, "nvidia": 14}
+ARCH = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "ada_lovelace": 8,
+        "hopper": 9, "blackwell": 10}
+COMPUTE_MODE = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+VIRT_MODE = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
+HOST_VGPU_MODE = {"non_sriov": 0, "sriov": 1}
+FABRIC_STATE = {"not_supported": 0, "not_started": 1, "in_progress": 2, "completed": 3, "": 3}
+LINK_REMOTE = {"gpu": 0, "ibmnpu": 1, "switch": 2}
+# nvmlClocksEventReason bits
+EVENT_REASONS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+                 "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+                 "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
+# nvmlGpuTopologyLevel_t
+TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
+# fabric health mask: 2-bit fields (1 true, 2 false) at 0/2/4/6, 4-bit incorrect configuration at 8
+FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
+                 "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+SWITCH_SENTINEL_BUS_ID = "FFFFFFFF:FF:FF.0"
+NVIDIA_VENDOR = 0x10DE
+
+
+def nvml_bus_id(bus_id: str) -> str:
+    """``0000:1a:00.0`` -> ``00000000:1A:00.0`` (NVML's 8-digit, upper-case form)."""
+    domain, bus, rest = bus_id.split(":")
+    dev, fn = rest.split(".")
+    return f"{int(domain, 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{int(fn, 16):X}"
+
+
+def _b(flag: bool | str | None) -> int:
+    return 1 if flag is True or flag == "enabled" else 0
+
+
+def nvlink_matrix(node: NodeState) -> list[list[int]]:
+    """NVLinks between each pair of GPUs: direct links, plus switch links when both ends reach a switch."""
+    def switch_links(gpu: GpuState) -> int:
+        return sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
+
+    rows = []
+    for a in node.gpus:
+        row = []
+        for b in node.gpus:
+            if a.index == b.index:
+                row.append(0)
+                continue
+            direct = sum(1 for link in a.links
+                         if link.active and link.remote_type == "gpu" and link.remote_index == b.index)
+            row.append(direct + (switch_links(a) if switch_links(b) else 0))
+        rows.append(row)
+    return rows
+
+
+def topology_level(a: GpuState, b: GpuState) -> int:
+    """PCIe common ancestor (nvmlGpuTopologyLevel_t): same root complex PIX, same NUMA node NODE, else SYS."""
+    if a.index == b.index:
+        return 0
+    if a.root_complex == b.root_complex:
+        return TOPO_SINGLE
+    if a.numa_node is not None and a.numa_node == b.numa_node:
+        return TOPO_NODE
+    return TOPO_SYSTEM
+
+
+def _fabric_state(node: NodeState, state: str) -> int:
+    if state == "auto":  # coupled to the fabric manager: ready -> completed, otherwise stuck in progress
+        return 3 if node.surface("fabricmanager").active else 2
+    return FABRIC_STATE.get(state, 3)
+
+
+def _health_mask(health: FabricHealth) -> int:
+    def tri(flag: bool) -> int:
+        return 1 if flag else 2
+
+    return (tri(health.degraded_bandwidth) | tri(health.route_recovery) << 2 | tri(health.route_unhealthy) << 4
+            | tri(health.access_timeout_recovery) << 6 | FABRIC_CONFIG.get(health.incorrect_configuration, 1) << 8)
+
+
+def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str, object]]:
+    c = gpu.config
+    arch = ARCH.get(c.architecture or "", 0)
+    yield "name", c.name or "NVIDIA GPU"
+    yield "uuid", gpu.uuid
+    yield "serial", gpu.serial
+    yield "board_part_number", c.board_part_number or ""
+    yield "vbios_version", c.vbios_version or ""
+    if c.inforom:
+        yield "inforom.image", c.inforom.image_version
+        yield "inforom.oem", c.inforom.oem_object
+        yield "inforom.ecc", c.inforom.ecc_object
+        yield "inforom.power", c.inforom.pwr_object
+    yield "brand", BRAND.get(c.brand or "", 0)
+    yield "architecture", arch
+    if c.compute_capability:
+        yield "cuda_cc_major", c.compute_capability.major
+        yield "cuda_cc_minor", c.compute_capability.minor
+    if c.num_gpu_cores:
+        yield "num_gpu_cores", c.num_gpu_cores
+    yield "minor_number", gpu.minor_number
+    domain, bus, rest = gpu.bus_id.split(":")
+    dev, fn = (int(x, 16) for x in rest.split("."))
+    yield "board_id", int(domain, 16) << 16 | int(bus, 16) << 8 | (dev & 0x1F) << 3 | (fn & 7)
+    # module ids exist on SXM/HGX baseboards (NVLink) and where the profile has a platform block
+    yield "module_id", gpu.module_id if (gpu.links or c.platform) else 0
+    yield "lost", _b(gpu.lost)
+
+    yield "pci.bus_id", nvml_bus_id(gpu.bus_id)
+    if c.pci:
+        yield "pci.device_id", f"0x{(c.pci.device_id or 0):08x}"
+        yield "pci.subsystem_id", f"0x{(c.pci.subsystem_id or 0):08x}"
+    if c.pcie:
+        p = c.pcie
+        yield "pcie.max_gen", p.max_link_gen or 0
+        yield "pcie.gpu_max_gen", p.max_link_gen or 0
+        yield "pcie.current_gen", p.current_link_gen or p.max_link_gen or 0
+        yield "pcie.max_width", p.max_link_width or 0
+        yield "pcie.current_width", p.current_link_width or p.max_link_width or 0
+        yield "pcie.replay_counter", p.replay_counter
+        yield "pcie.tx_kbps", p.tx_throughput_kbps
+        yield "pcie.rx_kbps", p.rx_throughput_kbps
+
+    if c.memory:
+        m = c.memory
+        yield "memory.total", m.total_bytes
+        yield "memory.reserved", m.reserved_bytes
+        used = m.used_bytes
+        if used is None:
+            used = max(0, m.total_bytes - m.reserved_bytes - m.free_bytes) if m.free_bytes is not None else 0
+        yield "memory.used", used
+        yield "memory.bus_width", m.memory_bus_width
+    if c.bar1_memory:
+        b1 = c.bar1_memory
+        yield "bar1.total", b1.total_bytes
+        b1_used = b1.used_bytes if b1.used_bytes is not None else (
+            b1.total_bytes - b1.free_bytes if b1.free_bytes is not None else 0)
+        yield "bar1.used", b1_used
+
+    if c.thermal:
+        t = c.thermal
+        yield "temperature.gpu", t.temperature_gpu_c
+        yield "temperature.memory", t.temperature_memory_c
+        yield "temperature.shutdown", t.shutdown_threshold_c
+        yield "temperature.slowdown", t.slowdown_threshold_c
+        yield "temperature.gpu_max", t.max_operating_c
+        # HBM boards report a memory max operating temperature (nvidia-smi: "Memory Max Operating Temp")
+        hbm = c.memory is not None and c.memory.memory_bus_width >= 4096
+        yield "temperature.mem_max", 95 if hbm and t.shutdown_threshold_c else 0
+        yield "temperature.tlimit", 1 if arch >= ARCH["ada"] else 0
+
+    if c.power:
+        pw = c.power
+        enforced = pw.enforced_limit_mw if pw.enforced_limit_mw is not None else pw.default_limit_mw
+        yield "power.supported", _b(pw.management_supported)
+        yield "power.usage_mw", pw.current_draw_mw
+        yield "power.limit_mw", enforced
+        yield "power.enforced_limit_mw", enforced
+        yield "power.default_limit_mw", pw.default_limit_mw
+        yield "power.min_limit_mw", pw.min_limit_mw
+        yield "power.max_limit_mw", pw.max_limit_mw if pw.max_limit_mw is not None else pw.default_limit_mw
+        yield "power.management_mode", _b(pw.management_mode)
+        yield "power.energy_mj", pw.total_energy_consumption_mj
+    if c.fan:
+        yield "fan.count", c.fan.count
+        yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
+
+    if c.clocks:
+        k = c.clocks
+        table = {
+            "graphics": (k.graphics_current, k.graphics_max, k.graphics_app, k.graphics_app_default, k.graphics_max),
+            "sm": (k.sm_current, k.sm_max, k.graphics_app, k.graphics_app_default, k.sm_max),
+            "memory": (k.memory_current, k.memory_max, k.memory_app, k.memory_app_default, k.memory_max),
+            "video": (k.video_current, k.video_max, 0, 0, k.video_max),
+        }
+        for domain_name, values in table.items():
+            for what, value in zip(("current", "max", "app", "default_app", "boost_max"), values, strict=True):
+                yield f"clock.{domain_name}.{what}", value
+    if c.clocks_throttle_reasons:
+        r = c.clocks_throttle_reasons
+        yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if getattr(r, name)):x}"
+        yield "violation.power_ns", r.counters.sw_power_cap_us * 1000
+        yield "violation.thermal_ns", (r.counters.sw_thermal_slowdown_us + r.counters.hw_thermal_slowdown_us) * 1000
+        yield "violation.sync_boost_ns", r.counters.sync_boost_us * 1000
+    yield "clock.supported_event_reasons", f"0x{sum(EVENT_REASONS.values()):x}"
+    yield "pstate", int((c.performance_state or "P0")[1:])
+    if c.utilization:
+        u = c.utilization
+        yield "utilization.gpu", u.gpu
+        yield "utilization.memory", u.memory
+        yield "utilization.encoder", u.encoder
+        yield "utilization.decoder", u.decoder
+        yield "utilization.jpeg", u.jpeg
+        yield "utilization.ofa", u.ofa
+    for prefix, stats in (("encoder", c.encoder_stats), ("fbc", c.fbc_stats)):
+        if stats:
+            yield f"{prefix}.sessions", stats.session_count
+            yield f"{prefix}.fps", stats.average_fps
+            yield f"{prefix}.latency_us", stats.average_latency_us
+
+    yield from _ecc(gpu, arch)
+
+    yield "persistence_mode", _b(c.persistence_mode)
+    yield "compute_mode", COMPUTE_MODE.get(c.compute_mode or "default", 0)
+    if c.display:
+        yield "display_mode", _b(c.display.mode)
+        yield "display_active", _b(c.display.active)
+    if c.accounting:
+        yield "accounting_mode", _b(c.accounting.mode)
+        yield "accounting_buffer_size", c.accounting.buffer_size
+    virt = c.virtualization
+    yield "virtualization_mode", VIRT_MODE.get(virt.mode if virt else "none", 0)
+    yield "host_vgpu_mode", HOST_VGPU_MODE.get(virt.host_vgpu_mode if virt else "", -1)
+    yield "driver_model", -1  # Windows only
+    gsp = c.gsp_firmware
+    yield "gsp.mode", _b(gsp.mode) if gsp else 0
+    yield "gsp.default_mode", _b(gsp.mode) if gsp else 0
+    yield "gsp.version", gsp.version if gsp else ""
+    if c.mig and c.mig.max_gpu_instances:
+        yield "mig.current", _b(c.mig.mode_current)
+        yield "mig.pending", _b(c.mig.mode_pending)
+        yield "mig.max_devices", c.mig.max_gpu_instances
+    else:
+        yield "mig.current", -1  # board without MIG: N/A
+
+    if c.fabric:
+        f = c.fabric
+        yield "fabric.supported", 1
+        yield "fabric.cluster_uuid", f.cluster_uuid
+        yield "fabric.clique_id", f.clique_id
+        yield "fabric.state", _fabric_state(node, f.state)
+        yield "fabric.status", 0
+        yield "fabric.health_mask", f.health_mask if f.health_mask is not None else _health_mask(f.health)
+    if node.nvlink and node.nvlink.c2c_enabled:
+        yield "c2c.supported", 1
+        yield "c2c.enabled", 1
+
+    if gpu.numa_node is not None:
+        yield "numa_node", gpu.numa_node
+    if gpu.cpu_affinity:
+        yield "cpu_affinity", gpu.cpu_affinity
+    yield "topology.levels", ",".join(str(topology_level(gpu, other)) for other in node.gpus)
+    yield "topology.nvlinks", ",".join(str(n) for n in nv)
+
+    if gpu.links:
+        yield from _links(node, gpu)
+    yield from _processes(gpu)
+
+
+def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
+    c = gpu.config
+    if not c.ecc:
+        yield "ecc.supported", 0
+        return
+    e = c.ecc
+    yield "ecc.supported", 1
+    yield "ecc.current", _b(e.mode_current)
+    yield "ecc.pending", _b(e.mode_pending)
+    yield "ecc.default", _b(e.default_mode)
+    extra_unc = 1 if gpu.failure_mode == "ecc_uncorrectable" else 0
+    for scope in ("volatile", "aggregate"):
+        counts = getattr(e.errors, scope)
+        sram = getattr(e.sram, scope)
+        for kind, bits in (("corrected", counts.single_bit), ("uncorrected", counts.double_bit)):
+            locs = {"l1": bits.l1_cache, "l2": bits.l2_cache, "dram": bits.device_memory,
+                    "register": bits.register_file, "texture": bits.texture_memory}
+            # a profile may give only the total: what the locations do not explain is device memory
+            locs["dram"] += max(0, bits.total - sum(locs.values()))
+            if kind == "uncorrected":
+                locs["dram"] += extra_unc
+                locs["sram"] = sram.uncorrectable_parity + sram.uncorrectable_secded
+            else:
+                locs["sram"] = sram.correctable
+            for loc, value in locs.items():
+                yield f"ecc.{scope}.{kind}.{loc}", value
+    yield "ecc.sram_threshold_exceeded", _b(e.sram.threshold_exceeded)
+    if arch and arch < ARCH["ampere"]:  # page retirement; Ampere+ remaps rows instead
+        rp = c.retired_pages
+        yield "retired_pages.supported", 1
+        if rp:
+            yield "retired_pages.sbe", rp.single_bit_retirement.count
+            yield "retired_pages.dbe", rp.double_bit_retirement.count
+            yield "retired_pages.pending", _b(rp.pending_retirement or rp.pending_blacklist)
+    else:
+        rr = c.remapped_rows
+        yield "remapped_rows.supported", 1
+        if rr:
+            yield "remapped_rows.correctable", rr.correctable
+            yield "remapped_rows.uncorrectable", rr.uncorrectable + extra_unc
+            yield "remapped_rows.pending", _b(rr.pending)
+            yield "remapped_rows.failure", _b(rr.failure_occurred or extra_unc > 0)
+            if rr.availability_histogram:
+                h = rr.availability_histogram
+                for name in ("max", "high", "partial", "low", "none"):
+                    yield f"remapped_rows.histogram.{name}", getattr(h, name)
+
+
+def _links(node: NodeState, gpu: GpuState) -> Iterator[tuple[str, object]]:
+    assert node.nvlink is not None
+    switches = {s.bus_id: s for s in node.switches}
+    by_index = {g.index: g for g in node.gpus}
+    yield "nvlink.count", max(link.link for link in gpu.links) + 1
+    yield "nvlink.version", node.nvlink.version
+    yield "nvlink.speed_mbps", node.nvlink.bandwidth_per_link_mbps
+    yield "nvlink.nvswitch_links", sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
+    for link in gpu.links:
+        p = f"nvlink.{link.link}."
+        yield p + "state", _b(link.active)
+        yield p + "remote_type", LINK_REMOTE.get(link.remote_type, 255)
+        remote_bus, remote_dev = SWITCH_SENTINEL_BUS_ID, 0
+        if link.remote_type == "switch":
+            switch = switches.get(link.remote_bus_id or "")
+            if switch is not None:
+                remote_dev = switch.device_id << 16 | NVIDIA_VENDOR
+                if switch.pci_visible:
+                    remote_bus = nvml_bus_id(switch.bus_id)
+        elif link.remote_type == "gpu" and link.remote_index in by_index:
+            peer = by_index[link.remote_index]
+            remote_bus = nvml_bus_id(peer.bus_id)
+            remote_dev = peer.config.pci.device_id or 0 if peer.config.pci else 0
+        elif link.remote_bus_id:
+            remote_bus = nvml_bus_id(link.remote_bus_id)
+        yield p + "remote_bus_id", remote_bus
+        yield p + "remote_device_id", f"0x{remote_dev:08x}"
+
+
+def _processes(gpu: GpuState) -> Iterator[tuple[str, object]]:
+    n = 0
+    for proc in gpu.config.processes or []:
+        kinds = {"C": [0], "": [0], "G": [1], "C+G": [0, 1]}[proc.type]
+        for kind in kinds:
+            p = f"process.{n}."
+            yield p + "pid", proc.pid
+            yield p + "type", kind
+            yield p + "used_bytes", proc.used_memory_mib << 20
+            yield p + "name", proc.name
+            yield p + "sm_util", proc.sm_util
+            yield p + "mem_util", proc.mem_util
+            yield p + "enc_util", proc.enc_util
+            yield p + "dec_util", proc.dec_util
+            n += 1
+            if n >= 32:  # the library's per-GPU limit
+                return
+
+
+def render_nvml_state(node: NodeState) -> str:
+    """The state file text for `node` (format version 1, see native/README.md)."""
+    system = node.system
+    nvml_version = system.nvml_version or f"12.{system.driver_version}"
+    cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
+    gpu_surface = node.surface("gpu")
+    init_error = 0 if gpu_surface.state == "healthy" else NVML_ERROR_DRIVER_NOT_LOADED
+    lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
+    lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
+              f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
+    matrix = nvlink_matrix(node)
+    for gpu, nv in zip(node.gpus, matrix, strict=True):
+        for key, value in _device(node, gpu, nv):
+            text = "" if value == "N/A" else str(value)  # an empty string is what the library reports as N/A
+            if "\n" in text or "\0" in text:
+                raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {text!r}")
+            lines.append(f"device.{gpu.index}.{key}={text}")
+    events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
+    for n, (seq, index, code) in enumerate(events[-256:]):
+        lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
+    lines.append("end")
+    return "\n".join(lines) + "\n"
+
+
+def write_nvml_state(node: NodeState, path: str | os.PathLike[str]) -> Path:
+    """Write the state file atomically (temp file in the same directory, fsync, rename), mode 0644."""
+    target = Path(path)
+    text = render_nvml_state(node)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return target
