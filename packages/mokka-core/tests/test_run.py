@@ -405,21 +405,44 @@ def test_acceptance_nvidia_smi_lsmod_and_devices(real_node: None) -> None:
     assert done.stdout.count("GPU ") >= 8 and "H100" in done.stdout
 
 
+SMI_SAYS = {
+    "on": "GPU 0: NVIDIA H100",
+    "disabled": "couldn't find libnvidia-ml",
+    "failed": "couldn't communicate with the NVIDIA driver",
+}
+ATTRIBUTION_PROBE = """
+echo "functions=$(lspci -d 10de:2330 2>/dev/null | wc -l)"
+echo "bound=$(lspci -k -d 10de:2330 2>/dev/null | grep -c 'Kernel driver in use: nvidia')"
+echo "config=$(lspci -x -d 10de:2330 2>/dev/null | grep '^00:' | sort -u | cut -c5-15)"
+echo "modules=$(lsmod 2>&1 | grep -c '^nvidia')"
+echo "devices=$(ls /dev/nvidia* 2>/dev/null | wc -l)"
+echo "driver_files=$(cat /proc/driver/nvidia/version 2>/dev/null | wc -l)"
+"""
+
+
 @pytest.mark.consumer
-@pytest.mark.parametrize("options, expect", [
-    (["--disable", "gpu"], "couldn't find libnvidia-ml"),
-    (["--fail", "gpu"], "couldn't communicate with the NVIDIA driver"),
-])
-def test_acceptance_gpu_attribution(real_node: None, options: list[str], expect: str) -> None:
+@pytest.mark.parametrize("pci", ["on", "disabled", "failed"])
+@pytest.mark.parametrize("gpu", ["on", "disabled", "failed"])
+def test_acceptance_attribution(real_node: None, gpu: str, pci: str) -> None:
+    """Each --disable/--fail combination of gpu and pci looks like a real node in that state."""
     from mokka_core.testing.consumers import require
 
     apt_tool("lspci", "pciutils")
+    apt_tool("lsmod", "kmod")
     smi = require("nvidia-smi", "550")
-    done = mokka_run("--profile", "h100", *options, "--", "sh", "-c",
-                     f"lspci -nn -k -d 10de:2330; ls /dev/nvidia0; lsmod 2>&1 | grep -c '^nvidia'; {smi}")
-    assert expect in done.stdout + done.stderr
-    assert "Kernel driver in use: nvidia" not in done.stdout
-    assert done.stdout.count("[10de:2330]") == 8
+    flag = {"disabled": "--disable", "failed": "--fail"}
+    options = [opt for name, state in (("gpu", gpu), ("pci", pci)) if state != "on" for opt in (flag[state], name)]
+    done = mokka_run("--profile", "h100", *options, "--", "sh", "-c", f"{ATTRIBUTION_PROBE}\n{smi} -L 2>&1")
+    facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if re.match(r"^[a-z_]+=", line))
+    driver_up = gpu == "on"
+    assert facts["functions"] == ("0" if pci == "disabled" else "8")
+    assert facts["bound"] == ("8" if driver_up and pci != "disabled" else "0")
+    if pci != "disabled":
+        assert facts["config"] == ("ff ff ff ff" if pci == "failed" else "de 10 30 23")
+    assert (facts["modules"] != "0") == driver_up
+    assert (facts["devices"] != "0") == driver_up
+    assert (facts["driver_files"] != "0") == driver_up
+    assert SMI_SAYS[gpu] in done.stdout
 
 
 @pytest.mark.consumer
