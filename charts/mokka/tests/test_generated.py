@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from chartlib import CHART, REPO
+from chartlib import CHART, REPO, Helm, documents, find
 
 
 def tool(name: str) -> ModuleType:
@@ -112,3 +112,33 @@ def test_readme_documents_the_fleet_and_the_fgo_pairing() -> None:
         values = yaml.safe_load((CHART / "examples" / f"{example}.yaml").read_text())
         assert values["gpu"]["profile"] == example.removeprefix("fleet-")
         assert values["nodeSelector"] == {"mokka.dev/gpu": example.removeprefix("fleet-")}
+
+
+def readme_helm_commands() -> list[list[str]]:
+    """`helm install ...` commands of the README's shell blocks, continuation lines joined."""
+    import shlex
+
+    text = (CHART / "README.md").read_text().replace("\\\n", " ")
+    return [shlex.split(line.strip()) for line in text.splitlines() if line.strip().startswith("helm install ")]
+
+
+def test_readme_install_commands_render(helm: Helm) -> None:
+    """Every documented `helm install` works as `helm template`; the fleet's releases do not collide."""
+    commands = readme_helm_commands()
+    assert len(commands) >= 4
+    rendered: dict[str, list[dict[str, Any]]] = {}
+    for argv in commands:
+        args = [a for a in argv[2:] if a != "--create-namespace"]
+        release, chart = args[0], args[1]
+        assert chart == "charts/mokka", argv
+        result = helm.run("template", release, *[a.replace("charts/mokka/", f"{CHART}/") for a in args[2:]])
+        assert result.returncode == 0, f"{' '.join(argv)}:\n{result.stderr}"
+        rendered[release] = documents(result.stdout)
+    a100, t4 = rendered["mokka-a100"], rendered["mokka-t4"]
+    names = lambda docs: {(d["kind"], d["metadata"]["name"]) for d in docs}  # noqa: E731
+    assert not names(a100) & names(t4), "two releases of a fleet must not share object names"
+    for docs, gpu in ((a100, "a100"), (t4, "t4")):
+        pod = find(docs, "DaemonSet")["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"mokka.dev/gpu": gpu}
+        profile = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-profile")]
+        assert yaml.safe_load(profile[0]["data"]["profile.yaml"])["name"] == gpu
