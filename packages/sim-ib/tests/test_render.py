@@ -119,3 +119,17 @@ def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
     node = NodeSpec(profile="h100", gpus=1).resolve()
     (service,) = IbSurface().services(node, StageContext(root=tmp_path))
     assert service.command[-3:] == ["respond", "--root", str(tmp_path)]
+
+
+def test_bad_node_desc_template_names_the_key() -> None:
+    from mokka_core.builtin import load_builtin
+    from mokka_core.errors import ConfigError
+    from mokka_core.state import Inputs, resolve
+
+    profile = load_builtin("h100")
+    assert profile.infiniband is not None
+    template = profile.infiniband.model_copy(update={"node_desc_template": "{host}"})
+    bad = profile.model_copy(update={"infiniband": template})
+    node = resolve(Inputs(profile=bad, profile_source="h100.yaml", gpus=1))
+    with pytest.raises(ConfigError, match=r"infiniband\.node_desc_template"):
+        IbSurface().plan(node, StageContext(root=Path("/")))

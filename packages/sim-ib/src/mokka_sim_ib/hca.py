@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mokka_core.errors import ConfigError
 from mokka_core.identity import format_guid
 from mokka_core.state import HcaState, NodeState
 
@@ -123,7 +124,8 @@ def _port(node: NodeState, hca: HcaState, failed: bool) -> PortView:
     try:
         node_desc = ib.node_desc_template.format(node_name=node.node_name, idx=hca.index, name=hca.name)
     except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"infiniband.node_desc_template: cannot format {ib.node_desc_template!r}: {exc}") from None
+        problem = f"bad placeholder {exc} in {ib.node_desc_template!r}; use {{node_name}}, {{idx}}, {{name}}"
+        raise ConfigError(f"{node.profile_name}.yaml", [("infiniband.node_desc_template", problem)]) from None
     return PortView(
         hca=hca.name,
         index=hca.index,
