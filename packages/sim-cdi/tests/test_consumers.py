@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,7 @@ def bundle(base: Path, script: str) -> Path:
     rootfs = base / "rootfs"
     (rootfs / "bin").mkdir(parents=True)
     shutil.copy("/bin/busybox", rootfs / "bin" / "busybox")
-    for tool in ("sh", "ls", "test", "cat", "echo", "head"):
+    for tool in ("sh", "ls", "test", "cat", "echo", "head", "sleep"):
         (rootfs / "bin" / tool).symlink_to("busybox")
     subprocess.run(["runc", "spec", "--bundle", str(base)], check=True, capture_output=True)
     config = json.loads((base / "config.json").read_text())
@@ -109,6 +110,34 @@ def test_runc_container_sees_the_gpu_it_asked_for(tmp_path: Path, cdi_check: Pat
     assert "HAS-NVIDIA0" in lines and "NO-NVIDIA1" in lines and "HAS-LIBRARY" in lines
     assert "state v1" in lines
     assert any(line.startswith("crw") and "195,   0" in line and line.endswith("/dev/nvidia0") for line in lines)
+
+
+@pytest.mark.root
+def test_state_file_replaced_atomically_stays_visible(tmp_path: Path, cdi_check: Path, runc: Path) -> None:
+    """Writers rename a new state file into place; the container must see the new one (a file bind would not)."""
+    root = tmp_path / "node"
+    root.mkdir()
+    stage(root, gpus=1)
+    driver_footprint(root, 1)
+    base = tmp_path / "bundle"
+    script = ('i=0; while [ "$(head -1 $MOKKA_NVML_STATE)" = "state v1" ] && [ $i -lt 100 ]; do '
+              'sleep 0.1; i=$((i+1)); done; head -1 $MOKKA_NVML_STATE')
+    config = bundle(base, script)
+    assert check(cdi_check, "inject", str(root / "var/run/cdi"), str(config), "nvidia.com/gpu=0").returncode == 0
+    state = base / "runc-state"
+    name = f"mokka-cdi-state-{os.getpid()}"
+    proc = subprocess.Popen([str(runc), "--root", str(state), "run", "--bundle", str(base), name],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        replacement = root / f"{NVML_STATE_FILE}.new"
+        replacement.write_text("state v2\n")
+        os.replace(replacement, root / NVML_STATE_FILE)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        subprocess.run([str(runc), "--root", str(state), "delete", "--force", name], capture_output=True)
+    assert proc.returncode == 0, err
+    assert out.strip() == "state v2"
 
 
 @pytest.mark.root
