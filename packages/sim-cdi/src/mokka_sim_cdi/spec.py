@@ -89,7 +89,7 @@ def minimum_version(spec: dict[str, Any]) -> str:
     return "0.3.0"
 
 
-class _PlainDumper(yaml.SafeDumper):
+class _PlainDumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML ships no type hints
     """No anchors/aliases: some CDI readers and every human read the spec more easily without them."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -98,7 +98,8 @@ class _PlainDumper(yaml.SafeDumper):
 
 def dump(spec: dict[str, Any]) -> str:
     header = "# CDI spec of a simulated NVIDIA GPU node (Mokka sim-cdi); regenerated on every stage\n"
-    return header + yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
+    body: str = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
+    return header + body
 
 
 def device_host_paths(spec: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ refuses to start containers that ask for a GPU (as after the driver went away).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from mokka_core.state import NodeState
 from mokka_core.surface import Entry, File, StageContext, Surface
@@ -18,7 +19,7 @@ from . import spec as cdi
 class CdiSurface(Surface):
     name = "cdi"
 
-    def render(self, node: NodeState, root: Path) -> dict:
+    def render(self, node: NodeState, root: Path) -> dict[str, Any]:
         return cdi.render(node, root, failed=node.surface(self.name).state == "failed")
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
