@@ -10,19 +10,41 @@ from collections.abc import Callable
 
 import pytest
 import yaml
-from chartlib import Helm, documents
+from chartlib import CHART, Helm, documents
 
 PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (profile and overlay bodies) as literal blocks, so snapshot diffs read line by line."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def dump(docs: list[dict]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=True, default_flow_style=False, width=120)
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120)
 
 
 def strip_volatile(docs: list[dict]) -> list[dict]:
-    """The chart label carries the chart version; leave it out so a version bump alone changes no snapshot."""
+    """Leave out what other tests pin and what changes for reasons outside the chart: the chart version
+    label, the checksum (test_render checks when it changes) and a built-in profile's body (test_render and
+    test_fake_gpu_operator check it equals profiles/<p>.yaml), so editing a profile in mokka-core needs
+    tools/chart_profiles.py but no new snapshots."""
+    bodies = {(CHART / "profiles" / f"{p}.yaml").read_text(): f"<profiles/{p}.yaml>" for p in PROFILES}
     for doc in docs:
         doc["metadata"].get("labels", {}).pop("helm.sh/chart", None)
+        data = doc.get("data", {})
+        if data.get("profile.yaml") in bodies:
+            data["profile.yaml"] = bodies[data["profile.yaml"]]
+        annotations = doc.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
+        if "checksum/config" in annotations:
+            annotations["checksum/config"] = "<sha256 of profile, overlay and surface settings>"
     return docs
 
 
