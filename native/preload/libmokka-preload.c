@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -472,6 +473,35 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, stru
     libc_func(statx, int, int, const char *, int, unsigned int, struct statx *);
     RESOLVE_OR_FAIL(dirfd, path, -1);
     return _statx(dirfd, p_, flags, mask, stx);
+}
+
+/* ls -l asks for ACLs and security labels by path */
+EXPORT ssize_t getxattr(const char *path, const char *name, void *value, size_t size)
+{
+    libc_func(getxattr, ssize_t, const char *, const char *, void *, size_t);
+    RESOLVE_OR_FAIL(AT_FDCWD, path, -1);
+    return _getxattr(p_, name, value, size);
+}
+
+EXPORT ssize_t lgetxattr(const char *path, const char *name, void *value, size_t size)
+{
+    libc_func(lgetxattr, ssize_t, const char *, const char *, void *, size_t);
+    RESOLVE_OR_FAIL(AT_FDCWD, path, -1);
+    return _lgetxattr(p_, name, value, size);
+}
+
+EXPORT ssize_t listxattr(const char *path, char *list, size_t size)
+{
+    libc_func(listxattr, ssize_t, const char *, char *, size_t);
+    RESOLVE_OR_FAIL(AT_FDCWD, path, -1);
+    return _listxattr(p_, list, size);
+}
+
+EXPORT ssize_t llistxattr(const char *path, char *list, size_t size)
+{
+    libc_func(llistxattr, ssize_t, const char *, char *, size_t);
+    RESOLVE_OR_FAIL(AT_FDCWD, path, -1);
+    return _llistxattr(p_, list, size);
 }
 
 EXPORT DIR *opendir(const char *path)
