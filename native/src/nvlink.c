@@ -449,7 +449,8 @@ static nvmlReturn_t field(const struct mk_device *D, nvmlFieldValue_t *v) {
         int x;
         if (id == NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT) x = (int)ref - (int)D->temp_shutdown;
         else if (id == NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT) x = 0;
-        else if (id == NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT) x = (int)ref - (int)D->temp_gpu_max;
+        else if (id == NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT && D->temp_gpu_max) x = (int)ref - (int)D->temp_gpu_max;
+        else if (id == NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT && D->temp_mem_max) x = (int)ref - (int)D->temp_mem_max;
         else return NVML_ERROR_NOT_SUPPORTED;
         SI(x); return NVML_SUCCESS;
     }
@@ -554,10 +555,23 @@ static int slot230(nvmlDevice_t device, unsigned *out) {
     return NVML_SUCCESS;
 }
 
+/* slot 240: "GPU T.Limit Temp" (degrees C below the slowdown limit) on T.Limit boards (Ada and
+ * newer): f(device, int *out, 1, ...). NOT_SUPPORTED makes nvidia-smi print absolute thresholds. */
+static int slot240(nvmlDevice_t device, int *out) {
+    struct mk_snap *S; struct mk_device *D;
+    nvmlReturn_t r = mk_dev(device, &S, &D);
+    if (r) return r;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!D->temp_tlimit || !D->temp_gpu) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned ref = D->temp_slowdown ? D->temp_slowdown : D->temp_shutdown;
+    *out = (int)ref - (int)D->temp_gpu;
+    return NVML_SUCCESS;
+}
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
-static const unsigned short not_supported_slots[] = {72, 81, 165, 209, 226, 231, 232, 237, 240, 242, 243, 249};
+static const unsigned short not_supported_slots[] = {72, 81, 165, 209, 226, 231, 232, 237, 242, 243, 249};
 
 #define EXPORT_SLOTS 256
 static const void *export_table[EXPORT_SLOTS];
@@ -571,6 +585,7 @@ static void build_export_table(void) {
     export_table[214] = (const void *)slot214;
     export_table[215] = (const void *)slot215;
     export_table[230] = (const void *)slot230;
+    export_table[240] = (const void *)slot240;
     /* slot 26 (log sink) stays NULL: nvidia-smi skips NULL slots */
 }
 const void *mk_export_table(void) {
