@@ -43,7 +43,9 @@ def shim_built() -> Path:
 
 
 IB_PACKAGES = ["ibverbs-utils", "infiniband-diags", "ibverbs-providers", "libibverbs-dev"]
-IB_TOOLS = ["ibstat", "ibstatus", "ibv_devices", "ibv_devinfo", "ibping", "sminfo", "iblinkinfo", "ibnetdiscover"]
+IB_TOOLS = [
+    "ibstat", "ibstatus", "ibv_devices", "ibv_devinfo", "ibping", "sminfo", "iblinkinfo", "ibnetdiscover", "perfquery",
+]
 
 
 def install_ib_tools() -> None:

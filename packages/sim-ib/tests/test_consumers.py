@@ -56,7 +56,7 @@ def test_ibv_devices_and_ibv_devinfo(tmp_path: Path) -> None:
     assert f"GID[  0]:\t\tfe80:0000:0000:0000:{format_guid(ports[1].port_guid)}" in verbose
 
 
-def test_ibping_sminfo_and_fabric_walk_between_two_nodes(fabric) -> None:  # type: ignore[no-untyped-def]
+def test_ibping_sminfo_perfquery_and_fabric_walk_between_two_nodes(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b")
     pings = ok(tool(a, "ibping", "-c", "2", "-L", str(b.lid(1)), timeout=30))
     assert pings.count(f"Pong from node-b (Lid {b.lid(1)})") == 2 and "0% packet loss" in pings
@@ -65,6 +65,8 @@ def test_ibping_sminfo_and_fabric_walk_between_two_nodes(fabric) -> None:  # typ
     assert "state 3 SMINFO_MASTER" in ok(tool(a, "sminfo"))
     links = ok(tool(a, "iblinkinfo"))
     assert '"node-b mlx5_0"' in links and '"node-a mlx5_0"' in links and "Active/  LinkUp" in links
+    counters = ok(tool(a, "perfquery", str(b.lid(0)), "1"))
+    assert f"# Port counters: Lid {b.lid(0)} port 1" in counters and "PortXmitData:....................0" in counters
     topology = ok(tool(b, "ibnetdiscover"))
     assert topology.count("Ca\t1 ") == 2 and '"node-a mlx5_0"' in topology
 

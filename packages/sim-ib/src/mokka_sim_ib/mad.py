@@ -18,6 +18,7 @@ MAD_SIZE = 256
 CLASS_SMI = 0x01
 CLASS_SMI_DIRECT = 0x81
 CLASS_SA = 0x03
+CLASS_PERF = 0x04
 CLASS_OPENIB_PING = 0x32  # vendor range 2, OUI 00:14:05 (ibping)
 
 # methods
@@ -32,6 +33,8 @@ ATTR_NODE_INFO = 0x0011
 ATTR_PORT_INFO = 0x0015
 ATTR_SM_INFO = 0x0020
 ATTR_PATH_RECORD = 0x0035
+ATTR_CLASS_PORT_INFO = 0x0001
+ATTR_PORT_COUNTERS = 0x0012
 
 STATUS_UNSUPPORTED_ATTRIBUTE = 0x000C  # "method/attribute combination not supported"
 ETIMEDOUT = 110
@@ -40,6 +43,7 @@ SMP_DATA = 64
 SMP_INITIAL_PATH = 128
 VENDOR_RANGE2_DATA = 40
 SA_DATA = 56
+PERF_DATA = 64
 
 
 @dataclass
@@ -225,3 +229,18 @@ def path_record(request: bytes, dlid: int, slid: int, sgid: bytes) -> bytes:
     record[55] = (2 << 6) | 16  # exactly 100 Gb/s+ rate code
     record[56] = (2 << 6) | 18
     return bytes(record)
+
+
+def perf_class_port_info() -> bytes:
+    """PerfMgmt ClassPortInfo (13.4.8.1): version 1, no optional counters, response time 2^18 x 4.096 us."""
+    data = bytearray(72)
+    data[0:2] = bytes([1, 1])
+    data[7] = 18
+    return bytes(data)
+
+
+def port_counters(request: bytes) -> bytes:
+    """PortCounters (16.1.3.5): every counter zero, as the staged sysfs counters; PortSelect echoed."""
+    data = bytearray(64)
+    data[1] = request[1]
+    return bytes(data)

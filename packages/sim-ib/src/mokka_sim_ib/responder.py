@@ -211,6 +211,8 @@ class Responder:
             return await self._subnet_administration(local, umad)
         if umad.mgmt_class == mad.CLASS_OPENIB_PING:
             return await self._ping(local, umad)
+        if umad.mgmt_class == mad.CLASS_PERF:
+            return await self._performance(umad)
         return None
 
     async def _directed_smp(self, local: PortModel, umad: Umad) -> Umad | None:
@@ -241,6 +243,17 @@ class Responder:
         if data is None or (umad.attr_id == mad.ATTR_PORT_INFO and umad.attr_mod not in (0, 1)):
             return umad.response(None, 0, source_lid=source_lid, status=mad.STATUS_UNSUPPORTED_ATTRIBUTE)
         return umad.response(data(), mad.SMP_DATA, source_lid=source_lid)
+
+    async def _performance(self, umad: Umad) -> Umad | None:
+        target = next((p for p in await self.all_ports() if p.lid == umad.lid and p.state == PORT_UP), None)
+        if target is None:
+            return None
+        if umad.method == mad.GET and umad.attr_id == mad.ATTR_CLASS_PORT_INFO:
+            return umad.response(mad.perf_class_port_info(), mad.PERF_DATA, source_lid=target.lid)
+        if umad.method == mad.GET and umad.attr_id == mad.ATTR_PORT_COUNTERS:
+            request = bytes(umad.mad[mad.PERF_DATA:mad.PERF_DATA + 64])
+            return umad.response(mad.port_counters(request), mad.PERF_DATA, source_lid=target.lid)
+        return umad.response(None, 0, source_lid=target.lid, status=mad.STATUS_UNSUPPORTED_ATTRIBUTE)
 
     async def _subnet_administration(self, local: PortModel, umad: Umad) -> Umad | None:
         if umad.attr_id != mad.ATTR_PATH_RECORD or umad.method != mad.GET:
