@@ -37,6 +37,10 @@ ProfileFileOpt = Annotated[
 GpusOpt = Annotated[Optional[int], typer.Option("--gpus", "-n", envvar="MOKKA_GPUS", help="GPU count.")]
 NodeNameOpt = Annotated[Optional[str], typer.Option("--node-name", envvar="NODE_NAME", help="Node name.")]
 FailedOpt = Annotated[bool, typer.Option("--failed", help="Stage this surface in its failed form.")]
+OverlayOpt = Annotated[
+    Optional[Path],
+    typer.Option("--overlay-file", envvar="MOKKA_OVERLAY_FILE", help="Topology overlay (cliques)."),
+]
 
 
 def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
@@ -50,17 +54,21 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
     )
 
     def context(root: Path, profile: str | None, profile_file: Path | None, gpus: int | None,
-                node_name: str | None, failed: bool) -> tuple[Surface, StageContext, NodeSpec]:
+                node_name: str | None, failed: bool, overlay_file: Path | None = None,
+                ) -> tuple[Surface, StageContext, NodeSpec]:
+        if overlay_file is not None and not overlay_file.is_file():
+            raise MokkaError(f"--overlay-file: {overlay_file} does not exist")
         settings = {name: {"enabled": True, "state": "failed" if failed else "healthy"}}
         spec = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
-                        surfaces=settings)
+                        overlay_file=overlay_file, surfaces=settings)
         return surface_cls(), StageContext(root=root, native_dir=native_dir()), spec
 
     @app.command()
     def stage(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
-              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
+              overlay_file: OverlayOpt = None) -> None:
         """Stage this surface under --root (all or nothing). Example: mokka-sim-NAME stage --root /tmp/node -p h100"""
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
         plan = surface.plan(spec.resolve(), ctx)
         stage_wave({name: plan}, root)
         typer.echo(f"{name}: staged {len(plan)} entries under {root}")
@@ -73,9 +81,10 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
     @app.command()
     def check(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
-              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
+              overlay_file: OverlayOpt = None) -> None:
         """Compare what is staged under --root with the node state; exit 1 and list problems if they differ."""
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
         problems = surface.check(spec.resolve(), ctx)
         for problem in problems:
             typer.echo(problem, err=True)
@@ -85,17 +94,18 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
     @app.command()
     def plan(profile: ProfileOpt = None, profile_file: ProfileFileOpt = None, gpus: GpusOpt = None,
-             node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+             node_name: NodeNameOpt = None, failed: FailedOpt = False, overlay_file: OverlayOpt = None) -> None:
         """Print what stage would create, one entry per line, without touching the disk."""
-        surface, ctx, spec = context(Path("/"), profile, profile_file, gpus, node_name, failed)
+        surface, ctx, spec = context(Path("/"), profile, profile_file, gpus, node_name, failed, overlay_file)
         for entry in surface.plan(spec.resolve(), ctx):
             typer.echo(describe_entry(entry))
 
     @app.command()
     def serve(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
-              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False) -> None:
+              gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
+              overlay_file: OverlayOpt = None) -> None:
         """Stage, run this surface's long-lived services in the foreground, tear down on SIGTERM/SIGINT."""
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed)
+        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
         node = spec.resolve()
         stage_wave({name: surface.plan(node, ctx)}, root)
         stop = threading.Event()
