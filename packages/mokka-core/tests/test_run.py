@@ -305,6 +305,37 @@ def test_signal_reaches_command_and_everything_is_removed(sig: signal.Signals, t
 
 
 @needs_root
+def test_ctrl_c_on_a_terminal(tmp_path: Path) -> None:
+    """A real Ctrl-C: the terminal signals the foreground group; CMD sees its tty inside the namespace."""
+    import pty
+
+    before = host_snapshot()
+    script = 'tty; trap "echo got-int; exit 42" INT; echo ready; while :; do sleep 0.1; done'
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, str(FAKE_NODE), "--", "sh", "-c", script])
+    output = b""
+    while b"ready" not in output:
+        output += os.read(fd, 1024)
+    os.write(fd, b"\x03")
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = output.decode(errors="replace")
+    assert re.search(r"^/dev/pts/\d+\r?$", text, re.M), text
+    assert text.count("got-int") == 1  # delivered once, not forwarded twice
+    assert os.waitstatus_to_exitcode(status) == 42
+    assert host_snapshot() == before
+
+
+@needs_root
 def test_host_untouched() -> None:
     before = host_snapshot()
     done = fake_run("--", "sh", "-c", "ls /sys/bus/pci/devices /dev/nvidia0 /proc/driver/nvidia >/dev/null")

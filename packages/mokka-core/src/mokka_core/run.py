@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,23 @@ EXIT_SETUP_FAILED = 1
 EXIT_CANNOT_EXEC = 126
 EXIT_NOT_FOUND = 127
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+WATCHED = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM & co. from staging to the end of clean-up, so nothing interrupts removal.
+
+    While CMD runs they are relayed (see :func:`supervise`); ones that arrive during
+    clean-up are dropped: CMD has already ended and its status is what we return.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    try:
+        yield
+    finally:
+        while signal.sigtimedwait(WATCHED, 0) is not None:
+            pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass(frozen=True)
@@ -213,24 +230,19 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     """
     if not argv:
         raise MokkaError("no command given (usage: mokka run [OPTIONS] -- CMD [ARGS...])")
-    watched = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # normally already held by held_signals()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig in signal.sigpending():
+            raise CommandFailed(128 + sig, f"interrupted by {sig.name} before the command started")
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        raise
+    pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)
-        _child(argv, env, setup, report_w, old_mask)
+        _child(argv, env, setup, report_w)
     os.close(report_w)
-    try:
-        with os.fdopen(report_r, "rb") as report:
-            failure = report.read().decode(errors="replace")
-        status = _wait(pid)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    with os.fdopen(report_r, "rb") as report:
+        failure = report.read().decode(errors="replace")
+    status = _wait(pid)
     if failure:
         code, _, message = failure.partition(":")
         raise CommandFailed(int(code), message)
@@ -245,15 +257,15 @@ class CommandFailed(MokkaError):
         super().__init__(message)
 
 
-def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None, report_w: int,
-           mask: Iterable[int]) -> None:
+def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
+           report_w: int) -> None:
     code = EXIT_SETUP_FAILED
     try:
         if setup is not None:
             setup(env)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
         code = EXIT_NOT_FOUND
         os.execvpe(argv[0], argv, env)
     except BaseException as exc:  # report everything; never return into the parent's code
@@ -271,7 +283,7 @@ def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]
 
 def _wait(pid: int) -> int:
     while True:
-        info = signal.sigwaitinfo(set(FORWARDED_SIGNALS) | {signal.SIGCHLD})
+        info = signal.sigwaitinfo(WATCHED)
         if info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
@@ -288,7 +300,8 @@ def main_run(spec: NodeSpec, argv: list[str], *, use_shim: bool = False,
              surfaces: Mapping[str, type[Surface]] | None = None) -> int:
     """What ``mokka run`` / ``mokka shim`` do; returns CMD's exit status.  ``surfaces``: default installed."""
     try:
-        return run_with_shim(spec, argv, surfaces) if use_shim else run_in_namespace(spec, argv, surfaces)
+        with held_signals():
+            return run_with_shim(spec, argv, surfaces) if use_shim else run_in_namespace(spec, argv, surfaces)
     except CommandFailed as exc:
         print(f"mokka: {exc}", file=sys.stderr)
         return exc.exit_code
