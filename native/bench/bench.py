@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -70,7 +71,14 @@ def main() -> int:
     (tmp / "trivial.c").write_text("int trivial(void) { return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(trivial), str(tmp / "trivial.c")], check=True)
     state = tmp / "mokka-nvml.state"
-    write_state(state, make_state("h100"))
+    try:  # the real renderer when mokka-core is importable, else the tests' hand-written h100 file
+        from mokka_core.nvml_view import render_nvml_state
+        from mokka_core.spec import NodeSpec
+
+        h100 = render_nvml_state(NodeSpec(profile="h100").resolve())
+    except ImportError:
+        h100 = make_state("h100")
+    write_state(state, h100)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOKKA_NVML", "LD_"))}
     mock_env = {**env, "LD_LIBRARY_PATH": str(BUILD), "MOKKA_NVML_STATE": str(state)}
     empty = tmp / "empty"
@@ -105,7 +113,8 @@ def main() -> int:
 
     n = 60
     for k in range(n):
-        write_state(tmp / f"t{k}.state", make_state("h100", overrides={"device.0.temperature.gpu": 100 + k}))
+        text = re.sub(r"^device\.0\.temperature\.gpu=\d+$", f"device.0.temperature.gpu={100 + k}", h100, flags=re.M)
+        write_state(tmp / f"t{k}.state", text)
     out = subprocess.run([str(tool), "latency", str(state), str(tmp), str(n)], env=mock_env, capture_output=True,
                          text=True, check=True)
     lat_med, lat_max = map(float, out.stdout.split())

@@ -9,6 +9,9 @@
  * malformed lines reject the whole file.  Values are decoded by a table of
  * {key, type, offset} descriptors; there is no per-key code.
  */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O2") /* the library is built -Os for a small footprint; the parser runs at init */
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
