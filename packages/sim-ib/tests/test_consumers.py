@@ -6,14 +6,18 @@ paths (what ``mokka run`` provides), with the shim preloaded where MADs or verbs
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from mokka_core.identity import format_guid, hca_lid
-from mokka_sim_ib.namespace import run_on_node
+from mokka_sim_ib.namespace import namespaced, run_on_node
 from mokka_sim_ib.shim import shim_environment
 from mokka_sim_ib.testing import SimNode, stage_node
 
@@ -90,3 +94,41 @@ def test_disabled_surface_shows_no_hcas(tmp_path: Path) -> None:
     assert "mlx5" not in tool(node, "ibstat", shim=False).stdout
     devices = tool(node, "ibv_devices")
     assert "mlx5" not in devices.stdout
+
+
+def test_ibping_reaches_a_real_ibping_server(fabric) -> None:  # type: ignore[no-untyped-def]
+    a, b = fabric("node-a"), fabric("node-b")
+    server = subprocess.Popen(namespaced(b.root, ["ibping", "-S"]), env=shim_environment(b.root),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # until the server has registered its agent, the responder answers in its place
+            pong = ok(tool(a, "ibping", "-c", "1", "-L", str(b.lid(0)), timeout=30))
+            if f"Pong from {socket.gethostname()}" in pong or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert f"Pong from {socket.gethostname()}" in pong, pong
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_mokka_run_shows_the_node(tmp_path: Path) -> None:
+    script = """
+    set -e
+    python3 -m mokka_sim_ib respond --root "$MOKKA_ROOT" --fabric-dir "$MOKKA_ROOT/fabric" >/dev/null 2>&1 &
+    responder=$!
+    while [ ! -S "$MOKKA_ROOT/var/lib/mokka/ib/responder.sock" ]; do sleep 0.1; done
+    ibstat
+    lid=$(cat /sys/class/infiniband/mlx5_1/ports/1/lid)
+    python3 -m mokka_sim_ib exec --no-mount --root "$MOKKA_ROOT" -- ibping -c 1 -L "$((lid))"
+    python3 -m mokka_sim_ib exec --no-mount --root "$MOKKA_ROOT" -- sminfo
+    kill $responder
+    """
+    python_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{python_dir}:{os.environ.get('PATH', '')}"}
+    result = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--gpus", "2",
+                             "--node-name", "run-node", "--", "sh", "-c", script],
+                            capture_output=True, text=True, timeout=90, env=env)
+    out = ok(result)
+    assert out.count("State: Active") == 2 and "Pong from run-node" in out and "SMINFO_MASTER" in out

@@ -8,8 +8,9 @@ TCP protocol (one request per connection): a 4-byte big-endian length, then a UT
 the answer is framed the same way.
 
 - ``{"op": "describe"}`` -> ``{"node_name": str, "address": str, "port": int, "ports": [PortModel]}``
-- ``{"op": "ping", "dlid": int, "umad": hex}`` (the requester's ib_user_mad) ->
-  ``{"umad": hex}`` (the GetResp to deliver) or ``{"umad": null}`` (no such port, or it is down)
+- ``{"op": "ping", "dlid": int, "slid": int, "umad": hex}`` (the requester's ib_user_mad) ->
+  ``{"umad": hex}`` (the GetResp to deliver: from an ``ibping -S`` on that port if one is registered,
+  else the responder's own) or ``{"umad": null}`` (no such port, it is down, or its server is silent)
 
 Cabling: no switches are modelled.  Nodes are paired in name order (1st with 2nd, 3rd with 4th,
 ...), and HCA ``mlx5_<i>`` of one node is cabled to ``mlx5_<i>`` of its partner.

@@ -34,6 +34,7 @@ REGISTER = struct.Struct("<III4B3sx16s")
 UNREGISTER = struct.Struct("<III")
 PORT_UP = 4  # PortInfo:PortState ACTIVE
 MAX_TIMEOUT_MS = 60_000
+PING_SERVER_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -42,9 +43,10 @@ class Agent:
     mgmt_class: int
     class_version: int
     oui: bytes
+    method_mask: int  # bit n: this agent serves requests of method n (a client-only agent has none)
 
 
-@dataclass
+@dataclass(eq=False)
 class Client:
     sock: socket.socket
     hca_index: int
@@ -62,6 +64,8 @@ class Responder:
         self.directory = Directory(fabric_dir, peers, self.config.node_name)
         self.tcp_port = 0
         self.activity = 0
+        self.clients: set[Client] = set()
+        self.awaiting: dict[int, asyncio.Future[Umad]] = {}  # TID -> the answer of a ping server (ibping -S)
         self.ready = asyncio.Event()
 
     # ---- node data -------------------------------------------------------------------------------
@@ -145,6 +149,7 @@ class Responder:
             if client is None:
                 return
             pending: set[asyncio.Task[None]] = set()
+            self.clients.add(client)
             try:
                 while packet := await loop.sock_recv(sock, 4096):
                     if len(packet) < mad.UMAD_HDR.size:
@@ -156,6 +161,7 @@ class Responder:
             except (ConnectionError, ValueError) as exc:
                 log.info("client of %s gone: %s", client.hca_index, exc)
             finally:
+                self.clients.discard(client)
                 for task in pending:
                     task.cancel()
 
@@ -175,13 +181,18 @@ class Responder:
         if magic != CTL_MAGIC:
             log.warning("dropping a %d-byte packet that is neither a MAD nor a control packet", len(packet))
         elif kind == CTL_REGISTER and len(packet) == REGISTER.size:
-            _, _, agent_id, _qpn, mgmt_class, version, _rmpp, oui, _mask = REGISTER.unpack(packet)
-            client.agents[agent_id] = Agent(agent_id, mgmt_class, version, oui)
+            _, _, agent_id, _qpn, mgmt_class, version, _rmpp, oui, mask = REGISTER.unpack(packet)
+            client.agents[agent_id] = Agent(agent_id, mgmt_class, version, oui, int.from_bytes(mask, "little"))
         elif kind == CTL_UNREGISTER and len(packet) == UNREGISTER.size:
             client.agents.pop(UNREGISTER.unpack(packet)[2], None)
 
     async def _handle(self, loop: asyncio.AbstractEventLoop, client: Client, umad: Umad) -> None:
         self.activity += 1
+        if umad.is_response:
+            waiter = self.awaiting.get(umad.tid)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(umad)  # a ping server on this node answered
+            return
         local = self.refresh().ports[client.hca_index]
         try:
             reply = await self.answer(local, umad)
@@ -270,23 +281,53 @@ class Responder:
 
     async def _ping(self, local: PortModel, umad: Umad) -> Umad | None:
         if any(p.lid == umad.lid for p in self.config.ports):
-            return self._pong(umad) if self._port_by_lid(umad.lid).state == PORT_UP else None
+            return await self._deliver_ping(umad, local.lid)
         for peer in await self.directory.peers():
             if any(p.lid == umad.lid and p.state == PORT_UP for p in peer.ports):
-                return await self._relay(peer, umad)
+                return await self._relay(peer, umad, local.lid)
         return None
 
-    def _port_by_lid(self, lid: int) -> PortModel:
-        return next(p for p in self.config.ports if p.lid == lid)
+    async def _deliver_ping(self, umad: Umad, source_lid: int) -> Umad | None:
+        """A ping arriving at one of our ports: to an ``ibping -S`` there if one runs, else answered for it."""
+        port = next((p for p in self.refresh().ports if p.lid == umad.lid), None)
+        if port is None or port.state != PORT_UP:
+            return None
+        server = self._ping_server(port.index, bytes(umad.mad[37:40]))
+        if server is None:
+            return self._pong(umad)
+        client, agent = server
+        delivered = Umad(agent.agent_id, 0, 0, 0, source_lid, 1, umad.qkey, umad.sl, False, bytes(16), 0,
+                         bytearray(umad.mad))
+        waiter: asyncio.Future[Umad] = asyncio.get_running_loop().create_future()
+        self.awaiting[umad.tid] = waiter
+        try:
+            await asyncio.get_running_loop().sock_sendall(client.sock, delivered.encode())
+            answer = await asyncio.wait_for(waiter, PING_SERVER_TIMEOUT_S)
+        except (TimeoutError, OSError):
+            return None
+        finally:
+            self.awaiting.pop(umad.tid, None)
+        # back to the requester's agent, from the port that was pinged
+        return Umad(umad.agent_id, 0, 0, 0, umad.lid, answer.qpn, answer.qkey, answer.sl, False, bytes(16), 0,
+                    answer.mad)
+
+    def _ping_server(self, hca_index: int, oui: bytes) -> tuple[Client, Agent] | None:
+        for client in self.clients:
+            if client.hca_index != hca_index:
+                continue
+            for agent in client.agents.values():
+                if agent.mgmt_class == mad.CLASS_OPENIB_PING and agent.oui == oui and agent.method_mask >> mad.GET & 1:
+                    return client, agent
+        return None
 
     def _pong(self, umad: Umad) -> Umad:
-        # what `ibping -S` answers: the host name, NUL-terminated, in the vendor data
+        # what `ibping -S` would answer: its host name, NUL-terminated, in the vendor data
         name = self.config.node_name.encode()[: 216 - 1] + b"\0"
         return umad.response(name, mad.VENDOR_RANGE2_DATA, source_lid=umad.lid)
 
-    async def _relay(self, peer: Peer, umad: Umad) -> Umad | None:
+    async def _relay(self, peer: Peer, umad: Umad, source_lid: int) -> Umad | None:
         try:
-            message = {"op": "ping", "dlid": umad.lid, "umad": umad.encode().hex()}
+            message = {"op": "ping", "dlid": umad.lid, "slid": source_lid, "umad": umad.encode().hex()}
             answer = await request(peer.address, peer.port, message)
         except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
             log.info("ping relay to %s failed: %s", peer.node_name, exc)
@@ -301,8 +342,8 @@ class Responder:
                 answer = description(config.node_name, self.listen[0], self.tcp_port, config.ports)
             elif message.get("op") == "ping":
                 umad = Umad.decode(bytes.fromhex(message["umad"]))
-                port = next((p for p in self.refresh().ports if p.lid == int(message["dlid"])), None)
-                pong = self._pong(umad) if port is not None and port.state == PORT_UP else None
+                umad.lid = int(message["dlid"])
+                pong = await self._deliver_ping(umad, int(message.get("slid", 0)))
                 answer = {"umad": pong.encode().hex() if pong else None}
             else:
                 answer = {"error": f"unknown op {message.get('op')!r}"}
