@@ -133,8 +133,10 @@ def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_pa
     plan = namespace.plan_mounts(staged_root, cache, host=fake_host, mountinfo=mountinfo)
     ops = plan.ops
     h = str(fake_host)
-    assert Overlay(f"{h}/sys", (str(staged_root / "sys"), f"{h}/sys")) in ops
-    assert Bind(Captured(f"{h}/sys/fs/cgroup"), f"{h}/sys/fs/cgroup", recursive=True) in ops
+    # /sys: merged (tmpfs of binds), the real entries and their mounts (cgroups) bound back
+    assert Tmpfs(f"{h}/sys") in ops
+    assert Bind(Captured(f"{h}/sys/fs"), f"{h}/sys/fs", create="dir", recursive=True) in ops
+    assert Bind(str(staged_root / "sys/bus"), f"{h}/sys/bus", create="dir", recursive=True) in ops
     assert Tmpfs(f"{h}/dev") in ops
     assert Bind(Captured(f"{h}/dev/null"), f"{h}/dev/null", create="file") in ops
     assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
@@ -153,10 +155,10 @@ def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_pa
     assert Tmpfs(f"{h}/run") in ops
     assert Bind(Captured(f"{h}/run/app.sock"), f"{h}/run/app.sock", create="file") in ops
     assert Bind(str(staged_root / "var/run/cdi"), f"{h}/run/cdi", create="dir", recursive=True) in ops
-    # our bookkeeping and the library directory stay private; nothing is overlaid but /sys
+    # our bookkeeping and the library directory stay private; nothing is overlaid
     assert not any(isinstance(op, (Tmpfs, Bind)) and "/var/lib" in op.target for op in ops)
     assert not any(isinstance(op, Bind) and isinstance(op.source, str) and LIB_DIR in op.source for op in ops)
-    assert [op.target for op in ops if isinstance(op, Overlay)] == [f"{h}/sys"]
+    assert not any(isinstance(op, Overlay) for op in ops)
 
 
 def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> None:
@@ -274,6 +276,23 @@ def test_mock_library_found_by_plain_dlopen(tmp_path: Path) -> None:
     done = fake_run("--", sys.executable, "-c", probe, env=env)
     assert done.returncode == 0, done.stderr
     assert re.search(r"/tmp/mokka-run-\w+/root/\S+/libnvidia-ml\.so\.", done.stdout)
+
+
+@needs_root
+def test_changes_under_the_root_show_at_once() -> None:
+    """As nvml-mock-ctl re-stages (write and rename in the root), /sys shows the new file."""
+    script = """
+    set -e
+    dev=$(ls -d "$MOKKA_ROOT"/sys/devices/pci*/*:00.0 | head -1); bdf=${dev##*/}
+    cat /sys/bus/pci/devices/$bdf/vendor
+    printf '0xffff\\n' > "$dev/.vendor.new" && mv "$dev/.vendor.new" "$dev/vendor"
+    rm "$dev/driver"
+    cat /sys/bus/pci/devices/$bdf/vendor
+    test -e /sys/bus/pci/devices/$bdf/driver || echo unbound
+    """
+    done = fake_run("--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0x10de", "0xffff", "unbound"]
 
 
 @needs_root

@@ -6,9 +6,16 @@ such a list in a freshly forked child, between ``unshare`` and ``exec``.
 
 What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
 
-- ``sys``: an overlay ``<root>/sys:/sys`` on ``/sys``, so staged devices appear
-  beside the real ones; the mounts that lived under ``/sys`` (cgroups, ...) are
-  bound back on top of it.
+- ``sys``: merged into ``/sys`` (see :func:`merge_ops`): a tmpfs over ``/sys``
+  holding the real entries bound back and the staged ones bound in, recursively
+  where both have a directory (``bus/pci/devices``, ``devices``, ``module``,
+  ``class``).  Staged devices appear beside the real ones with the real tree's
+  shape, so relative links like ``../../../devices/pci0000:1b/...`` resolve.  Not
+  an overlay: a change under the root (``nvml-mock-ctl fail-surface pci``)
+  shows at once through the bound directories, while overlayfs leaves changed
+  lower layers undefined (stale files, vanished directories); and in a user
+  namespace the host's ``/sys`` cannot be an overlay layer at all (its cgroup
+  mounts are locked).
 - ``dev``: a private tmpfs with the real basics bound back (null, zero, full,
   random, urandom, tty, ptmx, pts, shm, mqueue) plus the staged nodes.
 - ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
@@ -25,9 +32,11 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   entries bound back, staged ones bound in) -- not an overlay, because sockets do
   not work through overlayfs and ``/run`` is full of them.
 
-Overlay and bound views are taken when CMD starts.  Files replaced later under the
-root (``nvml-mock-ctl``) are seen through the NVML state file, ``/proc/driver``
-and bound files; overlay views (``/sys``) may keep showing the old file.
+What changes under the root while CMD runs (``nvml-mock-ctl``) shows wherever a
+staged *directory* is bound: the NVML state file, ``/sys/devices/pci*``,
+``/sys/module/nvidia*``, ``/proc/driver/nvidia``, ``/dev/infiniband``.  Entries
+placed one by one are fixed when CMD starts: device nodes directly in ``/dev``,
+``/proc/modules``, the links in ``/sys/bus/pci/devices``.
 """
 
 from __future__ import annotations
@@ -44,8 +53,6 @@ from .paths import LIB_DIR, STATE_DIR
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-MS_NOEXEC = 0x8
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_BIND = 0x1000
@@ -89,18 +96,6 @@ class Overlay:
 
 
 @dataclass(frozen=True)
-class FreshSysfs:
-    """A new sysfs instance at ``target`` (made empty dir), mounted from a helper in its own network namespace.
-
-    In a user namespace the host's /sys cannot be an overlay layer (its cgroup mounts are
-    locked children); a fresh instance has none.  Only /sys/class/net differs: it lists
-    the helper's namespace (lo).
-    """
-
-    target: str
-
-
-@dataclass(frozen=True)
 class Bind:
     source: Source
     target: str
@@ -127,7 +122,7 @@ class MakeSymlink:
     target: str
 
 
-Op = Union[Tmpfs, Overlay, FreshSysfs, Bind, MakeDir, MakeNode, MakeSymlink]
+Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeNode, MakeSymlink]
 
 
 @dataclass
@@ -184,12 +179,10 @@ def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
 
 
 def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
-                can_mknod: bool = True, scratch: Path | None = None) -> MountPlan:
+                can_mknod: bool = True) -> MountPlan:
     """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests).
 
-    ``can_mknod``: False in a user namespace (staged device nodes are bound instead);
-    ``scratch``: an empty private directory, given in a user namespace, where a fresh
-    sysfs is mounted to serve as the overlay's lower layer.
+    ``can_mknod``: False in a user namespace (staged device nodes are bound instead).
     """
     points = host_mount_points(mountinfo)
     plan = MountPlan()
@@ -198,13 +191,7 @@ def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mo
         return str(host / rel)
 
     if (root / "sys").is_dir():
-        if scratch is None:
-            plan.ops += overlay_ops(h("sys"), str(root / "sys"), points)
-        else:
-            fresh = str(scratch / "sysfs")
-            plan.ops.append(FreshSysfs(fresh))
-            plan.ops.append(Overlay(h("sys"), (str(root / "sys"), fresh)))
-            plan.ops += [Bind(Captured(m), m, recursive=True) for m in submounts(h("sys"), points)]
+        plan.ops += merge_ops(h("sys"), [root / "sys"])
     if (root / "dev").is_dir():
         plan.ops += dev_ops(root / "dev", h("dev"), can_mknod)
     if (root / "proc").is_dir():
@@ -430,8 +417,6 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, Overlay):
         lowers = ":".join(op.lowers)
         mount("mokka", op.target, "overlay", 0, f"lowerdir={lowers}")
-    elif isinstance(op, FreshSysfs):
-        _mount_fresh_sysfs(op.target)
     elif isinstance(op, Bind):
         source = f"/proc/self/fd/{fds[op.source.path]}" if isinstance(op.source, Captured) else op.source
         if op.create == "dir":
@@ -448,18 +433,3 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, MakeSymlink):
         os.symlink(op.target, op.path)
 
-
-def _mount_fresh_sysfs(target: str) -> None:
-    os.makedirs(target, exist_ok=True)
-    pid = os.fork()
-    if pid == 0:  # helper: a network namespace of its own is what lets a user namespace mount sysfs
-        try:
-            _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
-            mount("sysfs", target, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            os._exit(0)
-        except BaseException as exc:
-            os.write(2, f"mokka: {exc}\n".encode())
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise NamespaceError(f"cannot mount a private sysfs at {target} for the /sys overlay")
