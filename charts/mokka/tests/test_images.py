@@ -307,3 +307,58 @@ def test_cdi_spec_reaches_the_hosts_cdi_directory_through_the_chart_mounts(helm:
     host_paths = [n["hostPath"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes", [])]
     assert host_paths and all(p.startswith(f"{root}/dev/") for p in host_paths)
     assert list(host_cdi.iterdir()) == [], "preStop must remove the spec from the host's CDI directory"
+
+
+READ_ONLY_ROOT = """
+set -eu
+mount --bind "$SCRATCH" "$SCRATCH"
+mount -t tmpfs tmpfs /run
+mkdir /run/mokka
+mount -t tmpfs tmpfs /run/mokka
+mount -o remount,ro /run
+mount -o remount,bind,ro /
+if touch /mokka-rofs-probe 2>/dev/null; then echo "/ is still writable" >&2; exit 1; fi
+export TMPDIR="$SCRATCH/tmp"
+MOKKA_MAIN="mokka node" /bin/sh "$ENTRYPOINT" {up} > "$LOG" 2>&1 &
+daemon=$!
+tries=0
+until {ready} >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 150 ] || ! kill -0 "$daemon" 2>/dev/null; then echo "never ready" >&2; cat "$LOG" >&2; exit 1; fi
+    sleep 0.2
+done
+sleep 2
+mokka node status --root "$ROOT" --json > "$SCRATCH/status.json"
+{pre_stop}
+wait "$daemon" || true
+"""
+
+
+def test_node_runs_on_a_read_only_root_filesystem(helm: Helm, tmp_path: Path) -> None:
+    """The chart sets readOnlyRootFilesystem; only the root, /tmp and /run/mokka are writable. gb200 runs
+    every surface and every long-lived service (imex, fabric manager, ib responder)."""
+    import shlex
+
+    require_cli("mokka")
+    require_all_surfaces()
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a private mount namespace")
+    docs = documents(helm.render())
+    mounts = [m["mountPath"] for m in find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+              ["volumeMounts"]]
+    assert "/tmp" in mounts and "/run/mokka" in mounts
+    root = tmp_path / "root"
+    (tmp_path / "tmp").mkdir()
+    cmd = chart_command(helm, root, tmp_path / "profile.yaml", {"gpu": {"profile": "gb200"}})
+    script = READ_ONLY_ROOT.format(up=shlex.join(cmd["up"]), ready=shlex.join(cmd["ready"]),
+                                   pre_stop=shlex.join(cmd["preStop"]))
+    env = {**real_env(), "ROOT": str(root), "SCRATCH": str(tmp_path), "ENTRYPOINT": str(ENTRYPOINT),
+           "LOG": str(tmp_path / "node.log")}
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["ready"] is True, status
+    services = {name: state for s in status["surfaces"].values() for name, state in s["services"].items()}
+    assert services and all(state == "RUNNING" for state in services.values()), (
+        f"{services}\n{(tmp_path / 'node.log').read_text()[-3000:]}")
