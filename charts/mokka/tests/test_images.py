@@ -319,7 +319,7 @@ mount -o remount,ro /run
 mount -o remount,bind,ro /
 if touch /mokka-rofs-probe 2>/dev/null; then echo "/ is still writable" >&2; exit 1; fi
 export TMPDIR="$SCRATCH/tmp"
-MOKKA_MAIN="mokka node" /bin/sh "$ENTRYPOINT" {up} > "$LOG" 2>&1 &
+MOKKA_MAIN="mokka node" setpriv --bounding-set "$CAPS" -- /bin/sh "$ENTRYPOINT" {up} > "$LOG" 2>&1 &
 daemon=$!
 tries=0
 until {ready} >/dev/null 2>&1; do
@@ -334,9 +334,9 @@ wait "$daemon" || true
 """
 
 
-def test_node_runs_on_a_read_only_root_filesystem(helm: Helm, tmp_path: Path) -> None:
-    """The chart sets readOnlyRootFilesystem; only the root, /tmp and /run/mokka are writable. gb200 runs
-    every surface and every long-lived service (imex, fabric manager, ib responder)."""
+def test_node_runs_with_the_charts_security_context(helm: Helm, tmp_path: Path) -> None:
+    """The chart's securityContext: read-only root filesystem (only the root, /tmp and /run/mokka writable) and
+    only the capabilities it adds. gb200 runs every surface and long-lived service (imex, fabric manager, ib)."""
     import shlex
 
     require_cli("mokka")
@@ -347,13 +347,18 @@ def test_node_runs_on_a_read_only_root_filesystem(helm: Helm, tmp_path: Path) ->
     mounts = [m["mountPath"] for m in find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
               ["volumeMounts"]]
     assert "/tmp" in mounts and "/run/mokka" in mounts
+    security = find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["capabilities"]["drop"] == ["ALL"]
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to drop capabilities")
+    caps = "-all," + ",".join(f"+{cap.lower()}" for cap in security["capabilities"]["add"])
     root = tmp_path / "root"
     (tmp_path / "tmp").mkdir()
     cmd = chart_command(helm, root, tmp_path / "profile.yaml", {"gpu": {"profile": "gb200"}})
     script = READ_ONLY_ROOT.format(up=shlex.join(cmd["up"]), ready=shlex.join(cmd["ready"]),
                                    pre_stop=shlex.join(cmd["preStop"]))
     env = {**real_env(), "ROOT": str(root), "SCRATCH": str(tmp_path), "ENTRYPOINT": str(ENTRYPOINT),
-           "LOG": str(tmp_path / "node.log")}
+           "LOG": str(tmp_path / "node.log"), "CAPS": caps}
     result = subprocess.run(["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script],
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
