@@ -2,7 +2,8 @@
  * mokka-ib shim, UMAD part: /dev/infiniband/umad<n> and issm<n> become connections to the responder.
  *
  * open() of a umad/issm node returns a SOCK_SEQPACKET Unix socket connected to the node's
- * responder (protocol: ../README.md, "Shim wire protocol").  libibumad then read()s, write()s
+ * responder (protocol: ../README.md, "Shim wire protocol"); with no responder listening the real
+ * open() runs, so a host's real HCAs keep working (and a simulated node without a driver says ENXIO).  libibumad then read()s, write()s
  * and poll()s it exactly as it would the kernel's file: one struct ib_user_mad per packet.
  * Only the agent ioctls need translating; they become short control packets.  Any other
  * socket of the process is left alone, except that RDMA netlink is refused so libibverbs
@@ -93,9 +94,11 @@ static int wait_readable(int fd, int timeout_ms)
     return n;
 }
 
-/* Connect to the responder and introduce ourselves; the socket fd, or -1 with errno set. */
-static int connect_responder(int kind, unsigned index, int flags)
+/* Connect to the responder and introduce ourselves; the socket fd, or -1 with errno set.
+ * *reached tells whether a responder was there at all (if not, the real device node decides). */
+static int connect_responder(int kind, unsigned index, int flags, int *reached)
 {
+    *reached = 0;
     const char *path = shim_socket_path();
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(addr.sun_path)) {
@@ -107,11 +110,11 @@ static int connect_responder(int kind, unsigned index, int flags)
     if (fd < 0)
         return -1;
     if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        DBG("no responder at %s (%s): the device has no driver", path, strerror(errno));
+        DBG("no responder at %s (%s): opening the device node itself", path, strerror(errno));
         close(fd);
-        errno = ENXIO; /* what open() of an RDMA node without a driver says */
         return -1;
     }
+    *reached = 1;
     struct ctl_hello hello = {CTL_MAGIC, CTL_HELLO, PROTOCOL_VERSION, (uint32_t)kind, index};
     struct ctl_ack ack = {0};
     if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello) ||
@@ -196,12 +199,19 @@ static int mad_ioctl(int fd, unsigned long request, void *arg)
     }
 }
 
+/* *handled: the call was answered here; otherwise it goes to the real open (other paths, or no responder). */
 static int open_common(const char *path, int flags, int *handled)
 {
     int kind;
     unsigned index;
-    *handled = parse_mad_path(path, &kind, &index) == 0;
-    return *handled ? connect_responder(kind, index, flags) : -1;
+    *handled = 0;
+    if (parse_mad_path(path, &kind, &index) != 0)
+        return -1;
+    int saved = errno;
+    int fd = connect_responder(kind, index, flags, handled);
+    if (!*handled)
+        errno = saved;
+    return fd;
 }
 
 /* ---- Overridden libc functions ---------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /*
- * mokka-ib shim, verbs part: ibv_open_device() returns a context whose query verbs answer from
- * the staged sysfs (the device's ibdev_path, which honours SYSFS_PATH), so ibv_devinfo works
- * without a kernel driver.  Data-path verbs (PD, MR, CQ, QP, ...) are not simulated: the context
+ * mokka-ib shim, verbs part: when the real ibv_open_device() fails (a simulated device has no
+ * kernel driver), it returns a context whose query verbs answer from the staged sysfs (the
+ * device's ibdev_path, which honours SYSFS_PATH), so ibv_devinfo works.  Contexts of real
+ * devices are left to libibverbs: every wrapper below hands them to the real function.  Data-path verbs (PD, MR, CQ, QP, ...) are not simulated: the context
  * leaves them NULL and libibverbs' inline wrappers report EOPNOTSUPP/ENOSYS.
  */
 #define _GNU_SOURCE
@@ -20,7 +21,28 @@
 
 struct sim_context {
     struct verbs_context vctx; /* must stay first: ibv_context is embedded at its end */
+    struct sim_context *next;
 };
+
+/* The contexts we made (few, and short-lived: a plain list). */
+static struct sim_context *sim_contexts;
+static pthread_mutex_t sim_contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_sim_context(struct ibv_context *ctx)
+{
+    int found = 0;
+    pthread_mutex_lock(&sim_contexts_lock);
+    for (struct sim_context *c = sim_contexts; c != NULL && !found; c = c->next)
+        found = &c->vctx.context == ctx;
+    pthread_mutex_unlock(&sim_contexts_lock);
+    return found;
+}
+
+/* The real libibverbs function of that name (default version), for contexts of real devices. */
+#define real_verbs(name, rettype, ...)                                                        \
+    static rettype (*real_##name)(__VA_ARGS__) = NULL;                                        \
+    if (real_##name == NULL)                                                                  \
+        real_##name = (rettype (*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name);
 
 /* ---- utilities -------------------------------------------------------------------------------- */
 
@@ -181,7 +203,13 @@ static int sim_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port
 
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
+    real_verbs(ibv_open_device, struct ibv_context *, struct ibv_device *);
     char probe[64];
+    if (real_ibv_open_device != NULL) {
+        struct ibv_context *real = real_ibv_open_device(device);
+        if (real != NULL)
+            return real;
+    }
     if (device == NULL || shim_read_attr(device->ibdev_path, "node_guid", probe, sizeof(probe)) < 0) {
         errno = ENODEV;
         return NULL;
@@ -199,22 +227,38 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
     vctx->context.async_fd = -1;
     vctx->context.num_comp_vectors = 1;
     pthread_mutex_init(&vctx->context.mutex, NULL);
+    pthread_mutex_lock(&sim_contexts_lock);
+    sim->next = sim_contexts;
+    sim_contexts = sim;
+    pthread_mutex_unlock(&sim_contexts_lock);
     DBG("opened %s from %s", device->name, device->ibdev_path);
     return &vctx->context;
 }
 
 int ibv_close_device(struct ibv_context *context)
 {
-    if (context == NULL)
-        return EINVAL;
-    struct verbs_context *vctx = verbs_get_ctx(context);
-    pthread_mutex_destroy(&context->mutex);
-    free(vctx);
+    real_verbs(ibv_close_device, int, struct ibv_context *);
+    if (!is_sim_context(context))
+        return real_ibv_close_device ? real_ibv_close_device(context) : EINVAL;
+    pthread_mutex_lock(&sim_contexts_lock);
+    for (struct sim_context **link = &sim_contexts; *link != NULL; link = &(*link)->next) {
+        if (&(*link)->vctx.context == context) {
+            struct sim_context *gone = *link;
+            *link = gone->next;
+            pthread_mutex_destroy(&context->mutex);
+            free(gone);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sim_contexts_lock);
     return 0;
 }
 
 int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)
 {
+    real_verbs(ibv_query_device, int, struct ibv_context *, struct ibv_device_attr *);
+    if (!is_sim_context(context))
+        return real_ibv_query_device ? real_ibv_query_device(context, attr) : EINVAL;
     struct ibv_device_attr_ex full;
     int ret = sim_query_device_ex(context, NULL, &full, sizeof(full));
     if (ret == 0)
@@ -226,17 +270,26 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)
 #undef ibv_query_port
 int ibv_query_port(struct ibv_context *context, uint8_t port, struct _compat_ibv_port_attr *attr)
 {
+    real_verbs(ibv_query_port, int, struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
+    if (!is_sim_context(context))
+        return real_ibv_query_port ? real_ibv_query_port(context, port, attr) : EINVAL;
     /* the compat layout is the prefix of struct ibv_port_attr up to (not including) flags */
     return sim_query_port(context, port, (struct ibv_port_attr *)attr, offsetof(struct ibv_port_attr, flags));
 }
 
 int ibv_query_gid(struct ibv_context *context, uint8_t port, int index, union ibv_gid *gid)
 {
+    real_verbs(ibv_query_gid, int, struct ibv_context *, uint8_t, int, union ibv_gid *);
+    if (!is_sim_context(context))
+        return real_ibv_query_gid ? real_ibv_query_gid(context, port, index, gid) : -1;
     return read_gid(context, port, index, gid) ? -1 : 0;
 }
 
 int ibv_query_pkey(struct ibv_context *context, uint8_t port, int index, __be16 *pkey)
 {
+    real_verbs(ibv_query_pkey, int, struct ibv_context *, uint8_t, int, __be16 *);
+    if (!is_sim_context(context))
+        return real_ibv_query_pkey ? real_ibv_query_pkey(context, port, index, pkey) : -1;
     char dir[4096], name[32];
     if (index < 0 || index >= PKEY_TABLE_LEN || port_dir(context, port, dir, sizeof(dir)))
         return -1;
@@ -249,6 +302,11 @@ int ibv_query_pkey(struct ibv_context *context, uint8_t port, int index, __be16 
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
                       uint32_t flags, size_t entry_size)
 {
+    real_verbs(_ibv_query_gid_ex, int, struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *, uint32_t,
+               size_t);
+    if (!is_sim_context(context))
+        return real__ibv_query_gid_ex ? real__ibv_query_gid_ex(context, port, index, entry, flags, entry_size)
+                                      : EINVAL;
     struct ibv_gid_entry out = {.gid_index = index, .port_num = port, .gid_type = IBV_GID_TYPE_IB};
     (void)flags;
     if (port > 255 || read_gid(context, (uint8_t)port, (int)index, &out.gid))
@@ -262,6 +320,10 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port, uint32_t index
 ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries, size_t max_entries,
                              uint32_t flags, size_t entry_size)
 {
+    real_verbs(_ibv_query_gid_table, ssize_t, struct ibv_context *, struct ibv_gid_entry *, size_t, uint32_t, size_t);
+    if (!is_sim_context(context))
+        return real__ibv_query_gid_table ? real__ibv_query_gid_table(context, entries, max_entries, flags, entry_size)
+                                         : -EINVAL;
     size_t count = 0;
     for (uint32_t index = 0; index < GID_TABLE_LEN && count < max_entries; index++) {
         struct ibv_gid_entry entry;
@@ -275,6 +337,9 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port, unsigned int index, int *type);
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port, unsigned int index, int *type)
 {
+    real_verbs(ibv_query_gid_type, int, struct ibv_context *, uint8_t, unsigned int, int *);
+    if (!is_sim_context(context))
+        return real_ibv_query_gid_type ? real_ibv_query_gid_type(context, port, index, type) : -1;
     union ibv_gid gid;
     if (read_gid(context, port, (int)index, &gid))
         return -1;
