@@ -92,7 +92,7 @@ def test_a_reader_sees_100_successive_changes_without_torn_values(root: Path) ->
         thread.join()
     assert not problems, problems[:5]
     assert seen == sorted(seen) and seen[-1] == 120  # never went back to an older value
-    assert max(latencies) < 2.0
+    assert max(latencies) < 5.0, latencies  # generous: CI shares two cores
 
 
 def test_ctl_and_a_running_daemon_agree(tmp_path: Path) -> None:

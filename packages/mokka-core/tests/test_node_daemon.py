@@ -140,3 +140,22 @@ def test_disabling_a_surface_by_override_tears_it_down(root: Path) -> None:
         (root / OVERRIDE_FILE).write_text("surfaces: {ib: {enabled: false}}\n")
         wait_for(lambda: not (root / "etc/mokka-static/driver").exists())
         assert staged_surfaces(root) == ["probe"]
+
+
+class TwoFileSurface(StaticSurface):
+    name = "two"
+
+    def plan(self, node, ctx):
+        from mokka_core.surface import File
+
+        return [File("etc/two/fixed", "same\n"),
+                File("etc/two/temp", f"{node.gpus[0].config.thermal.temperature_gpu_c}\n")]
+
+
+def test_a_restage_replaces_only_the_files_that_changed(root: Path) -> None:
+    with DaemonRunner(settings(root), {"two": TwoFileSurface()}):
+        fixed, temp = root / "etc/two/fixed", root / "etc/two/temp"
+        fixed_inode, temp_inode = fixed.stat().st_ino, temp.stat().st_ino
+        (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 66}}\n")
+        wait_for(lambda: temp.read_text() == "66\n")
+        assert fixed.stat().st_ino == fixed_inode and temp.stat().st_ino != temp_inode

@@ -11,12 +11,14 @@ replaces its own files atomically and removes the ones its new plan dropped.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -39,6 +41,7 @@ class Manifest:
     surface: str
     entries: list[str] = field(default_factory=list)  # files, links, devices we created
     dirs: list[str] = field(default_factory=list)  # directories we created, in creation order
+    digests: dict[str, str] = field(default_factory=dict)  # entry -> digest of what was published there
 
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:
@@ -49,13 +52,15 @@ class Manifest:
             return None
         except (OSError, ValueError) as exc:
             raise StagingError(surface, f"manifest {path} is unreadable ({exc}); remove it by hand") from None
-        return cls(surface=surface, entries=list(data["entries"]), dirs=list(data["dirs"]))
+        return cls(surface=surface, entries=list(data["entries"]), dirs=list(data["dirs"]),
+                   digests=dict(data.get("digests") or {}))
 
     def save(self, root: Path) -> None:
         path = manifest_path(root, self.surface)
         self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs}, indent=1))
+        tmp.write_text(json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                                   "digests": self.digests}, indent=1))
         os.replace(tmp, path)
 
 
@@ -72,17 +77,78 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]
     """Stage every plan or none of them."""
     root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
+    previous = {surface: Manifest.load(root, surface) for surface in plans}
+    digests = {surface: [_entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
+    unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
+                 for surface, plan in plans.items()}
     scratch = Path(tempfile.mkdtemp(prefix=".mokka-stage-", dir=root))
     try:
-        for surface, plan in plans.items():
-            for n, entry in enumerate(plan):
-                try:
-                    _materialise(entry, scratch / surface / str(n))
-                except OSError as exc:
-                    raise StagingError(surface, f"cannot build /{entry.path}: {exc.strerror or exc}") from None
-        return _publish(plans, root, scratch)
+        _materialise_all(plans, str(scratch), unchanged)
+        return _publish(plans, root, scratch, previous, digests, unchanged)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _entry_digest(entry: Entry) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{type(entry).__name__}\0{getattr(entry, 'mode', '')}\0".encode())
+    if isinstance(entry, File):
+        digest.update(entry.data())
+    elif isinstance(entry, Copy):
+        try:
+            st = os.stat(entry.source)
+        except OSError:
+            return ""  # never matches: building it reports the error
+        digest.update(f"{entry.source}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    elif isinstance(entry, Symlink):
+        digest.update(entry.target.encode())
+    elif isinstance(entry, CharDevice):
+        digest.update(f"{entry.major}:{entry.minor}".encode())
+    return digest.hexdigest()
+
+
+def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest | None) -> set[int]:
+    """Indices of entries already published with the same content: a restage leaves them alone."""
+    if old is None or not old.digests:
+        return set()
+    return {n for n, entry in enumerate(plan)
+            if not isinstance(entry, Dir) and old.digests.get(entry.path) == digests[n]
+            and os.path.lexists(os.path.join(root, entry.path))}
+
+
+def _materialise_all(plans: dict[str, list[Entry]], scratch: str, skip: dict[str, set[int]]) -> None:
+    """Build every surface's entries in the scratch area, one thread per surface.
+
+    Creating files is syscall-bound (the GIL is released), so surfaces overlap;
+    the first failure in plan order is reported, naming its surface.
+    """
+    errors: dict[str, StagingError] = {}
+
+    def build(surface: str, plan: list[Entry]) -> None:
+        base = os.path.join(scratch, surface)
+        os.mkdir(base)
+        for n, entry in enumerate(plan):
+            if n in skip[surface]:
+                continue
+            try:
+                _materialise(entry, os.path.join(base, str(n)))
+            except OSError as exc:
+                errors[surface] = StagingError(surface, f"cannot build /{entry.path}: {exc.strerror or exc}")
+                return
+
+    busy = [(surface, plan) for surface, plan in plans.items() if plan]
+    if len(busy) > 1:
+        threads = [threading.Thread(target=build, args=item, name=f"stage-{item[0]}") for item in busy]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    else:
+        for item in busy:
+            build(*item)
+    for surface in plans:
+        if surface in errors:
+            raise errors[surface]
 
 
 def teardown(root: Path, surface: str) -> bool:
@@ -113,58 +179,72 @@ def _check_plans(plans: dict[str, list[Entry]]) -> None:
             owners[entry.path] = surface
 
 
-def _materialise(entry: Entry, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _materialise(entry: Entry, path: str) -> None:
     if isinstance(entry, Dir):
-        path.mkdir(mode=entry.mode)
-    elif isinstance(entry, File):
-        path.write_bytes(entry.data())
-        path.chmod(entry.mode)
+        return  # directories are made in place when publishing
+    if isinstance(entry, File):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            data = memoryview(entry.data())
+            while data:
+                data = data[os.write(fd, data):]
+            os.fchmod(fd, entry.mode)  # exact mode, whatever the umask
+        finally:
+            os.close(fd)
     elif isinstance(entry, Copy):
         shutil.copy2(entry.source, path)
         if entry.mode is not None:
-            path.chmod(entry.mode)
+            os.chmod(path, entry.mode)
     elif isinstance(entry, Symlink):
         os.symlink(entry.target, path)
     elif isinstance(entry, CharDevice):
         try:
             os.mknod(path, stat.S_IFCHR | entry.mode, os.makedev(entry.major, entry.minor))
-            path.chmod(entry.mode)
+            os.chmod(path, entry.mode)
         except PermissionError:
             # without CAP_MKNOD (unprivileged tests) an empty file keeps the name visible
             log.warning("no permission to create device node /%s; staging an empty file instead", entry.path)
-            path.write_bytes(b"")
-            path.chmod(entry.mode)
+            with open(path, "wb"):
+                pass
+            os.chmod(path, entry.mode)
 
 
-def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path) -> dict[str, Manifest]:
-    previous = {surface: Manifest.load(root, surface) for surface in plans}
+def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
+             digests: dict[str, list[str]], unchanged: dict[str, set[int]]) -> dict[str, Manifest]:
     done: list[tuple[Path, Path | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
+    known_dirs: set[str] = set()  # relative dirs known to exist, so each is checked once per wave
     manifests: dict[str, Manifest] = {}
     try:
         for surface, plan in plans.items():
             old = previous[surface]
             owned = set(old.entries) if old else set()
             manifest = Manifest(surface, dirs=list(old.dirs) if old else [])
+            source_dir = os.path.join(scratch, surface)
             for n, entry in enumerate(plan):
-                target = root / entry.path
-                new_dirs = _make_parents(root, str(PurePosixPath(entry.path).parent))
+                target_name = os.path.join(root, entry.path)
+                new_dirs = _make_parents(root, entry.path.rpartition("/")[0], known_dirs)
                 created_dirs.extend(new_dirs)
                 manifest.dirs.extend(new_dirs)
                 if isinstance(entry, Dir):
-                    if not target.is_dir():
-                        target.mkdir(mode=entry.mode)
+                    if entry.path not in known_dirs and not os.path.isdir(target_name):
+                        os.mkdir(target_name, entry.mode)
                         created_dirs.append(entry.path)
                         manifest.dirs.append(entry.path)
+                    known_dirs.add(entry.path)
                     continue
+                manifest.digests[entry.path] = digests[surface][n]
+                if n in unchanged[surface]:
+                    manifest.entries.append(entry.path)
+                    continue
+                target = Path(target_name)
                 backup = None
-                if target.exists() or target.is_symlink():
+                if os.path.lexists(target_name):
                     if entry.path not in owned:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
                     backup = _keep_for_rollback(target)
                 # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
-                os.rename(scratch / surface / str(n), target)
+                os.rename(os.path.join(source_dir, str(n)), target_name)
                 done.append((target, backup))
                 manifest.entries.append(entry.path)
             manifests[surface] = manifest
@@ -206,28 +286,39 @@ def _keep_for_rollback(target: Path) -> Path:
     return backup
 
 
-def _make_parents(root: Path, rel_dir: str) -> list[str]:
+def _make_parents(root: Path, rel_dir: str, known: set[str] | None = None) -> list[str]:
     """Create missing directories of ``rel_dir`` under root; return the ones created, outermost first."""
-    created = []
-    current = root
+    created: list[str] = []
+    if rel_dir in ("", ".") or (known is not None and rel_dir in known):
+        return created
+    current = ""
     for part in PurePosixPath(rel_dir).parts:
         if part in (".", ""):
             continue
-        current = current / part
-        if not current.is_dir():
-            current.mkdir()
-            created.append(current.relative_to(root).as_posix())
+        current = f"{current}/{part}" if current else part
+        if known is not None and current in known:
+            continue
+        full = os.path.join(root, current)
+        if not os.path.isdir(full):
+            os.mkdir(full)
+            created.append(current)
+        if known is not None:
+            known.add(current)
     return created
 
 
 def _remove(path: Path) -> None:
     try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        os.unlink(path)
     except FileNotFoundError:
         pass
+    except IsADirectoryError:
+        shutil.rmtree(path, ignore_errors=True)
+    except PermissionError:  # unlink(2) of a directory reports EPERM on some systems
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            raise
 
 
 def _remove_empty_dirs(root: Path, dirs: list[str]) -> list[str]:

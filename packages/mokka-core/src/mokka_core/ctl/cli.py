@@ -228,3 +228,7 @@ def show_status(root: Path, as_json: bool) -> int:
 
 def main() -> None:
     sys.exit(execute())
+
+
+if __name__ == "__main__":
+    main()

@@ -191,8 +191,11 @@ def plan_digest(plan: list[Entry]) -> str:
         if isinstance(entry, File):
             digest.update(f"{entry.mode:o}\0".encode() + entry.data())
         elif isinstance(entry, Copy):
-            st = os.stat(entry.source)
-            digest.update(f"{entry.source}\0{st.st_size}\0{st.st_mtime_ns}\0{entry.mode}".encode())
+            try:
+                st = os.stat(entry.source)
+                digest.update(f"{entry.source}\0{st.st_size}\0{st.st_mtime_ns}\0{entry.mode}".encode())
+            except OSError:
+                digest.update(os.urandom(16))  # unreadable source: always restage, so staging reports it
         elif isinstance(entry, Symlink):
             digest.update(entry.target.encode())
         elif isinstance(entry, CharDevice):

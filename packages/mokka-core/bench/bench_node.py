@@ -1,0 +1,154 @@
+"""Figures for the node daemon and nvml-mock-ctl (issue 5 targets in brackets).
+
+    python packages/mokka-core/bench/bench_node.py [--profile h100] [--gpus 8] [--runs 20]
+
+* up: start of ``run()`` to ready, staged and published, all installed surfaces, no services (<= 0.5 s)
+* teardown: stop request to every surface removed (<= 0.2 s)
+* mokka node up (process): interpreter start to ready, services under supervisord included (reported only)
+* ctl: ``nvml-mock-ctl temp`` as a new process; from its start to a consumer seeing the change
+  (<= 250 ms, interpreter start-up included) and from its exit to the change (<= 20 ms)
+
+The consumer watches the NVML state file the mock library reads (by inode/mtime/size, every 0.5 ms,
+as the library does every few ms); without one it watches the plan digests the re-render writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mokka_core.node.render import DIGEST_FILE
+from mokka_core.node.runstate import RunState
+from mokka_core.node.settings import NodeSettings
+from mokka_core.paths import NVML_STATE_FILE
+from mokka_core.spec import NodeSpec
+from mokka_core.testing.runner import DaemonRunner
+
+
+def figures(label: str, seconds: list[float], target: float | None = None) -> str:
+    ms = sorted(s * 1000 for s in seconds)
+    p90 = ms[min(len(ms) - 1, int(len(ms) * 0.9))]
+    verdict = "" if target is None else ("  ok" if p90 <= target * 1000 else f"  OVER {target * 1000:.0f} ms")
+    return (f"{label:<44} median {statistics.median(ms):7.1f} ms  p90 {p90:7.1f} ms  max {ms[-1]:7.1f} ms"
+            f"  (n={len(ms)}){verdict}")
+
+
+def bench_up(spec: NodeSpec, runs: int) -> tuple[list[float], list[float], list[float], int]:
+    up, down, cpu = [], [], []
+    entries = 0
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+        settings = NodeSettings(root=root, spec=spec, supervise=False, watch=False)
+        started, cpu_started = time.monotonic(), time.process_time()
+        with DaemonRunner(settings) as runner:
+            up.append(time.monotonic() - started)
+            cpu.append(time.process_time() - cpu_started)
+            entries = sum(1 for _ in root.rglob("*"))
+            down.append(runner.stop())
+        shutil.rmtree(root, ignore_errors=True)
+    return up, down, cpu, entries
+
+
+def bench_up_process(spec: NodeSpec, runs: int) -> list[float]:
+    mokka = shutil.which("mokka") or str(Path(sys.executable).with_name("mokka"))
+    times = []
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+        started = time.monotonic()
+        daemon = subprocess.Popen([mokka, "node", "up", "--profile", spec.profile or "h100", "--gpus",
+                                   str(spec.gpus or 8), "--root", str(root)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while True:
+            state = RunState.load(root)
+            if state is not None and state.phase == "ready":
+                times.append(time.monotonic() - started)
+                break
+            if daemon.poll() is not None:
+                raise SystemExit(f"mokka node up exited with {daemon.returncode}")
+            time.sleep(0.002)
+        daemon.terminate()
+        daemon.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    return times
+
+
+def signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_ctl(spec: NodeSpec, runs: int) -> tuple[list[float], list[float], list[float], str]:
+    ctl = shutil.which("nvml-mock-ctl") or str(Path(sys.executable).with_name("nvml-mock-ctl"))
+    root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+    from_start, after_exit, cpu = [], [], []
+    settings = NodeSettings(root=root, spec=spec, supervise=False)
+    with DaemonRunner(settings):
+        watched = root / NVML_STATE_FILE
+        if not watched.exists():
+            watched = root / DIGEST_FILE
+        for n in range(runs):
+            before = signature(watched)
+            cpu_before = children_cpu()
+            started = time.monotonic()
+            proc = subprocess.Popen([ctl, "--root", str(root), "temp", "0", str(30 + n % 60)],
+                                    stdout=subprocess.DEVNULL)
+            seen = exited = None
+            while seen is None or exited is None:
+                if seen is None and signature(watched) != before:
+                    seen = time.monotonic()
+                if exited is None and proc.poll() is not None:
+                    exited = time.monotonic()
+                    if proc.returncode != 0:
+                        raise SystemExit(f"nvml-mock-ctl failed with {proc.returncode}")
+                time.sleep(0.0005)
+            cpu.append(children_cpu() - cpu_before)
+            from_start.append(seen - started)
+            after_exit.append(max(0.0, seen - exited))
+            time.sleep(0.2)  # let the daemon's own re-render of the change finish
+    shutil.rmtree(root, ignore_errors=True)
+    return from_start, after_exit, cpu, os.path.relpath(watched, root)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="h100")
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--dir", default=None, help="where to make the node roots (e.g. /dev/shm for tmpfs)")
+    args = parser.parse_args()
+    if args.dir:
+        tempfile.tempdir = args.dir
+    spec = NodeSpec(profile=args.profile, gpus=args.gpus)
+    print(f"node: {args.profile} x {args.gpus}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+          f"roots under {tempfile.gettempdir()}")
+    up, down, cpu, entries = bench_up(spec, args.runs)
+    print(f"(staged tree: {entries} paths)")
+    print(figures("up: staged + published (in-process)", up, 0.5))
+    print(figures("up: CPU time of the above", cpu))
+    print(figures("teardown", down, 0.2))
+    print(figures("mokka node up process to ready (+services)", bench_up_process(spec, max(3, args.runs // 4))))
+    from_start, after_exit, cpu, watched = bench_ctl(spec, args.runs)
+    print(f"(consumer watches /{watched})")
+    print(figures("ctl: start to visible (new process)", from_start, 0.25))
+    print(figures("ctl: CPU time of the process", cpu))
+    print(figures("ctl: exit to visible", after_exit, 0.02))
+
+
+if __name__ == "__main__":
+    main()
