@@ -1,0 +1,87 @@
+"""Console entry points of the cluster components: ``mokka-allocwatch`` and ``mokka-nri``.
+
+Both run in the foreground, log to stdout, and stop cleanly on SIGTERM/SIGINT.
+Every flag has an environment fallback so a chart can set them either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(stream=sys.stdout, level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        logging.getLogger("mokka").info("%s received, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def allocwatch_parser() -> argparse.ArgumentParser:
+    from .podresources import DEFAULT_SOCKET, GPU_RESOURCE
+
+    p = argparse.ArgumentParser(
+        prog="mokka-allocwatch",
+        description="Follow the kubelet's GPU allocations: allocated GPUs show memory in use and one "
+                    "process per container in NVML (nvidia-smi, pynvml), released ones go idle again.")
+    p.add_argument("--root", type=Path, default=None,
+                   help="node root (default: $MOKKA_ROOT, the cluster root, or /)")
+    p.add_argument("--socket", type=Path, default=Path(_env("MOKKA_PODRESOURCES_SOCKET", str(DEFAULT_SOCKET))),
+                   help="kubelet pod-resources socket ($MOKKA_PODRESOURCES_SOCKET; default %(default)s)")
+    p.add_argument("--interval", type=float, default=float(_env("MOKKA_ALLOCWATCH_INTERVAL", "2")),
+                   help="seconds between polls ($MOKKA_ALLOCWATCH_INTERVAL; default %(default)s)")
+    p.add_argument("--used-fraction", type=float, default=float(_env("MOKKA_ALLOCWATCH_USED_FRACTION", "0.5")),
+                   help="share of a GPU's memory each claiming container uses, in (0, 1] "
+                        "($MOKKA_ALLOCWATCH_USED_FRACTION; default %(default)s)")
+    p.add_argument("--resource", default=_env("MOKKA_ALLOCWATCH_RESOURCE", GPU_RESOURCE),
+                   help="extended resource name to follow (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for one List (default %(default)s)")
+    p.add_argument("--once", action="store_true", help="poll once, publish, and exit (status 1 if the kubelet "
+                   "did not answer)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def allocwatch_main(argv: Sequence[str] | None = None) -> int:
+    args = allocwatch_parser().parse_args(argv)
+    from . import require_extra
+
+    require_extra("grpc")
+    from ..paths import find_root
+    from .allocwatch import AllocationWatcher, WatchSettings
+
+    _logging(args.verbose)
+    try:
+        settings = WatchSettings(root=find_root(args.root), socket=args.socket, interval=args.interval,
+                                 used_fraction=args.used_fraction, resource=args.resource, timeout=args.timeout)
+    except ValueError as exc:
+        print(f"mokka-allocwatch: {exc}", file=sys.stderr)
+        return 2
+    watcher = AllocationWatcher(settings)
+    if args.once:
+        watcher.poll()
+        watcher.client.close()
+        return 0 if watcher.kubelet_up else 1
+    watcher.run(_stop_on_signals())
+    return 0
+

@@ -1,0 +1,83 @@
+"""Stand-ins for the cluster's side of the cluster components, for tests and local trials.
+
+:class:`FakeKubelet` serves the kubelet's pod-resources ``List`` (real gRPC, same
+proto) on a unix socket; :class:`FakeRuntime` lives in :mod:`.nri.runtime`.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+from .podresources import LIST_METHOD
+from .protos import message
+
+#: {(namespace, pod): {container: {resource: [device ids]}}}
+Pods = dict[tuple[str, str], dict[str, dict[str, list[str]]]]
+
+
+class FakeKubelet:
+    """A pod-resources server whose allocations the test sets; ``stop()``/``start()`` mimic a kubelet restart."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self.pods: Pods = {}
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._server: Any = None
+
+    def allocate(self, namespace: str, pod: str, container: str, *device_ids: str,
+                 resource: str = "nvidia.com/gpu") -> None:
+        with self._lock:
+            self.pods.setdefault((namespace, pod), {}).setdefault(container, {})[resource] = list(device_ids)
+
+    def release(self, namespace: str, pod: str) -> None:
+        with self._lock:
+            self.pods.pop((namespace, pod), None)
+
+    def response(self) -> Any:
+        reply = message("v1.ListPodResourcesResponse")()
+        with self._lock:
+            for (namespace, name), containers in sorted(self.pods.items()):
+                pod = reply.pod_resources.add(name=name, namespace=namespace)
+                for container_name, resources in sorted(containers.items()):
+                    container = pod.containers.add(name=container_name)
+                    for resource, ids in sorted(resources.items()):
+                        container.devices.add(resource_name=resource, device_ids=ids)
+        return reply
+
+    def _list(self, request: Any, context: Any) -> Any:
+        self.calls += 1
+        return self.response()
+
+    def start(self) -> FakeKubelet:
+        import grpc
+
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        self.socket.unlink(missing_ok=True)
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._list,
+            request_deserializer=message("v1.ListPodResourcesRequest").FromString,
+            response_serializer=lambda reply: reply.SerializeToString(),
+        )
+        service, method = LIST_METHOD.strip("/").split("/")
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {method: handler}),))
+        server.add_insecure_port(f"unix:{self.socket.absolute()}")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None).wait(5)
+            self._server = None
+        self.socket.unlink(missing_ok=True)
+
+    def __enter__(self) -> FakeKubelet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
