@@ -16,8 +16,9 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   lower layers undefined (stale files, vanished directories); and in a user
   namespace the host's ``/sys`` cannot be an overlay layer at all (its cgroup
   mounts are locked).
-- ``dev``: a private tmpfs with the real basics bound back (null, zero, full,
-  random, urandom, tty, ptmx, pts, shm, mqueue) plus the staged nodes.
+- ``dev``: the root's ``dev`` directory bound over ``/dev`` (so it is private and
+  live), with the real basics bound into it (null, zero, full, random, urandom,
+  tty, ptmx, pts, shm, mqueue) and the fd/stdin/stdout/stderr links.
 - ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
   directory, the real entries bound back, the staged ones bound in (live).
 - ``proc/<file>`` (``proc/modules``): bound over the real file.  procfs cannot
@@ -33,10 +34,9 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   not work through overlayfs and ``/run`` is full of them.
 
 What changes under the root while CMD runs (``nvml-mock-ctl``) shows wherever a
-staged *directory* is bound: the NVML state file, ``/sys/devices/pci*``,
-``/sys/module/nvidia*``, ``/proc/driver/nvidia``, ``/dev/infiniband``.  Entries
-placed one by one are fixed when CMD starts: device nodes directly in ``/dev``,
-``/proc/modules``, the links in ``/sys/bus/pci/devices``.
+staged *directory* is bound: the NVML state file, ``/dev``, ``/sys/devices/pci*``,
+``/sys/module/nvidia*``, ``/proc/driver/nvidia``.  Entries placed one by one are
+fixed when CMD starts: ``/proc/modules``, the links in ``/sys/bus/pci/devices``.
 """
 
 from __future__ import annotations
@@ -110,19 +110,12 @@ class MakeDir:
 
 
 @dataclass(frozen=True)
-class MakeNode:
-    path: str
-    mode: int  # includes S_IFCHR / S_IFBLK
-    rdev: int
-
-
-@dataclass(frozen=True)
 class MakeSymlink:
     path: str
     target: str
 
 
-Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeNode, MakeSymlink]
+Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeSymlink]
 
 
 @dataclass
@@ -178,12 +171,9 @@ def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
     return ops
 
 
-def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
-                can_mknod: bool = True) -> MountPlan:
-    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests).
-
-    ``can_mknod``: False in a user namespace (staged device nodes are bound instead).
-    """
+def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None
+                ) -> MountPlan:
+    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests)."""
     points = host_mount_points(mountinfo)
     plan = MountPlan()
 
@@ -193,7 +183,7 @@ def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mo
     if (root / "sys").is_dir():
         plan.ops += merge_ops(h("sys"), [root / "sys"])
     if (root / "dev").is_dir():
-        plan.ops += dev_ops(root / "dev", h("dev"), can_mknod)
+        plan.ops += dev_ops(root / "dev", h("dev"))
     if (root / "proc").is_dir():
         proc_ops(root / "proc", host / "proc", plan)
     lib_target = os.path.realpath(h(LIB_DIR))
@@ -265,34 +255,23 @@ def _staged_entry(source: Path, dest: str) -> Op:
     return Bind(str(source), dest, create="file")
 
 
-def dev_ops(staged: Path, target: str, can_mknod: bool) -> list[Op]:
-    ops: list[Op] = []
-    basics = [name for name in DEV_BASICS if os.path.exists(f"{target}/{name}")]
-    dirs = [name for name in DEV_BASIC_DIRS if os.path.isdir(f"{target}/{name}")]
-    ops.append(Tmpfs(target))
-    for name in basics:
-        ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="file"))
-    for name in dirs:
-        ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="dir", recursive=True))
+def dev_ops(staged: Path, target: str) -> list[Op]:
+    """The root's dev directory becomes /dev, with the real basics bound into it.
+
+    Bound whole, so device nodes a surface adds or removes later show at once.  The
+    basics' mount points are created in the root's dev directory (under ``mokka run``
+    the root lives on a tmpfs only the namespace sees).
+    """
+    ops: list[Op] = [Bind(str(staged), target, recursive=True)]
+    for name in DEV_BASICS:
+        if os.path.exists(f"{target}/{name}"):
+            ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="file"))
+    for name in DEV_BASIC_DIRS:
+        if os.path.isdir(f"{target}/{name}"):
+            ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="dir", recursive=True))
     for name, link in DEV_LINKS.items():
-        ops.append(MakeSymlink(f"{target}/{name}", link))
-    for dirpath, dirnames, filenames in os.walk(staged):
-        rel = Path(dirpath).relative_to(staged)
-        for name in sorted(dirnames):
-            if (Path(dirpath) / name).is_symlink():
-                filenames.append(name)
-                continue
-            ops.append(MakeDir(f"{target}/{(rel / name).as_posix()}"))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            dest = f"{target}/{(rel / name).as_posix()}"
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                ops.append(MakeSymlink(dest, os.readlink(path)))
-            elif (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)) and can_mknod:
-                ops.append(MakeNode(dest, info.st_mode, info.st_rdev))
-            else:
-                ops.append(Bind(str(path), dest, create="file"))
+        if not os.path.lexists(staged / name):
+            ops.append(MakeSymlink(f"{target}/{name}", link))
     return ops
 
 
@@ -427,9 +406,6 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, MakeDir):
         os.makedirs(op.path, exist_ok=True)
         os.chmod(op.path, op.mode)
-    elif isinstance(op, MakeNode):
-        os.mknod(op.path, op.mode, op.rdev)
-        os.chmod(op.path, stat.S_IMODE(op.mode))
     elif isinstance(op, MakeSymlink):
         os.symlink(op.target, op.path)
 
