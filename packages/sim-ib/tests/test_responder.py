@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,9 +133,44 @@ def test_partners_pair_up_in_name_order(names: list[str]) -> None:
 
 
 def test_responder_refuses_an_unstaged_root(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     result = subprocess.run([sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(tmp_path)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "not staged" in result.stderr
+
+
+def test_restaging_failed_takes_the_ports_down_without_a_restart(fabric) -> None:  # type: ignore[no-untyped-def]
+    from mokka_sim_ib.testing import stage_node
+
+    a, b = fabric("node-a"), fabric("node-b")
+    healthy_lid = b.lid(0)
+    stage_node(b.root, "node-b", state="failed")  # what the node daemon does on `ctl ib fail`
+    time.sleep(2.1)  # peers' descriptions are cached for two seconds
+    with connect(a) as sock:
+        reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=healthy_lid, timeout_ms=50))
+    assert reply.status == mad.ETIMEDOUT
+
+
+def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    env = {**os.environ, "MOKKA_IB_FABRIC_DIR": str(tmp_path / "fabric")}
+    serve = subprocess.Popen([sys.executable, "-m", "mokka_sim_ib", "serve", "--root", str(root), "-p", "h100",
+                              "-n", "1", "--node-name", "served"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        socket_path = root / "var/lib/mokka/ib/responder.sock"
+        deadline = time.monotonic() + 20
+        while not socket_path.exists():
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
+            time.sleep(0.05)
+        node = type("Node", (), {"socket": socket_path})
+        with connect(node) as sock:
+            lid = json.loads((root / "var/lib/mokka/ib/node.json").read_text())["ports"][0]["lid"]
+            reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=lid))
+        assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"served"
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=20)
+        if serve.stderr:
+            serve.stderr.close()
+    assert serve.returncode == 0
+    assert list(root.iterdir()) == []
