@@ -113,6 +113,12 @@ struct mk_device {
     /* nvlink */
     uint32_t nvlink_count, nvlink_version, nvlink_speed_mbps, nvswitch_links;
     struct mk_link link[MK_MAX_LINKS];
+    /* time-varying metrics (values change once per wall-clock second, identically in every process) */
+    uint64_t dyn_seed;
+    uint32_t dyn_temp, dyn_temp_base, dyn_temp_var, dyn_temp_ramp, dyn_temp_period;
+    uint32_t dyn_power, dyn_power_base, dyn_power_var;
+    uint32_t dyn_util, dyn_util_pattern, dyn_util_gpu_min, dyn_util_gpu_max, dyn_util_mem_min, dyn_util_mem_max,
+        dyn_util_burst_period;
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */
@@ -199,6 +205,11 @@ static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_
     (void)S
 #define NONNULL(p) do { if ((p) == NULL) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
 #define NOTSUP() return NVML_ERROR_NOT_SUPPORTED
+
+/* dynamic metrics (device.c): the value a getter reports now */
+unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d);
+unsigned mk_power_usage(const struct mk_snap *s, const struct mk_device *d);
+void mk_utilization(const struct mk_snap *s, const struct mk_device *d, unsigned *gpu, unsigned *mem);
 
 /* misc */
 int mk_bus_match(const char *query, const struct mk_device *d);

@@ -289,7 +289,7 @@ static int speed_field_link(unsigned id) {
 #define ULL(x) do { v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG; v->value.ullVal = (unsigned long long)(x); } while (0)
 #define SI(x) do { v->valueType = NVML_VALUE_TYPE_SIGNED_INT; v->value.siVal = (int)(x); } while (0)
 
-static nvmlReturn_t field(const struct mk_device *D, nvmlFieldValue_t *v) {
+static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nvmlFieldValue_t *v) {
     unsigned id = v->fieldId;
     int kind, link;
     const int ecc_ok = D->ecc_supported > 0 && D->ecc_current;
@@ -426,7 +426,7 @@ static nvmlReturn_t field(const struct mk_device *D, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
         if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(D->power_usage); return NVML_SUCCESS;
+        UI(mk_power_usage(S, D)); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
         if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
         UI(D->power_min); return NVML_SUCCESS;
@@ -472,7 +472,7 @@ MK_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCoun
         nvmlFieldValue_t *v = &values[i];
         v->timestamp = ts;
         v->latencyUsec = 0;
-        v->nvmlReturn = field(D, v);
+        v->nvmlReturn = field(S, D, v);
     }
     return NVML_SUCCESS;
 }
@@ -564,7 +564,7 @@ static int slot240(nvmlDevice_t device, int *out) {
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
     if (!D->temp_tlimit || !D->temp_gpu) return NVML_ERROR_NOT_SUPPORTED;
     unsigned ref = D->temp_slowdown ? D->temp_slowdown : D->temp_shutdown;
-    *out = (int)ref - (int)D->temp_gpu;
+    *out = (int)ref - (int)mk_temperature(S, D);
     return NVML_SUCCESS;
 }
 

@@ -290,3 +290,32 @@ def test_field_values_and_nvlink(lib_dir, state_file):
         assert L.nvmlDeviceGetNvLinkState(d, 12, ctypes.byref(st)) == 3
         assert L.nvmlDeviceGetNvLinkState(d, 18, ctypes.byref(st)) == 2
     """)
+
+
+def test_dynamic_metrics(lib_dir, state_file):
+    dyn = {"device.1.dynamic.seed": 42, "device.1.dynamic.utilization": 1, "device.1.dynamic.utilization.pattern": 2,
+           "device.1.dynamic.utilization.gpu_min": 20, "device.1.dynamic.utilization.gpu_max": 100,
+           "device.1.dynamic.temperature": 1, "device.1.dynamic.temperature.base_c": 50,
+           "device.1.dynamic.temperature.variance_c": 3, "device.1.dynamic.temperature.ramp_c": 10,
+           "device.1.dynamic.power": 1, "device.1.dynamic.power.base_mw": 650000,
+           "device.1.dynamic.power.variance_mw": 100000}
+    st = state_file("h100", overrides=dyn)
+    p = run(lib_dir, st, """
+        class Util(ctypes.Structure):
+            _fields_ = [("gpu", U), ("memory", U)]
+        L.nvmlInit_v2(); d = h(1)[1]
+        seen = set()
+        t0 = time.time()
+        while time.time() - t0 < 2.2:
+            u = Util(); assert L.nvmlDeviceGetUtilizationRates(d, ctypes.byref(u)) == 0
+            assert 80 <= u.gpu <= 100, u.gpu          # busy: top quarter of 20..100
+            r, t = temp(d); assert r == 0 and 47 <= t <= 63, t
+            w = U(); assert L.nvmlDeviceGetPowerUsage(d, ctypes.byref(w)) == 0
+            assert 550000 <= w.value <= 700000, w.value  # clamped to the max limit
+            seen.add((int(time.time()), u.gpu, t, w.value))
+            time.sleep(0.05)
+        assert len({s[1:] for s in seen}) >= 2                               # values move with time
+        assert temp(h(0)[1]) == (0, 34)                                      # static devices stay static
+        print(sorted(seen)[-1])
+    """)
+    assert p.stdout

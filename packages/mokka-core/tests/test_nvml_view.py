@@ -59,6 +59,17 @@ def test_failed_gpu_surface_and_lost_gpu(tmp_path: Path) -> None:
     assert "event.0.seq=7\nevent.0.device=3\nevent.0.type=8\nevent.0.data=79\n" in text
 
 
+def test_dynamic_metrics_rendered(tmp_path: Path) -> None:
+    override = tmp_path / "override.yaml"
+    override.write_text("version: 1\nall:\n  dynamic_metrics:\n    seed: 7\n"
+                        "    utilization: {pattern: burst, gpu_min: 10, gpu_max: 45}\n"
+                        "    power: {base_mw: 300000, variance_mw: 20000}\n")
+    text = render_nvml_state(NodeSpec(profile="a100", override_file=override).resolve())
+    for key in ("seed=7", "utilization=1", "utilization.pattern=3", "utilization.gpu_max=45", "power.base_mw=300000"):
+        assert f"device.0.dynamic.{key}\n" in text
+    assert "device.0.dynamic.temperature=" not in text
+
+
 def test_write_is_atomic_and_world_readable(tmp_path: Path) -> None:
     path = tmp_path / "mokka-nvml.state"
     node = NodeSpec(profile="t4").resolve()

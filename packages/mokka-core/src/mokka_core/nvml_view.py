@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ COMPUTE_MODE = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive
 VIRT_MODE = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
 HOST_VGPU_MODE = {"non_sriov": 0, "sriov": 1}
 FABRIC_STATE = {"not_supported": 0, "not_started": 1, "in_progress": 2, "completed": 3, "": 3}
+UTIL_PATTERN = {"steady": 0, "": 0, "idle": 1, "busy": 2, "burst": 3}
 LINK_REMOTE = {"gpu": 0, "ibmnpu": 1, "switch": 2}
 # nvmlClocksEventReason bits
 EVENT_REASONS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
@@ -207,6 +209,7 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str
         yield "violation.power_ns", r.counters.sw_power_cap_us * 1000
         yield "violation.thermal_ns", (r.counters.sw_thermal_slowdown_us + r.counters.hw_thermal_slowdown_us) * 1000
         yield "violation.sync_boost_ns", r.counters.sync_boost_us * 1000
+    yield from _dynamic(gpu)
     yield "clock.supported_event_reasons", f"0x{sum(EVENT_REASONS.values()):x}"
     yield "pstate", int((c.performance_state or "P0")[1:])
     if c.utilization:
@@ -270,6 +273,34 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str
     if gpu.links:
         yield from _links(node, gpu)
     yield from _processes(gpu)
+
+
+def _dynamic(gpu: GpuState) -> Iterator[tuple[str, object]]:
+    """Time-varying temperature / power / utilization: the library computes them per wall-clock second."""
+    dm = gpu.config.dynamic_metrics
+    if dm is None:
+        return
+    yield "dynamic.seed", dm.seed or zlib.crc32(gpu.uuid.encode())
+    if dm.temperature:
+        t = dm.temperature
+        yield "dynamic.temperature", 1
+        yield "dynamic.temperature.base_c", t.base_c
+        yield "dynamic.temperature.variance_c", t.variance_c
+        yield "dynamic.temperature.ramp_c", t.ramp_c
+        yield "dynamic.temperature.ramp_period_s", t.ramp_period_sec
+    if dm.power:
+        yield "dynamic.power", 1
+        yield "dynamic.power.base_mw", dm.power.base_mw
+        yield "dynamic.power.variance_mw", dm.power.variance_mw
+    if dm.utilization:
+        u = dm.utilization
+        yield "dynamic.utilization", 1
+        yield "dynamic.utilization.pattern", UTIL_PATTERN[u.pattern]
+        yield "dynamic.utilization.gpu_min", u.gpu_min
+        yield "dynamic.utilization.gpu_max", u.gpu_max
+        yield "dynamic.utilization.memory_min", u.memory_min
+        yield "dynamic.utilization.memory_max", u.memory_max
+        yield "dynamic.utilization.burst_period_s", u.burst_period_sec
 
 
 def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
