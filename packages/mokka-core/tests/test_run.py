@@ -184,6 +184,14 @@ def test_without_loader_cache_the_library_dir_is_overlaid(fake_host: Path, stage
     assert Overlay(f"{fake_host}/{LIB_DIR}", (str(staged_root / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
 
 
+def test_module_list_keeps_the_hosts_other_modules(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
+    (fake_host / "proc/modules").write_text("ext4 1 0 - Live 0x0\nnvidia 9 0 - Live 0x0\n")
+    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="", scratch=tmp_path)
+    merged = next(op for op in plan.ops if isinstance(op, namespace.MakeFile))
+    assert merged.content == "nvidia 1 0 - Live 0x0\next4 1 0 - Live 0x0\n"
+    assert Bind(merged.path, f"{fake_host}/proc/modules") in plan.ops
+
+
 def test_userns_refusal_names_a_remedy() -> None:
     assert namespace.userns_refusal_reason("Operation not permitted").endswith("run as root")
 

@@ -21,7 +21,8 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   tty, ptmx, pts, shm, mqueue) and the fd/stdin/stdout/stderr links.
 - ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
   directory, the real entries bound back, the staged ones bound in (live).
-- ``proc/<file>`` (``proc/modules``): bound over the real file.  procfs cannot
+- ``proc/<file>`` (``proc/modules``): bound over the real file (``/proc/modules``
+  as the node's modules plus the host's others).  procfs cannot
   gain new names (and refuses to be an overlay layer), so a file the running
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
   falls back to the preload shim for it.
@@ -110,12 +111,18 @@ class MakeDir:
 
 
 @dataclass(frozen=True)
+class MakeFile:
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
 class MakeSymlink:
     path: str
     target: str
 
 
-Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeSymlink]
+Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeFile, MakeSymlink]
 
 
 @dataclass
@@ -171,9 +178,12 @@ def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
     return ops
 
 
-def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None
-                ) -> MountPlan:
-    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests)."""
+def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
+                scratch: Path | None = None) -> MountPlan:
+    """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests).
+
+    ``scratch``: a private directory for files made here (the merged module list).
+    """
     points = host_mount_points(mountinfo)
     plan = MountPlan()
 
@@ -185,7 +195,7 @@ def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mo
     if (root / "dev").is_dir():
         plan.ops += dev_ops(root / "dev", h("dev"))
     if (root / "proc").is_dir():
-        proc_ops(root / "proc", host / "proc", plan)
+        proc_ops(root / "proc", host / "proc", plan, scratch)
     lib_target = os.path.realpath(h(LIB_DIR))
     use_cache = ld_cache is not None and (host / "etc/ld.so.cache").is_file()
     excluded = {str(root / LIB_DIR), str(root / STATE_DIR)}
@@ -275,7 +285,7 @@ def dev_ops(staged: Path, target: str) -> list[Op]:
     return ops
 
 
-def proc_ops(staged: Path, proc: Path, plan: MountPlan) -> None:
+def proc_ops(staged: Path, proc: Path, plan: MountPlan, scratch: Path | None) -> None:
     for child in sorted(staged.iterdir()):
         real = proc / child.name
         if child.is_dir() and not child.is_symlink():
@@ -283,10 +293,22 @@ def proc_ops(staged: Path, proc: Path, plan: MountPlan) -> None:
                 plan.ops += merge_ops(str(real), [child], recurse=False)
             else:
                 plan.skipped.append(f"/proc/{child.name}: this kernel has no such directory")
+        elif real.is_file() and child.name == "modules" and scratch is not None:
+            # the node's modules plus the host's others, as lsmod on a real node shows them all
+            merged = scratch / "proc-modules"
+            plan.ops.append(MakeFile(str(merged), merged_module_list(child.read_text(), real.read_text())))
+            plan.ops.append(Bind(str(merged), str(real)))
         elif real.is_file():
             plan.ops.append(Bind(str(child), str(real)))
         else:
             plan.missing_proc_files.append(f"/proc/{child.name}")
+
+
+def merged_module_list(staged: str, host: str) -> str:
+    """/proc/modules lines: the staged modules first (most recently loaded), then the host's others."""
+    names = {line.split(maxsplit=1)[0] for line in staged.splitlines() if line.strip()}
+    others = [line for line in host.splitlines() if line.strip() and line.split(maxsplit=1)[0] not in names]
+    return staged.rstrip("\n") + "\n" + "".join(f"{line}\n" for line in others)
 
 
 def generic_merge_points(root: Path, host: Path, skip: set[str]) -> list[str]:
@@ -408,4 +430,6 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
         os.chmod(op.path, op.mode)
     elif isinstance(op, MakeSymlink):
         os.symlink(op.target, op.path)
+    elif isinstance(op, MakeFile):
+        Path(op.path).write_text(op.content)
 

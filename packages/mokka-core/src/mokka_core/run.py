@@ -169,7 +169,7 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir)
-            plan = namespace.plan_mounts(staged.root, loader_cache(staged))
+            plan = namespace.plan_mounts(staged.root, loader_cache(staged), scratch=workdir)
             for reason in plan.skipped:
                 log.warning("not shown: %s", reason)
             if plan.missing_proc_files:
