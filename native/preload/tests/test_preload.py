@@ -94,6 +94,18 @@ def test_snippet_sees_the_root(name: str, compiled: dict[str, Path], preload_lib
     assert done.stdout == (SNIPPETS / f"{name}.expected").read_text()
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed (apt-get install valgrind)")
+@pytest.mark.parametrize("name", ["open", "readlink", "opendir", "fopen", "stat"])
+def test_snippet_under_valgrind(name: str, compiled: dict[str, Path], preload_lib: Path, node_root: Path) -> None:
+    """The valgrind mode umockdev has: no invalid access or leak inside the shim."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "MOKKA_ROOT": str(node_root),
+           "LD_PRELOAD": str(preload_lib)}
+    valgrind = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite"]
+    done = subprocess.run([*valgrind, str(compiled[name])], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (SNIPPETS / f"{name}.expected").read_text()
+
+
 @pytest.mark.parametrize("name", ["open", "opendir", "readlink"])
 def test_without_the_shim_the_host_shows(name: str, compiled: dict[str, Path], node_root: Path) -> None:
     done = run_snippet(compiled[name], None, node_root)
