@@ -21,6 +21,9 @@ int mk_g_debug;
 struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES] = {H64(0), H64(64), H64(128), H64(192)};
 _Static_assert(MK_MAX_DEVICES == 256, "handle table initialiser covers 256 devices");
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static void fork_prepare(void) { pthread_mutex_lock(&init_mu); }
+static void fork_release(void) { pthread_mutex_unlock(&init_mu); }
+__attribute__((constructor)) static void core_init(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
 
 void mk_log(const char *fmt, ...) {
     char buf[1024];

@@ -619,6 +619,11 @@ static void load_locked(uint64_t now) {
     }
 }
 
+/* fork safety: never let a child inherit the refresh lock held by a thread that does not exist there */
+static void fork_prepare(void) { pthread_mutex_lock(&refresh_mu); }
+static void fork_release(void) { pthread_mutex_unlock(&refresh_mu); }
+__attribute__((constructor)) static void state_init(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+
 void mk_refresh_slow(uint64_t now, int force) {
     if (force) {
         pthread_mutex_lock(&refresh_mu);

@@ -319,3 +319,30 @@ def test_dynamic_metrics(lib_dir, state_file):
         print(sorted(seen)[-1])
     """)
     assert p.stdout
+
+
+def test_fork_while_threads_refresh(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        L.nvmlInit_v2(); stop = False
+        def churn():
+            k = 0
+            while not stop:
+                write_state({str(st)!r}, make_state("h100", overrides={{"device.0.temperature.gpu": 30 + k % 20}}))
+                k += 1
+        def reader():
+            d = h(0)[1]
+            while not stop: temp(d)
+        ts = [threading.Thread(target=churn), threading.Thread(target=reader)]
+        for t in ts: t.start()
+        for _ in range(30):
+            pid = os.fork()
+            if pid == 0:
+                # the child re-initialises NVML (forced refresh takes the lock) and reads
+                rc = L.nvmlInit_v2() or temp(h(0)[1])[0]
+                os._exit(rc)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+        stop = True
+        for t in ts: t.join()
+    """)
