@@ -174,3 +174,24 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
             serve.stderr.close()
     assert serve.returncode == 0
     assert list(root.iterdir()) == []
+
+
+def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
+    import asyncio
+
+    from mokka_sim_ib.fabric import Directory, description, frame, read_message
+
+    async def scenario() -> tuple[str, int]:
+        async def describe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_message(reader)
+            writer.write(frame(description("far-node", "0.0.0.0", 18515, ())))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(describe, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            (peer,) = await Directory(None, [("127.0.0.1", port)], "near-node").peers()
+        return peer.address, peer.port - port
+
+    assert asyncio.run(scenario()) == ("127.0.0.1", 0)

@@ -25,7 +25,7 @@ import os
 import struct
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ LENGTH = struct.Struct(">I")
 MAX_MESSAGE = 1 << 20
 IO_TIMEOUT_S = 5.0
 PEER_CACHE_S = 2.0
+WILDCARDS = ("", "0.0.0.0", "::")
 
 
 @dataclass(frozen=True)
@@ -117,11 +118,15 @@ class Directory:
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     log.warning("ignoring fabric entry %s: %s", path, exc)
                     continue
+                if peer.address in WILDCARDS:  # listening everywhere: reachable on this machine's loopback
+                    peer = replace(peer, address="127.0.0.1")
                 if peer.node_name != self.own_name:
                     found[peer.node_name] = peer
         for address, port in self.static_peers:
             try:
-                peer = Peer.from_json(await request(address, port, {"op": "describe"}))
+                # reach it where we were told to, whatever address it listens on
+                peer = replace(Peer.from_json(await request(address, port, {"op": "describe"})), address=address,
+                               port=port)
             except (TimeoutError, OSError, ValueError, KeyError, TypeError, asyncio.IncompleteReadError) as exc:
                 log.info("peer %s:%d unreachable: %s", address, port, exc)
                 continue
