@@ -143,3 +143,40 @@ def test_status_ready_probe(root: Path, tmp_path: Path) -> None:
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.communicate(timeout=30)
+
+
+def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tmp_path: Path) -> None:
+    from mokka_core.node.settings import NodeSettings
+    from mokka_core.paths import OVERRIDE_FILE
+    from mokka_core.spec import NodeSpec
+    from mokka_core.testing.runner import DaemonRunner, ServiceSurface
+
+    pid_dir = tmp_path / "pids"
+    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2))
+    with DaemonRunner(settings, {"fabricmanager": ServiceSurface(pid_dir)}):
+        first = sleeper_pid(pid_dir)
+        (pid_dir / "mokka-test-sleeper.pid").unlink()
+        (root / OVERRIDE_FILE).write_text("surfaces: {fabricmanager: {enabled: false}}\n")
+        wait_for(lambda: not alive(first), what="service stopped with its surface")
+        assert not (root / "etc/mokka-service/enabled").exists()
+        (root / OVERRIDE_FILE).write_text("surfaces: {fabricmanager: {enabled: true}}\n")
+        second = sleeper_pid(pid_dir)
+        assert second != first and alive(second)
+        wait_for(lambda: node_status(root)["ready"], what="ready again")
+    assert not alive(second)
+
+
+def test_mokka_node_up_cli_with_the_installed_surfaces(root: Path) -> None:
+    before = snapshot(root)
+    mokka = Path(sys.executable).with_name("mokka")
+    daemon = subprocess.Popen([str(mokka), "node", "up", "--profile", "h100", "--gpus", "2", "--root", str(root)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: CliRunner().invoke(app, ["node", "status", "--root", str(root), "--ready"]).exit_code == 0,
+                 timeout=60, what="mokka node status --ready")
+        assert (root / "var/lib/mokka/node.json").exists()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, out
+    assert snapshot(root) == before, out
