@@ -290,6 +290,16 @@ def test_changes_under_the_root_show_at_once() -> None:
 
 
 @needs_root
+def test_nvml_mock_ctl_finds_the_node_without_flags() -> None:
+    ctl = Path(sys.executable).parent / "nvml-mock-ctl"
+    if not ctl.exists():
+        pytest.skip("nvml-mock-ctl is not installed next to this interpreter")
+    done = fake_run("--", "sh", "-c", f"{ctl} temp 1 77 && {ctl} status --json")
+    assert done.returncode == 0, done.stderr
+    assert '"temperature_c": 77' in done.stdout and '"profile": "h100"' in done.stdout
+
+
+@needs_root
 def test_exit_status_is_the_commands() -> None:
     assert fake_run("--", "sh", "-c", "exit 7").returncode == 7
     assert fake_run("--", "sh", "-c", "kill -9 $$").returncode == 128 + 9
