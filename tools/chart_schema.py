@@ -35,7 +35,6 @@ except ImportError:  # a checkout without mokka-core installed: use the source t
 from mokka_core.builtin import BUILTIN_PROFILES  # noqa: E402
 from mokka_core.overlays import SURFACES, SurfaceHealth, TopologyOverlay  # noqa: E402
 from mokka_core.profile import Profile as ProfileModel  # noqa: E402
-from mokka_core.profile import System  # noqa: E402
 
 MAX_GPUS = 255  # /dev/nvidia<minor> uses minors 0-254; 255 is nvidiactl
 
@@ -79,33 +78,44 @@ def surface_schema(name: str) -> dict[str, Any]:
     )
 
 
-def custom_profile_schema() -> dict[str, Any]:
-    """Top level of the profile model. Unknown keys are allowed: mokka warns and drops them, like the Go mock."""
-    fields = ProfileModel.model_fields
-    system = System.model_json_schema()
+# pydantic validates profiles in lax mode: numeric strings pass for numbers, "yes"/"on"/1 for booleans.
+# The chart's schema must accept whatever the node accepts, so scalar types are widened the same way.
+LAX_STRINGS = {
+    "integer": "^\\s*[-+]?[0-9]+\\s*$|^0[xX][0-9a-fA-F]+$",
+    "number": "^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?\\s*$",
+    "boolean": "(?i)^(0|off|f|false|n|no|1|on|t|true|y|yes)$",
+}
+
+
+def lax(schema: Any) -> Any:
+    """A pydantic JSON schema as the profile loader applies it: unknown keys allowed (the loader warns and
+    drops them), scalars in lax form, titles dropped."""
+    if isinstance(schema, list):
+        return [lax(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: lax(value) for key, value in schema.items() if key not in ("title", "additionalProperties")}
+    kind = out.get("type")
+    if isinstance(kind, str) and kind in LAX_STRINGS:
+        alternatives = [out, {"type": "string", "pattern": LAX_STRINGS[kind]}]
+        if kind == "boolean":
+            alternatives.append({"enum": [0, 1]})
+        return {"anyOf": alternatives}
+    return out
+
+
+def custom_profile_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The profile model, laxly: what `mokka profile validate` would reject fails `helm template` already."""
+    profile = lax(ProfileModel.model_json_schema(ref_template="#/definitions/{model}"))
+    definitions = profile.pop("$defs", {})
+    profile.pop("description", None)
     return {
         "description": "A whole profile body that replaces `gpu.profile`: YAML text (kept verbatim, comments "
-        "included) or a map. Same format as the built-in profiles (`mokka profile show h100`); fully validated "
-        "by the node at start-up (`mokka profile validate` checks a file beforehand). "
+        "included; checked by the node at start-up) or a map (checked here against the profile model). Same "
+        "format as the built-in profiles (`mokka profile show h100`; `mokka profile validate FILE` checks one). "
         "null or \"\" = use `gpu.profile`.",
-        "anyOf": [
-            {"type": "null"},
-            {"type": "string"},
-            {
-                "type": "object",
-                "required": [name for name, field in fields.items() if field.is_required()],
-                "properties": {
-                    "version": {"type": ["string", "number"]},
-                    "system": {
-                        "type": "object",
-                        "required": system["required"],
-                        "properties": {"driver_version": system["properties"]["driver_version"]},
-                    },
-                    **{name: {} for name in fields if name not in ("version", "system")},
-                },
-            },
-        ],
-    }
+        "anyOf": [{"type": "null"}, {"type": "string"}, profile],
+    }, definitions
 
 
 def topology_schema() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,6 +145,10 @@ def image_schema(component: str) -> dict[str, Any]:
 
 def build_schema() -> dict[str, Any]:
     topology, definitions = topology_schema()
+    custom_profile, profile_definitions = custom_profile_schema()
+    clashes = definitions.keys() & profile_definitions.keys()
+    assert not clashes, f"model names used by both the overlay and the profile: {clashes}"
+    definitions = {**definitions, **profile_definitions}
     profiles = list(BUILTIN_PROFILES)
     schema: dict[str, Any] = {
         "$schema": "http://json-schema.org/draft-07/schema#",
@@ -150,7 +164,7 @@ def build_schema() -> dict[str, Any]:
                         + ": the real board's names, PCI ids, memory, clocks, NVLink, fabric and IB. The chart's "
                         "copies are generated from mokka-core's, so node and chart never disagree.",
                     },
-                    "customProfile": custom_profile_schema(),
+                    "customProfile": custom_profile,
                     "count": {
                         "type": ["integer", "null"],
                         "minimum": 1,

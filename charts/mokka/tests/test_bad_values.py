@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chartlib import Helm
+import yaml
+from chartlib import CHART, Helm
 
 PROFILE_LIST = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
 SURFACE_LIST = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
@@ -74,4 +75,38 @@ def test_bad_topology_names_the_missing_key(helm: Helm) -> None:
 
 def test_custom_profile_needs_version_and_system(helm: Helm) -> None:
     message = failure(helm, {"gpu": {"customProfile": {"name": "mine"}}})
-    assert "gpu.customProfile" in message
+    assert "gpu.customProfile: version is required" in message
+    assert "gpu.customProfile: system is required" in message
+
+
+def test_custom_profile_map_is_checked_against_the_profile_model(helm: Helm) -> None:
+    """What the node would refuse, helm refuses first, naming the key path and the valid choices."""
+    from mokka_core.errors import ConfigError
+    from mokka_core.loader import validate
+    from mokka_core.profile import Profile
+
+    body = yaml.safe_load((CHART / "profiles" / "h100.yaml").read_text())
+    body["device_defaults"]["memory"]["total_bytes"] = -1
+    body["device_defaults"]["architecture"] = "fermi"
+    message = failure(helm, {"gpu": {"customProfile": body}})
+    assert "gpu.customProfile.device_defaults.memory.total_bytes: Must be greater than 0" in message
+    assert "gpu.customProfile.device_defaults.architecture must be one of the following" in message
+    assert '"hopper"' in message
+    with pytest.raises(ConfigError):  # and the node agrees
+        validate(Profile, body, "custom", strict_keys=False)
+
+
+def test_every_builtin_profile_passes_as_a_custom_profile_map(helm: Helm) -> None:
+    """The lax schema accepts what the node accepts: each built-in profile, plus an unknown key and
+    numeric strings (warned about / coerced by the node, as in the Go mock's format)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def render(name: str) -> int:
+        body = yaml.safe_load((CHART / "profiles" / f"{name}.yaml").read_text())
+        body["vendor_extension"] = {"anything": True}
+        body["device_defaults"]["thermal"]["temperature_gpu_c"] = "41"
+        return helm.template({"gpu": {"customProfile": body}}).returncode
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        codes = dict(zip(PROFILE_LIST, pool.map(render, PROFILE_LIST), strict=True))
+    assert codes == dict.fromkeys(PROFILE_LIST, 0)
