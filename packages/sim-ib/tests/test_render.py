@@ -133,3 +133,26 @@ def test_bad_node_desc_template_names_the_key() -> None:
     node = resolve(Inputs(profile=bad, profile_source="h100.yaml", gpus=1))
     with pytest.raises(ConfigError, match=r"infiniband\.node_desc_template"):
         IbSurface().plan(node, StageContext(root=Path("/")))
+
+
+def test_other_surfaces_do_not_change_when_ib_is_disabled_or_failed(tmp_path: Path) -> None:
+    from mokka_core.errors import MokkaError
+    from mokka_core.native import native_dir
+    from mokka_core.surface import discover
+
+    # pci is the exception by design: the HCAs' PCI functions go with the surface
+    others = {name: cls for name, cls in discover().items() if name not in ("ib", "pci")}
+    ctx = StageContext(root=tmp_path, native_dir=native_dir())
+    healthy = NodeSpec(profile="h100", gpus=2).resolve()
+    compared = []
+    for name, cls in others.items():
+        try:
+            baseline = cls().plan(healthy, ctx)
+        except MokkaError:  # e.g. the gpu surface without its built library
+            continue
+        for settings in ({"enabled": False}, {"state": "failed"}):
+            changed = NodeSpec(profile="h100", gpus=2, surfaces={"ib": settings}).resolve()
+            assert cls().plan(changed, ctx) == baseline, f"{name} changes with ib {settings}"
+        compared.append(name)
+    if not compared:
+        pytest.skip("no other surface package (with its native parts) installed here")
