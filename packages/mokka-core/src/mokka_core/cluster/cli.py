@@ -85,3 +85,9 @@ def allocwatch_main(argv: Sequence[str] | None = None) -> int:
     watcher.run(_stop_on_signals())
     return 0
 
+
+
+def nri_main(argv: Sequence[str] | None = None) -> int:
+    from .nri.plugin import main
+
+    return main(argv)

@@ -1,0 +1,337 @@
+"""The NRI plugin against a test runtime speaking the same protocol (mux + ttrpc + NRI proto)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mokka_core.paths import LIB_DIR
+from mokka_core.testing import consumers
+
+API = "nri.pkg.api.v1alpha1"
+
+
+@pytest.fixture(autouse=True)
+def cluster_extra() -> None:
+    try:
+        importlib.import_module("google.protobuf")
+    except ImportError:
+        consumers.missing("protobuf not installed (pip install 'mokka-core[cluster]')")
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="mk-", dir="/tmp"))  # unix socket paths are limited to 107 bytes
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+DEVICES = {"nvidia0": (195, 0), "nvidia1": (195, 1), "nvidiactl": (195, 255), "nvidia-uvm": (510, 0)}
+
+
+@pytest.fixture
+def node_root(tmp_path: Path) -> Path:
+    """A staged root as the gpu surface lays it out: library dir with the state file, usr/bin, dev nodes."""
+    root = tmp_path / "root"
+    (root / LIB_DIR).mkdir(parents=True)
+    (root / LIB_DIR / "libnvidia-ml.so.1").write_text("library\n")
+    (root / LIB_DIR / "mokka-nvml.state").write_text("state\n")
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "dev/nvidia-caps").mkdir(parents=True)
+    for name, (major, minor) in DEVICES.items():
+        try:
+            os.mknod(root / "dev" / name, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            os.chmod(root / "dev" / name, 0o666)
+        except PermissionError:
+            (root / "dev" / name).touch()
+    return root
+
+
+def char_devices_possible(root: Path) -> bool:
+    return stat.S_ISCHR(os.lstat(root / "dev/nvidia0").st_mode)
+
+
+@pytest.fixture
+def plugin_factory(short_dir: Path, node_root: Path) -> Iterator[Callable[..., Any]]:
+    from mokka_core.cluster.nri.inject import InjectConfig
+    from mokka_core.cluster.nri.plugin import NriPlugin, PluginSettings
+
+    started: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(**inject: Any) -> NriPlugin:
+        settings = PluginSettings(inject=InjectConfig(root=node_root, **inject), socket=short_dir / "nri.sock",
+                                  health_addr="", reconnect_min=0.05, reconnect_max=0.2)
+        plugin = NriPlugin(settings)
+        stop = threading.Event()
+        thread = threading.Thread(target=plugin.run, args=(stop,), daemon=True)
+        thread.start()
+        started.append((stop, thread))
+        return plugin
+
+    yield start
+    for stop, thread in started:
+        stop.set()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def runtime(short_dir: Path) -> Iterator[Any]:
+    from mokka_core.cluster.nri.runtime import FakeRuntime, container, pod
+
+    existing_pod = pod("default", "already-running")
+    with FakeRuntime(short_dir / "nri.sock", pods=[existing_pod], containers=[container("old")]) as rt:
+        yield rt
+
+
+def create(runtime: Any, namespace: str = "default", annotations: dict[str, str] | None = None,
+           **container: Any) -> Any:
+    from mokka_core.cluster.nri.runtime import container as make_container
+    from mokka_core.cluster.nri.runtime import pod
+
+    return runtime.create_container(pod(namespace, "p", annotations), make_container(**container)).adjust
+
+
+def env_of(adjust: Any) -> dict[str, str]:
+    return {kv.key: kv.value for kv in adjust.env}
+
+
+def test_registers_configures_and_subscribes_to_create_container(runtime: Any, plugin_factory: Any) -> None:
+    plugin = plugin_factory()
+    session = runtime.wait_for_plugin()
+    assert (session.name, session.index) == ("mokka", "10")
+    assert session.events == 1 << 3  # CREATE_CONTAINER only
+    wait_for(lambda: plugin.ready()[0])
+    assert plugin.ready() == (True, "registered as 10-mokka")
+    assert plugin.request_timeout == runtime.request_timeout
+
+
+def test_create_container_gets_root_library_path_and_devices(runtime: Any, plugin_factory: Any,
+                                                            node_root: Path) -> None:
+    plugin_factory()
+    adjust = create(runtime, env=["PATH=/usr/bin:/bin", "LD_LIBRARY_PATH=/app/lib", "HOME=/root"])
+    [mount] = adjust.mounts
+    assert (mount.destination, mount.type, mount.source) == ("/opt/mokka", "bind", str(node_root))
+    assert list(mount.options) == ["rbind", "ro", "nosuid", "nodev"]
+    assert env_of(adjust) == {"LD_LIBRARY_PATH": f"/opt/mokka/{LIB_DIR}:/app/lib",
+                              "PATH": "/opt/mokka/usr/bin:/usr/bin:/bin"}
+    devices = {d.path: (d.type, d.major, d.minor, d.file_mode.value) for d in adjust.linux.devices}
+    if char_devices_possible(node_root):
+        assert devices == {f"/dev/{n}": ("c", ma, mi, 0o666) for n, (ma, mi) in DEVICES.items()}
+    else:
+        assert devices == {}  # unprivileged staging leaves plain files: never passed as devices
+
+
+def test_env_keys_that_need_no_change_are_not_sent(runtime: Any, plugin_factory: Any) -> None:
+    plugin_factory()
+    already = [f"LD_LIBRARY_PATH=/opt/mokka/{LIB_DIR}", "PATH=/opt/mokka/usr/bin:/bin"]
+    assert env_of(create(runtime, env=already)) == {}
+    assert env_of(create(runtime, env=[])) == {
+        "LD_LIBRARY_PATH": f"/opt/mokka/{LIB_DIR}",
+        "PATH": "/opt/mokka/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+@pytest.mark.parametrize(("namespace", "annotations", "why"), [
+    ("kube-system", {}, "excluded"),
+    ("kube-system", {"mokka.nvidia.com/inject": "true"}, "excluded wins over the annotation"),
+    ("ml", {"mokka.nvidia.com/inject": "FALSE"}, "opt-out annotation"),
+    ("other", {}, "namespace not opted in"),
+])
+def test_skipped_pods_get_no_adjustment(runtime: Any, plugin_factory: Any, namespace: str,
+                                        annotations: dict[str, str], why: str) -> None:
+    plugin = plugin_factory(namespaces=("ml", "research"))
+    adjust = create(runtime, namespace, annotations)
+    assert not adjust.mounts and not adjust.env and not adjust.linux.devices, why
+    assert plugin.counters.skipped == 1 and plugin.counters.injected == 0
+
+
+def test_opt_in_annotation_and_listed_namespaces(runtime: Any, plugin_factory: Any) -> None:
+    plugin_factory(namespaces=("ml",))
+    assert create(runtime, "ml").mounts
+    assert create(runtime, "other", {"mokka.nvidia.com/inject": "true"}).mounts
+
+
+def test_container_that_already_has_the_mount_is_left_alone(runtime: Any, plugin_factory: Any) -> None:
+    plugin_factory()
+    adjust = create(runtime, mounts=[{"destination": "/opt/mokka/", "source": "/elsewhere", "type": "bind"}])
+    assert not adjust.mounts and not adjust.env
+
+
+def test_devices_left_to_the_device_plugin_or_declined(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
+    if not char_devices_possible(node_root):
+        consumers.missing("creating device nodes needs CAP_MKNOD")
+    plugin_factory()
+    for kwargs in ({"devices": ["/dev/nvidia3"]}, {"cdi_devices": ["nvidia.com/gpu=0"]}):
+        adjust = create(runtime, **kwargs)
+        assert adjust.mounts and not adjust.linux.devices, kwargs
+    assert not create(runtime, annotations={"mokka.nvidia.com/devices": "false"}).linux.devices
+    assert create(runtime, cdi_devices=["vendor.com/nic=0"]).linux.devices
+
+
+def test_annotated_device_mode(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
+    if not char_devices_possible(node_root):
+        consumers.missing("creating device nodes needs CAP_MKNOD")
+    plugin_factory(devices="annotated")
+    assert not create(runtime).linux.devices
+    assert len(create(runtime, annotations={"mokka.nvidia.com/devices": "true"}).linux.devices) == len(DEVICES)
+
+
+def test_fails_open_when_deciding_breaks(runtime: Any, plugin_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mokka_core.cluster.nri import plugin as plugin_module
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(plugin_module, "decide", broken)
+    plugin = plugin_factory()
+    adjust = create(runtime)
+    assert not adjust.mounts and not adjust.env
+    assert plugin.counters.failed == 1
+    assert plugin.ready()[0]  # still registered and serving
+
+
+def test_missing_root_is_a_skip_not_an_error(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
+    plugin = plugin_factory()
+    shutil.rmtree(node_root)
+    assert not create(runtime).mounts
+    assert plugin.counters.skipped == 1
+
+
+def test_reconnects_after_the_runtime_restarts(runtime: Any, plugin_factory: Any) -> None:
+    plugin = plugin_factory()
+    first = runtime.wait_for_plugin()
+    wait_for(lambda: plugin.ready()[0])
+    runtime.stop()
+    wait_for(lambda: not plugin.ready()[0])
+    assert "not registered" in plugin.ready()[1]
+    time.sleep(0.3)  # a few failed dials while the runtime is away
+    runtime.start()
+    second = runtime.wait_for_plugin()
+    assert second is not first
+    assert create(runtime).mounts
+    wait_for(lambda: plugin.ready()[0])
+    assert plugin.counters.connections == 2
+
+
+def test_plugin_waits_for_a_runtime_that_is_not_there_yet(short_dir: Path, plugin_factory: Any) -> None:
+    from mokka_core.cluster.nri.runtime import FakeRuntime
+
+    plugin = plugin_factory()
+    time.sleep(0.3)
+    assert not plugin.ready()[0]
+    with FakeRuntime(short_dir / "nri.sock") as rt:
+        assert create(rt).mounts
+
+
+def test_health_endpoints(plugin_factory: Any, runtime: Any) -> None:
+    from mokka_core.cluster.health import HealthServer
+
+    plugin = plugin_factory()
+    server = HealthServer("127.0.0.1:0", plugin.live, plugin.ready).start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        wait_for(lambda: get(url + "/readyz")[0] == 200)
+        assert get(url + "/healthz") == (200, "ok\n")
+        runtime.stop()
+        wait_for(lambda: get(url + "/readyz")[0] == 503)
+        assert "not registered with the container runtime" in get(url + "/readyz")[1]
+        assert get(url + "/healthz")[0] == 200  # a lost runtime is not a reason to restart the plugin
+        plugin._in_flight[1] = time.monotonic() - 60  # a CreateContainer stuck for a minute
+        assert get(url + "/healthz")[0] == 503 and "wedged" in get(url + "/healthz")[1]
+        assert get(url + "/nope")[0] == 404
+    finally:
+        server.stop()
+
+
+def test_ttrpc_errors_for_unknown_services(runtime: Any, plugin_factory: Any) -> None:
+    from mokka_core.cluster.nri.ttrpc import CallFailed
+
+    plugin_factory()
+    session = runtime.wait_for_plugin()
+    with pytest.raises(CallFailed, match="unknown service"):
+        session.plugin.call("no.Such", "Thing", b"", 2)
+    assert session.plugin.call(f"{API}.Plugin", "StopContainer", b"", 2) == b""  # unsubscribed: a no-op
+
+
+def test_large_messages_cross_mux_frames(runtime: Any, plugin_factory: Any) -> None:
+    plugin_factory()
+    env = [f"VAR{i}={'x' * 200}" for i in range(2000)]  # ~400 KB request
+    assert create(runtime, env=env).mounts
+
+
+def test_settings_are_validated(node_root: Path) -> None:
+    from mokka_core.cluster.nri.inject import InjectConfig
+    from mokka_core.cluster.nri.plugin import PluginSettings
+
+    with pytest.raises(ValueError, match="two digits"):
+        PluginSettings(inject=InjectConfig(root=node_root), index="5")
+    with pytest.raises(ValueError, match="not /"):
+        InjectConfig(root=Path("/"))
+    with pytest.raises(ValueError, match="devices"):
+        InjectConfig(root=node_root, devices="some")
+    with pytest.raises(ValueError, match="mount_path"):
+        InjectConfig(root=node_root, mount_path="relative")
+
+
+def test_command_serves_health_and_stops_on_sigterm(short_dir: Path, node_root: Path) -> None:
+    from mokka_core.cluster.nri.runtime import FakeRuntime
+
+    port = free_port()
+    code = "import sys; from mokka_core.cluster.cli import nri_main; sys.exit(nri_main())"
+    with FakeRuntime(short_dir / "nri.sock") as rt:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "--root", str(node_root), "--socket", str(short_dir / "nri.sock"),
+             "--health-addr", f"127.0.0.1:{port}", "--namespaces", "ml"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30)
+            assert create(rt, "ml").mounts and not create(rt, "web").mounts
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=15)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "registered with the runtime" in out and "ml/p/main: injected" in out
+    assert "web/p/main: skipped, namespace web is not opted in" in out and "stopped" in out
+    bad = subprocess.run([sys.executable, "-c", code, "--root", "/"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not /" in bad.stderr
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
