@@ -204,3 +204,21 @@ def test_status_table_and_json(root: Path, capsys) -> None:
 def test_no_node_is_refused(tmp_path: Path, capsys) -> None:
     assert execute(["--root", str(tmp_path), "temp", "0", "50"]) == 1
     assert "no simulated node" in capsys.readouterr().err
+
+
+class PickySurface(ProbeSurface):
+    """Refuses to render a GPU hotter than 100 C (stands for any surface that cannot render a change)."""
+
+    def plan(self, node, ctx):
+        if any(gpu.config.thermal.temperature_gpu_c > 100 for gpu in node.gpus):
+            raise RuntimeError("cannot render above 100 C")
+        return super().plan(node, ctx)
+
+
+def test_a_change_a_surface_cannot_render_is_refused_and_nothing_changes(root: Path, capsys) -> None:
+    surfaces = {"probe": PickySurface()}
+    assert execute(["--root", str(root), "temp", "0", "90"], surfaces=surfaces) == 0
+    before = (root / OVERRIDE_FILE).read_bytes(), (root / PROBE_FILE).read_bytes()
+    assert execute(["--root", str(root), "temp", "0", "150"], surfaces=surfaces) == 1
+    assert "surface probe: plan failed: RuntimeError: cannot render above 100 C" in capsys.readouterr().err
+    assert ((root / OVERRIDE_FILE).read_bytes(), (root / PROBE_FILE).read_bytes()) == before

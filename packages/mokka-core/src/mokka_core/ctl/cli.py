@@ -207,6 +207,10 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. not allowed to write the node's state directory
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"{PROG}: {exc.strerror or exc}{where}; nothing was changed", file=sys.stderr)
+        return 1
     print(outcome.message)
     if os.environ.get("MOKKA_CTL_VERBOSE"):
         print(f"rendered: {outcome.render.summary()}", file=sys.stderr)

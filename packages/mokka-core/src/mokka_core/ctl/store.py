@@ -3,9 +3,10 @@
 One call of :func:`apply` is one transaction under the node lock: read the
 current document (a corrupt one is refused with how to reset it), resolve the
 node as it is, let the verb change a copy, resolve the node with the change (any
-invalid value is refused and nothing is written), write the file (temp file in
-the same directory, mode 0644, ``rename``), and re-render the surfaces whose plan
-changed, with the very code the daemon uses.  Two writers therefore serialise and
+invalid value is refused and nothing is written), re-render the surfaces whose
+plan changed with the very code the daemon uses (all-or-nothing: a surface that
+cannot render the change refuses it), then write the file (temp file in the same
+directory, mode 0644, ``rename``).  Two writers therefore serialise and
 neither loses the other's update.
 """
 
@@ -120,8 +121,14 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
             node = resolve_with(inputs, validate_document(changed, path))
         except ConfigError as exc:
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
-        write_document(path, changed)
-        result = render(root, node, surfaces if surfaces is not None else installed_surfaces(root=root))
+        chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
+        # render first: a surface that cannot render the change refuses it with the file untouched
+        result = render(root, node, chosen)
+        try:
+            write_document(path, changed)
+        except OSError:
+            render(root, current, chosen)  # put the rendered state back in line with the file
+            raise
     return Outcome(message=message, node=node, render=result)
 
 

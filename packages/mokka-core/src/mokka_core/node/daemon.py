@@ -209,15 +209,19 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
 
 
 def _observe(paths: list[Path], wake: threading.Event) -> Any:
-    """A watchdog observer that wakes the loop on any event touching one of ``paths``."""
+    """A watchdog observer that wakes the loop on any event in the directories of ``paths``.
+
+    Any event, not only one naming a watched file: a Kubernetes ConfigMap volume
+    updates ``profile.yaml`` by swapping a ``..data`` symlink, and no event names
+    the file itself.  The loop compares the files' signatures, so noise costs a
+    few ``stat`` calls and nothing more.
+    """
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 
-    targets = {str(p.absolute()) for p in paths}
-
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
-            if {str(event.src_path), str(getattr(event, "dest_path", "") or "")} & targets:
+            if event.event_type not in ("opened", "closed_no_write"):
                 wake.set()
 
     observer = Observer()
