@@ -506,3 +506,21 @@ def test_acceptance_pci_failed_reads_ff(real_node: None) -> None:
     assert done.returncode == 0, done.stderr
     headers = re.findall(r"^00: (.*)$", done.stdout, re.M)
     assert len(headers) == 8 and all(set(h.split()) == {"ff"} for h in headers)
+
+
+@pytest.mark.consumer
+def test_acceptance_shim_without_namespaces() -> None:
+    """mokka shim -- lspci -nn, directly and through a shell, shows the profile's GPUs."""
+    from mokka_core.run import preload_library
+
+    require_real_surfaces()
+    apt_tool("lspci", "pciutils")
+    if preload_library() is None:
+        missing("libmokka-preload.so is not installed (make -C native install)")
+    runs = [subprocess.run([sys.executable, "-m", "mokka_core", "shim", "--profile", "h100", "--", *cmd],
+                           capture_output=True, text=True, timeout=120)
+            for cmd in (["lspci", "-nn"], ["sh", "-c", "lspci -nn"])]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        assert len(re.findall(r"3D controller \[0302\]: NVIDIA Corporation .*\[10de:2330\]", done.stdout)) == 8
+    assert runs[0].stdout == runs[1].stdout
