@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,15 @@ def chart_command(helm: Helm, root: Path, profile_file: Path, values: dict[str, 
             "preStop": local(node["lifecycle"]["preStop"]["exec"]["command"])}
 
 
-def run_node(helm: Helm, tmp_path: Path, values: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+def pod_env(helm: Helm, root: Path) -> dict[str, str]:
+    """The container's plain env values (what `kubectl exec POD -- CMD` runs with)."""
+    docs = documents(helm.render({"node": {"root": str(root)}}))
+    (node,) = find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in node["env"] if "value" in e}
+
+
+def run_node(helm: Helm, tmp_path: Path, values: dict[str, Any],
+             while_ready: Callable[[Path], None] | None = None) -> tuple[Path, dict[str, Any]]:
     require_cli("mokka")
     require_all_surfaces()
     root = tmp_path / "root"
@@ -228,6 +237,8 @@ def run_node(helm: Helm, tmp_path: Path, values: dict[str, Any]) -> tuple[Path, 
             time.sleep(0.2)
         status = json.loads(subprocess.run([cmd["ready"][0], "node", "status", "--root", str(root), "--json"],
                                            env=env, capture_output=True, text=True, check=True).stdout)
+        if while_ready is not None:
+            while_ready(root)
         down = subprocess.run(cmd["preStop"], env=env, capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
         daemon.wait(timeout=30)
@@ -367,3 +378,24 @@ def test_node_runs_with_the_charts_security_context(helm: Helm, tmp_path: Path) 
     services = {name: state for s in status["surfaces"].values() for name, state in s["services"].items()}
     assert services and all(state == "RUNNING" for state in services.values()), (
         f"{services}\n{(tmp_path / 'node.log').read_text()[-3000:]}")
+
+
+def test_runtime_faults_from_inside_the_pod(helm: Helm, tmp_path: Path) -> None:
+    """NOTES.txt's `kubectl exec POD -- nvml-mock-ctl fail 0 lost`: with the pod's env, no --root needed."""
+    require_cli("nvml-mock-ctl")
+    seen: dict[str, Any] = {}
+
+    def break_gpu(root: Path) -> None:
+        env = {**real_env(), **pod_env(helm, root)}
+        assert env["MOKKA_ROOT"] == str(root)
+        failed = subprocess.run(["nvml-mock-ctl", "fail", "0", "lost"], env=env, capture_output=True, text=True)
+        assert failed.returncode == 0, failed.stderr
+        report = subprocess.run(["nvml-mock-ctl", "status", "--json"], env=env, capture_output=True, text=True)
+        seen.update(json.loads(report.stdout))
+        seen["override_file"] = (root / "var/lib/mokka/overrides.yaml").is_file()
+
+    run_node(helm, tmp_path, {"gpu": {"profile": "t4"}}, while_ready=break_gpu)
+    assert seen["override_file"], "the override file lives at <root>/var/lib/mokka/overrides.yaml"
+    assert [gpu["health"] for gpu in seen["gpus"]] == ["lost"]
+    notes = (REPO / "charts" / "mokka" / "templates" / "NOTES.txt").read_text()
+    assert "nvml-mock-ctl fail 0 lost" in notes
