@@ -83,14 +83,6 @@ class PortView:
     def phys_number(self) -> int:
         return PHYS_STATES[self.phys_state][0]
 
-    @property
-    def up(self) -> bool:
-        return self.state in ("ACTIVE", "ACTIVE_DEFER", "ARMED", "INIT")
-
-    @property
-    def gid(self) -> tuple[int, int]:
-        return GID_PREFIX, self.port_guid
-
     def rate_text(self) -> str:
         lanes, speed, *_ = RATES[self.rate_gbps]
         return f"{self.rate_gbps} Gb/sec ({lanes}X {speed})"
