@@ -196,6 +196,17 @@ def test_userns_refusal_names_a_remedy() -> None:
     assert namespace.userns_refusal_reason("Operation not permitted").endswith("run as root")
 
 
+def test_refused_user_namespace_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+    import errno
+    import types
+
+    monkeypatch.setattr(namespace, "_libc", types.SimpleNamespace(unshare=lambda flags: -1))
+    monkeypatch.setattr(ctypes, "get_errno", lambda: errno.EPERM)
+    with pytest.raises(namespace.NamespaceError, match="run as root"):
+        namespace.unshare_mount_namespace(rootless=True)
+
+
 # ---- the command line --------------------------------------------------------------------------
 
 def test_unknown_surface_is_a_usage_error_listing_surfaces() -> None:
