@@ -258,3 +258,34 @@ except ImportError as exc:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "mokka-core[cluster]" in p.stdout
+
+
+def test_the_node_daemon_renders_what_the_watcher_writes(tmp_path: Path, kubelet: FakeKubelet) -> None:
+    """Default mode: the watcher only writes the override file; ``mokka node`` sees it and re-renders."""
+    import json
+
+    from mokka_core.node.settings import NodeSettings
+    from mokka_core.testing.runner import PROBE_FILE, DaemonRunner, ProbeSurface
+
+    root = tmp_path / "root"
+    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False)
+    with DaemonRunner(settings, surfaces={"probe": ProbeSurface()}):
+        before = json.loads((root / PROBE_FILE).read_text())["gpus"]["1"]["memory"]
+        kubelet.allocate("ns", "a", "c", "1")
+        w = AllocationWatcher(WatchSettings(root=root, socket=kubelet.socket))
+        assert w.surfaces == {} and w.poll()
+        wait_for(lambda: json.loads((root / PROBE_FILE).read_text())["gpus"]["1"]["memory"] != before)
+        memory = json.loads((root / PROBE_FILE).read_text())["gpus"]["1"]["memory"]
+        assert memory["used"] > 0 and memory["used"] + memory["free"] <= memory["total"]
+
+
+def test_render_mode_restages_itself(root: Path, kubelet: FakeKubelet) -> None:
+    import json
+
+    from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
+
+    kubelet.allocate("ns", "a", "c", "0")
+    w = AllocationWatcher(WatchSettings(root=root, socket=kubelet.socket, render=True),
+                          surfaces={"probe": ProbeSurface()})
+    assert w.poll()
+    assert json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["memory"]["used"] > 0

@@ -3,7 +3,10 @@
 Every ``interval`` it asks the kubelet (pod-resources ``List``) which containers
 hold ``nvidia.com/gpu`` devices, and writes the result into the node's override
 file through the same locked, validated, atomic transaction ``nvml-mock-ctl``
-uses (:func:`mokka_core.ctl.store.apply`), which re-renders the NVML state file:
+uses (:func:`mokka_core.ctl.store.apply`).  The node daemon (``mokka node``)
+watches that file and re-renders the NVML state file, so the watcher needs no
+capabilities and only write access to the root's state directory; with
+``render=True`` (``--render``, for a root no daemon watches) it re-renders itself:
 
 - a claimed GPU gets ``memory.used_bytes = floor(aperture * used_fraction) * claims``
   (clamped to the aperture, ``total - reserved``) and ``free_bytes`` the rest, plus
@@ -55,6 +58,7 @@ class WatchSettings:
     used_fraction: float = 0.5
     resource: str = GPU_RESOURCE
     timeout: float = 5.0
+    render: bool = False  # re-render the surfaces here instead of leaving it to the node daemon
 
     def __post_init__(self) -> None:
         if not 0 < self.used_fraction <= 1:
@@ -165,7 +169,8 @@ class AllocationWatcher:
     def __init__(self, settings: WatchSettings, surfaces: Mapping[str, Any] | None = None,
                  client: PodResourcesClient | None = None) -> None:
         self.settings = settings
-        self.surfaces = surfaces
+        # no surfaces: the transaction writes the override file and renders nothing (the daemon does)
+        self.surfaces = surfaces if surfaces is not None else (None if settings.render else {})
         self.client = client or PodResourcesClient(settings.socket, settings.timeout)
         self.last_claims: list[Claim] | None = None  # the last good reading
         self.kubelet_up: bool | None = None

@@ -56,6 +56,9 @@ def allocwatch_parser() -> argparse.ArgumentParser:
     p.add_argument("--resource", default=_env("MOKKA_ALLOCWATCH_RESOURCE", GPU_RESOURCE),
                    help="extended resource name to follow (default %(default)s)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for one List (default %(default)s)")
+    p.add_argument("--render", action="store_true",
+                   help="re-render the node's surfaces after each change (default: leave it to `mokka node`, "
+                        "which watches the override file)")
     p.add_argument("--once", action="store_true", help="poll once, publish, and exit (status 1 if the kubelet "
                    "did not answer)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -73,7 +76,8 @@ def allocwatch_main(argv: Sequence[str] | None = None) -> int:
     _logging(args.verbose)
     try:
         settings = WatchSettings(root=find_root(args.root), socket=args.socket, interval=args.interval,
-                                 used_fraction=args.used_fraction, resource=args.resource, timeout=args.timeout)
+                                 used_fraction=args.used_fraction, resource=args.resource, timeout=args.timeout,
+                                 render=args.render)
     except ValueError as exc:
         print(f"mokka-allocwatch: {exc}", file=sys.stderr)
         return 2
