@@ -53,10 +53,14 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     root = settings.root.absolute()
     spec = _rooted_spec(settings.spec, root)
     state = _claim(root)
+    wake = threading.Event()
+    observer = None
     chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
     supervisor = Supervisor(root)
     try:
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
+        # watch before the first read, so a change made while the node comes up wakes the loop at once
+        observer = _observe(watched, wake) if settings.watch else None
         with node_lock(root):
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
             inputs = load_inputs(spec)
@@ -74,7 +78,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         _set_phase(root, state, runstate.READY)
         if ready_flag is not None:
             ready_flag.set()
-        _watch_loop(settings, root, spec, chosen, supervisor, programs, stop_flag, state, watched, seen)
+        _watch_loop(settings, root, spec, chosen, supervisor, programs, stop_flag, state, watched, seen, wake)
     except Interrupted:
         log.info("stopped before the node was published; nothing was")
     except BaseException as exc:
@@ -82,6 +86,9 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         _set_phase(root, state, runstate.FAILED)
         raise
     finally:
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=2)
         _set_phase(root, state, runstate.STOPPING)
         deadline = time.monotonic() + settings.teardown_deadline_s
         removed = teardown_node(root, deadline, supervisor, state)
@@ -152,31 +159,25 @@ def _signature(paths: list[Path]) -> tuple[tuple[int, int, int] | None, ...]:
 
 def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],
                 supervisor: Supervisor, programs: dict[str, Service], stop_flag: threading.Event,
-                state: RunState, watched: list[Path], last: tuple[tuple[int, int, int] | None, ...]) -> None:
-    wake = threading.Event()
-    observer = _observe(watched, wake) if settings.watch else None
+                state: RunState, watched: list[Path], last: tuple[tuple[int, int, int] | None, ...],
+                wake: threading.Event) -> None:
     next_poll = time.monotonic() + settings.poll_s
-    try:
-        while not stop_flag.wait(STOP_CHECK_S):
-            if not settings.watch:
-                continue
-            if wake.is_set():
-                time.sleep(settings.debounce_s)
-                wake.clear()
-            elif time.monotonic() < next_poll:
-                continue
-            next_poll = time.monotonic() + settings.poll_s
-            current = _signature(watched)
-            if current == last:
-                continue
-            _set_phase(root, state, runstate.RELOADING)
-            last = current
-            programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
-            _set_phase(root, state, runstate.READY)
-    finally:
-        if observer is not None:
-            observer.stop()
-            observer.join(timeout=2)
+    while not stop_flag.wait(STOP_CHECK_S):
+        if not settings.watch:
+            continue
+        if wake.is_set():
+            time.sleep(settings.debounce_s)
+            wake.clear()
+        elif time.monotonic() < next_poll:
+            continue
+        next_poll = time.monotonic() + settings.poll_s
+        current = _signature(watched)
+        if current == last:
+            continue
+        _set_phase(root, state, runstate.RELOADING)
+        last = current
+        programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
+        _set_phase(root, state, runstate.READY)
 
 
 def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],
