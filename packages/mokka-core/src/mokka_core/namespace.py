@@ -28,7 +28,8 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   falls back to the preload shim for it.
 - the NVML library directory: a private ``/etc/ld.so.cache`` listing the staged
   directory first, so ``dlopen("libnvidia-ml.so.1")`` finds the mock through the
-  normal loader search and the library reads the root's live state file.
+  normal loader search and the library reads the root's live state file.  (Without
+  ldconfig or a host cache: an overlay of the staged directory on the real one.)
 - anything else staged (``var/run/cdi``, ``lib/modules``, ``etc``, ...): merged
   into the deepest directory that exists on the host, as a tmpfs of binds (host
   entries bound back, staged ones bound in) -- not an overlay, because sockets do
@@ -38,6 +39,9 @@ What changes under the root while CMD runs (``nvml-mock-ctl``) shows wherever a
 staged *directory* is bound: the NVML state file, ``/dev``, ``/sys/devices/pci*``,
 ``/sys/module/nvidia*``, ``/proc/driver/nvidia``.  Entries placed one by one are
 fixed when CMD starts: ``/proc/modules``, the links in ``/sys/bus/pci/devices``.
+
+Without root everything runs in a user namespace that maps only the caller's ids;
+staged device nodes are then empty regular files (creating a node needs real root).
 """
 
 from __future__ import annotations
@@ -55,7 +59,6 @@ from .paths import LIB_DIR, STATE_DIR
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_NOSUID = 0x2
-MS_NODEV = 0x4
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
@@ -66,7 +69,7 @@ DEV_BASIC_DIRS = ("pts", "shm", "mqueue")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
              "stderr": "/proc/self/fd/2"}
 
-#: Staged trees handled by their own rule (not by the generic overlay).
+#: Staged trees handled by their own rule (not by the generic merge).
 SPECIAL_TREES = ("sys", "dev", "proc", STATE_DIR)
 
 
