@@ -292,8 +292,6 @@ wait "$daemon" || true
 """
 
 
-@pytest.mark.xfail(strict=False, reason="mokka_core.staging publishes with os.rename, which fails with EXDEV "
-                   "across the CDI hostPath mount; needs a copy-then-rename fallback in mokka-core")
 def test_cdi_spec_reaches_the_hosts_cdi_directory_through_the_chart_mounts(helm: Helm, tmp_path: Path) -> None:
     """The chart's mount layout: host CDI dir bind-mounted at <root>/var/run/cdi (private mount namespace)."""
     import shlex

@@ -244,7 +244,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
                     backup = _keep_for_rollback(target)
                 # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
-                os.rename(os.path.join(source_dir, str(n)), target_name)
+                _move_into_place(os.path.join(source_dir, str(n)), target_name)
                 done.append((target, backup))
                 manifest.entries.append(entry.path)
             manifests[surface] = manifest
@@ -266,6 +266,29 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                 _remove(root / rel)
         manifest.save(root)
     return manifests
+
+
+def _move_into_place(source: str, target: str) -> None:
+    """rename(2) ``source`` over ``target``; across filesystems, copy beside the target first, then rename."""
+    try:
+        os.rename(source, target)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    # the target directory is a bind mount of another filesystem (e.g. the host's /var/run/cdi)
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, f".{name}.mokka-new")
+    _remove(Path(tmp))
+    info = os.lstat(source)
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(source), tmp)
+    elif stat.S_ISCHR(info.st_mode):
+        os.mknod(tmp, info.st_mode, info.st_rdev)
+    else:
+        shutil.copy2(source, tmp, follow_symlinks=False)
+    os.rename(tmp, target)
+    os.unlink(source)
 
 
 def _keep_for_rollback(target: Path) -> Path:
