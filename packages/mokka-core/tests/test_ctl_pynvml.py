@@ -158,3 +158,31 @@ def test_fallen_off_bus_reaches_nvml_pci_and_the_event_waiter_alike(tmp_path: Pa
             healthy = (root / "sys/bus/pci/devices" / resolve_with(inputs, inputs.override).gpus[2].bus_id
                        / "config").read_bytes()
             assert healthy[:2] == b"\xde\x10"  # NVIDIA's vendor id, little-endian
+
+
+INIT = textwrap.dedent("""
+    import pynvml
+    try:
+        pynvml.nvmlInit()
+        print("count", pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError as exc:
+        print("error", exc.value)
+""")
+
+
+def test_failing_and_healing_the_gpu_surface_is_what_nvml_init_reports(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    surfaces = {"gpu": gpu_surface.GpuSurface()}
+    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(root / LIB_DIR)}
+
+    def init() -> str:
+        return subprocess.run([sys.executable, "-c", INIT], env=env, capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+
+    with DaemonRunner(settings, surfaces):
+        assert init() == "count 2"
+        assert execute(["--root", str(root), "fail-surface", "gpu"], surfaces=surfaces) == 0
+        assert init() == "error 9"  # NVML_ERROR_DRIVER_NOT_LOADED
+        assert execute(["--root", str(root), "heal", "gpu"], surfaces=surfaces) == 0
+        assert init() == "count 2"
