@@ -61,6 +61,7 @@ def render_config(root: Path, programs: Mapping[str, Service], stop_wait_s: int 
         "loglevel=info",
         f"pidfile={state / 'supervisord.pid'}",
         f"childlogdir={state}",
+        *(["user=root"] if os.geteuid() == 0 else []),  # says so, instead of a CRIT line at every start
         "",
         "[unix_http_server]",
         f"file={socket_path(root)}",
