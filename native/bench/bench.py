@@ -108,7 +108,7 @@ def main() -> int:
     assert mock[2] == 0, f"dlopen+init failed: {mock[2]}"
     rows.append(("dlopen+init+count+shutdown vs dlopen(trivial .so)", mock[0], triv[0], "ms", 1.5))
 
-    out = subprocess.run([str(tool), "getters", "200000"], env=mock_env, capture_output=True, text=True, check=True)
+    out = subprocess.run([str(tool), "getters", "20000"], env=mock_env, capture_output=True, text=True, check=True)
     t_ns, m_ns = map(float, out.stdout.split())
 
     n = 60
