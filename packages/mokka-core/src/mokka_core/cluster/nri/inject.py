@@ -93,7 +93,8 @@ def decide(pod: Any, container: Any, config: InjectConfig) -> Decision:
             notes.append("devices left to the device plugin")
         else:
             added, skipped = device_nodes(config.root)
-            adjust.linux.devices.extend(added)
+            if added:  # an empty list would still send an (empty) linux block
+                adjust.linux.devices.extend(added)
             notes.append(f"{len(added)} devices" + (f" ({len(skipped)} not char devices skipped)" if skipped else ""))
     return Decision(adjust, "injected" + (": " + ", ".join(notes) if notes else ""))
 

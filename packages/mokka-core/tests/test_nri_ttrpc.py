@@ -1,0 +1,128 @@
+"""The plugin against containerd's own ttrpc library: a Go runtime stand-in built from Debian's ttrpc package.
+
+``nri_runtime_check/main.go`` serves ``Runtime.RegisterPlugin`` and calls
+``Configure``, ``Synchronize`` and ``CreateContainer`` with the real Go ttrpc
+client and server, so framing, stream ids, status replies and the protobuf
+encoding are checked against the implementation containerd uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mokka_core.paths import LIB_DIR
+from mokka_core.testing.consumers import cache_dir, missing
+
+pytestmark = pytest.mark.consumer
+
+SOURCE = Path(__file__).parent / "nri_runtime_check" / "main.go"
+TTRPC_PACKAGE = "golang-github-containerd-ttrpc-dev"
+TTRPC_SOURCE = Path("/usr/share/gocode/src/github.com/containerd/ttrpc")
+
+
+def apt_install_if_missing(packages: list[str], present: bool) -> None:
+    """Install Debian packages as root when absent (the CI machine is fresh); skip/fail otherwise."""
+    if present:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        missing(f"{' '.join(packages)} not installed (apt-get install -y {' '.join(packages)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for attempt in range(2):
+        if attempt:
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
+        result = subprocess.run(["apt-get", "install", "-y", "-q", *packages], capture_output=True, text=True,
+                                env=env, timeout=900)
+        if result.returncode == 0:
+            return
+    missing(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+
+
+@pytest.fixture(scope="module")
+def runtime_check() -> Path:
+    """The Go runtime stand-in, built offline against Debian's ttrpc; cached by source hash."""
+    try:
+        importlib.import_module("google.protobuf")
+    except ImportError:
+        missing("protobuf not installed (pip install 'mokka-core[cluster]')")
+    apt_install_if_missing(["golang-go", TTRPC_PACKAGE], bool(shutil.which("go")) and TTRPC_SOURCE.is_dir())
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    binary = cache_dir() / f"nri-runtime-check-{digest}"
+    if binary.exists():
+        return binary
+    work = Path(tempfile.mkdtemp(prefix="nri-check-build-", dir=cache_dir()))
+    try:
+        shutil.copy(SOURCE, work / "main.go")
+        env = {**os.environ, "GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOFLAGS": "",
+               "GOCACHE": str(work / "gocache"), "HOME": str(work)}
+        result = subprocess.run(["go", "build", "-o", str(work / "check"), "main.go"], cwd=work, env=env,
+                                capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            missing(f"building the NRI runtime check failed: {result.stderr.strip()[-500:]}")
+        os.replace(work / "check", binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="mk-", dir="/tmp"))  # unix socket paths are limited to 107 bytes
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_check(runtime_check: Path, short_dir: Path, root: Path, namespace: str, *env: str) -> dict[str, object]:
+    from mokka_core.cluster.nri.inject import InjectConfig
+    from mokka_core.cluster.nri.plugin import NriPlugin, PluginSettings
+
+    sock = short_dir / "nri.sock"
+    check = subprocess.Popen([str(runtime_check), str(sock), namespace, *env], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    plugin = NriPlugin(PluginSettings(inject=InjectConfig(root=root, namespaces=("ml",)), socket=sock,
+                                      health_addr="", reconnect_min=0.05, reconnect_max=0.2))
+    stop = threading.Event()
+    thread = threading.Thread(target=plugin.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        out, err = check.communicate(timeout=60)
+    finally:
+        stop.set()
+        thread.join(10)
+        check.kill()
+    assert check.returncode == 0, err
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def test_go_ttrpc_runtime_registers_configures_and_gets_the_adjustment(runtime_check: Path, short_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / LIB_DIR).mkdir(parents=True)
+    result = run_check(runtime_check, short_dir, root, "ml", "PATH=/bin", "LD_LIBRARY_PATH=/app/lib")
+    assert (result["plugin_name"], result["plugin_idx"], result["events"]) == ("mokka", "10", 8)
+    assert result["adjust"] == {
+        "mounts": [{"destination": "/opt/mokka", "type": "bind", "source": str(root),
+                    "options": ["rbind", "ro", "nosuid", "nodev"]}],
+        "env": [{"key": "LD_LIBRARY_PATH", "value": f"/opt/mokka/{LIB_DIR}:/app/lib"}],
+        "linux": None,
+    }
+    assert "Unimplemented" in str(result["unknown_service_error"])
+
+
+def test_go_ttrpc_runtime_gets_no_adjustment_for_other_namespaces(runtime_check: Path, short_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    result = run_check(runtime_check, short_dir, root, "web", "PATH=/bin")
+    assert result["adjust"] is None
