@@ -289,3 +289,50 @@ def test_render_mode_restages_itself(root: Path, kubelet: FakeKubelet) -> None:
                           surfaces={"probe": ProbeSurface()})
     assert w.poll()
     assert json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["memory"]["used"] > 0
+
+
+PYNVML_PROCESSES = """
+import json, pynvml
+pynvml.nvmlInit()
+out = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+    out.append({"used": pynvml.nvmlDeviceGetMemoryInfo(h).used,
+                "procs": [[p.pid, p.usedGpuMemory, pynvml.nvmlSystemGetProcessName(p.pid)] for p in procs]})
+print(json.dumps(out))
+"""
+
+
+def test_pynvml_sees_the_allocated_containers(root: Path, kubelet: FakeKubelet, tmp_path: Path) -> None:
+    import json
+
+    from mokka_core.native import native_dir
+    from mokka_core.nvml_view import write_nvml_state
+
+    consumers.pynvml()
+    library = native_dir()
+    if library is None or not (library / "libnvidia-ml.so.1").exists():
+        consumers.missing("mock libnvidia-ml not built (make -C native install)")
+    kubelet.allocate("ml", "a", "main", "2")
+    kubelet.allocate("ml", "b", "main", "2")
+    assert watcher(root, kubelet).poll()
+    node = node_of(root)
+    state = write_nvml_state(node, tmp_path / "mokka-nvml.state")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOKKA_NVML")}
+    env.update(LD_LIBRARY_PATH=str(library), MOKKA_NVML_STATE=str(state))
+    p = subprocess.run([sys.executable, "-c", PYNVML_PROCESSES], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    gpus = json.loads(p.stdout)
+    memory = node.gpus[2].config.memory
+    assert memory is not None and memory.used_bytes is not None
+    assert gpus[2]["used"] == memory.used_bytes + memory.reserved_bytes  # NVML's v1 "used" counts reserved
+    expected = [[proc.pid, proc.used_memory_mib << 20, proc.name] for proc in node.gpus[2].config.processes or []]
+    assert gpus[2]["procs"] == expected and len(expected) == 2
+    assert all(g["procs"] == [] for i, g in enumerate(gpus) if i != 2)
+    kubelet.release("ml", "a")
+    kubelet.release("ml", "b")
+    assert watcher(root, kubelet).poll()
+    write_nvml_state(node_of(root), state)
+    p = subprocess.run([sys.executable, "-c", PYNVML_PROCESSES], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(p.stdout)[2]["procs"] == []
