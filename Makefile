@@ -17,9 +17,9 @@ setup: $(VENV)/.installed native
 native: $(VENV)/.installed
 	@if [ -f native/Makefile ]; then $(MAKE) -C native install PYTHON=$(abspath $(PY)); fi
 
-# Main job on the embedded default: a simulated H100 node.
+# Main job on the embedded default: a simulated H100 node seen by real nvidia-smi, lspci and lsmod.
 demo: setup
-	$(VENV)/bin/mokka show --profile h100
+	$(PY) tools/demo.py h100
 
 # Every package's tests alone (tox), plus lint, types and the native library against real consumers.
 test: setup
