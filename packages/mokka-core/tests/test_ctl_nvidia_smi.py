@@ -14,8 +14,8 @@ from mokka_core.native import native_dir
 from mokka_core.paths import LIB_DIR
 from mokka_core.spec import NodeSpec
 from mokka_core.testing import consumers
+from mokka_core.testing.runner import nvml_surface
 
-gpu_surface = pytest.importorskip("mokka_sim_gpu.surface")
 pytest.importorskip("mokka_core.nvml_view")
 if native_dir() is None:
     pytest.skip("mock libnvidia-ml not built (make -C native install)", allow_module_level=True)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.consumer
 def node(tmp_path: Path):
     root = tmp_path / "root"
     nodefile.save(root, NodeSpec(profile="h100", gpus=4))
-    surfaces = {"gpu": gpu_surface.GpuSurface()}
+    surfaces = {"gpu": nvml_surface()}
     smi = consumers.require("nvidia-smi", version="550")
 
     def ctl(*argv: str) -> None:

@@ -17,10 +17,9 @@ from mokka_core.native import native_dir
 from mokka_core.node.settings import NodeSettings
 from mokka_core.paths import LIB_DIR
 from mokka_core.spec import NodeSpec
-from mokka_core.testing.runner import DaemonRunner
+from mokka_core.testing.runner import DaemonRunner, nvml_surface
 
 pytest.importorskip("pynvml")
-gpu_surface = pytest.importorskip("mokka_sim_gpu.surface")
 pytest.importorskip("mokka_core.nvml_view")
 if native_dir() is None:
     pytest.skip("mock libnvidia-ml not built (make -C native install)", allow_module_level=True)
@@ -58,7 +57,7 @@ READER = textwrap.dedent("""
 
 def test_pynvml_sees_100_ctl_changes_each_promptly_and_never_torn(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    surfaces = {"gpu": gpu_surface.GpuSurface()}
+    surfaces = {"gpu": nvml_surface()}
     settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False)
     with DaemonRunner(settings, surfaces):
         assert execute(["--root", str(root), "set", "0", "thermal.temperature_gpu_c=20"], surfaces=surfaces) == 0
@@ -122,7 +121,7 @@ WAITER = textwrap.dedent("""
 
 def test_fallen_off_bus_reaches_nvml_pci_and_the_event_waiter_alike(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    surfaces = {"gpu": gpu_surface.GpuSurface()}
+    surfaces = {"gpu": nvml_surface()}
     pci = None
     try:
         from mokka_sim_pci.surface import PciSurface
@@ -172,7 +171,7 @@ INIT = textwrap.dedent("""
 
 def test_failing_and_healing_the_gpu_surface_is_what_nvml_init_reports(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    surfaces = {"gpu": gpu_surface.GpuSurface()}
+    surfaces = {"gpu": nvml_surface()}
     settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False)
     env = {**os.environ, "LD_LIBRARY_PATH": str(root / LIB_DIR)}
 

@@ -163,6 +163,40 @@ class ServiceSurface(Surface):
         return [Service(name=self.program, command=[sys.executable, "-c", code, pid_file])]
 
 
+class NvmlSurface(Surface):
+    """The NVML part of the gpu surface alone: the mock library chain and its state file.
+
+    For mokka-core's own tests of consumers (pynvml, nvidia-smi) where the sim-gpu
+    package is not installed; needs the built library (``mokka_core.native``).
+    """
+
+    name = "gpu"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        from ..nvml_view import render_nvml_state  # type: ignore[import-not-found,unused-ignore]
+        from ..paths import LIB_DIR, NVML_STATE_FILE
+        from ..surface import Copy, Symlink
+
+        if ctx.native_dir is None:
+            raise RuntimeError("the mock libnvidia-ml is not built (make -C native install)")
+        library = (ctx.native_dir / "libnvidia-ml.so.1").resolve()
+        return [
+            Copy(f"{LIB_DIR}/{library.name}", library),
+            Symlink(f"{LIB_DIR}/libnvidia-ml.so.1", library.name),
+            Symlink(f"{LIB_DIR}/libnvidia-ml.so", "libnvidia-ml.so.1"),
+            File(NVML_STATE_FILE, render_nvml_state(node)),
+        ]
+
+
+def nvml_surface() -> Surface:
+    """sim-gpu's surface when installed, else :class:`NvmlSurface`."""
+    try:
+        from mokka_sim_gpu.surface import GpuSurface  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return NvmlSurface()
+    return GpuSurface()  # type: ignore[no-any-return,unused-ignore]
+
+
 def serve(argv: list[str] | None = None) -> None:
     """Run the daemon with test surfaces in its own process, signals handled like ``mokka node up``.
 
