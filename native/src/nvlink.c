@@ -568,10 +568,21 @@ static int slot240(nvmlDevice_t device, int *out) {
     return NVML_SUCCESS;
 }
 
+/* slot 72: per-device capability check before `nvidia-smi dmon` / `pmon` sample a GPU:
+ * f(device, unsigned *supported, ...); 1 lets them run (NOT_SUPPORTED: "Not supported on the device(s)"). */
+static int slot72(nvmlDevice_t device, unsigned *supported) {
+    struct mk_snap *S; struct mk_device *D;
+    nvmlReturn_t r = mk_dev(device, &S, &D);
+    if (r) return r;
+    if (!supported) return NVML_ERROR_INVALID_ARGUMENT;
+    *supported = 1;
+    return NVML_SUCCESS;
+}
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
-static const unsigned short not_supported_slots[] = {72, 81, 165, 209, 226, 231, 232, 237, 242, 243, 249};
+static const unsigned short not_supported_slots[] = {81, 165, 209, 226, 231, 232, 237, 242, 243, 249};
 
 #define EXPORT_SLOTS 256
 static const void *export_table[EXPORT_SLOTS];
@@ -586,6 +597,7 @@ static void build_export_table(void) {
     export_table[215] = (const void *)slot215;
     export_table[230] = (const void *)slot230;
     export_table[240] = (const void *)slot240;
+    export_table[72] = (const void *)slot72;
     /* slot 26 (log sink) stays NULL: nvidia-smi skips NULL slots */
 }
 const void *mk_export_table(void) {

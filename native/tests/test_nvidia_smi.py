@@ -21,6 +21,8 @@ COMMANDS = {
     "topo": ["topo", "-m"],
     "nvlink": ["nvlink", "-s"],
     "display": ["-q", "-d", "MEMORY,ECC,TEMPERATURE,POWER,CLOCK,PERFORMANCE,PIDS"],
+    "dmon": ["dmon", "-c", "1"],
+    "pmon": ["pmon", "-c", "1"],
 }
 BAD = ("Function Not Found", "Unknown Error", "Uninitialized")
 
