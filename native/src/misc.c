@@ -79,21 +79,24 @@ MK_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, n
     return NVML_SUCCESS;
 }
 
+static unsigned util_samples(const struct mk_device *D, const struct mk_proc **out, unsigned cap);
+
 MK_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *u,
                                                    unsigned int *count, unsigned long long lastSeen) {
     DEV(device);
     NONNULL(count);
-    unsigned n = D->nproc;
+    const struct mk_proc *list[MK_MAX_PROCS];
+    unsigned n = util_samples(D, list, MK_MAX_PROCS);
     if (n == 0) return NVML_ERROR_NOT_FOUND; /* real driver: no samples */
     if (u == NULL || *count < n) { *count = n; return u == NULL ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE; }
     unsigned long long now = mk_now_us();
     for (unsigned p = 0; p < n; p++) {
-        u[p].pid = D->proc[p].pid;
+        u[p].pid = list[p]->pid;
         u[p].timeStamp = now;
-        u[p].smUtil = D->proc[p].sm_util;
-        u[p].memUtil = D->proc[p].mem_util;
-        u[p].encUtil = D->proc[p].enc_util;
-        u[p].decUtil = D->proc[p].dec_util;
+        u[p].smUtil = list[p]->sm_util;
+        u[p].memUtil = list[p]->mem_util;
+        u[p].encUtil = list[p]->enc_util;
+        u[p].decUtil = list[p]->dec_util;
     }
     *count = n;
     return NVML_SUCCESS;
@@ -145,5 +148,45 @@ MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeIn
     NONNULL(c);
     if (!D->c2c_supported) NOTSUP();
     c->isC2cEnabled = D->c2c_enabled;
+    return NVML_SUCCESS;
+}
+
+/* unique pids of a device (a C+G process is listed once per kind in the state file) */
+static unsigned util_samples(const struct mk_device *D, const struct mk_proc **out, unsigned cap) {
+    unsigned n = 0;
+    for (unsigned p = 0; p < D->nproc; p++) {
+        const struct mk_proc *pr = &D->proc[p];
+        unsigned dup = 0;
+        for (unsigned q = 0; q < p && !dup; q++) dup = D->proc[q].pid == pr->pid;
+        if (!pr->pid || dup) continue;
+        if (n < cap) out[n] = pr;
+        n++;
+    }
+    return n;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info) {
+    DEV(device);
+    NONNULL(info);
+    if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    const struct mk_proc *list[MK_MAX_PROCS];
+    unsigned n = util_samples(D, list, MK_MAX_PROCS);
+    if (info->procUtilArray == NULL || info->processSamplesCount < n) {
+        info->processSamplesCount = n;
+        return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    unsigned long long now = mk_now_us();
+    for (unsigned i = 0; i < n; i++) {
+        nvmlProcessUtilizationInfo_v1_t *o = &info->procUtilArray[i];
+        o->timeStamp = now;
+        o->pid = list[i]->pid;
+        o->smUtil = list[i]->sm_util;
+        o->memUtil = list[i]->mem_util;
+        o->encUtil = list[i]->enc_util;
+        o->decUtil = list[i]->dec_util;
+        o->jpgUtil = 0;
+        o->ofaUtil = 0;
+    }
+    info->processSamplesCount = n;
     return NVML_SUCCESS;
 }

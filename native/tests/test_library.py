@@ -346,3 +346,24 @@ def test_fork_while_threads_refresh(lib_dir, state_file):
         stop = True
         for t in ts: t.join()
     """)
+
+
+def test_process_utilization(lib_dir, state_file):
+    st = state_file("h100", overrides={"device.0.process.0.pid": 77, "device.0.process.0.sm_util": 55,
+                                       "device.0.process.1.pid": 77, "device.0.process.1.type": 1,
+                                       "device.0.process.2.pid": 88, "device.0.process.2.mem_util": 9})
+    run(lib_dir, st, """
+        class PU(ctypes.Structure):
+            _fields_ = [("ts", ctypes.c_ulonglong), ("pid", U), ("sm", U), ("mem", U), ("enc", U), ("dec", U),
+                        ("jpg", U), ("ofa", U)]
+        class Info(ctypes.Structure):
+            _fields_ = [("version", U), ("count", U), ("last", ctypes.c_ulonglong), ("arr", ctypes.POINTER(PU))]
+        L.nvmlInit_v2(); d = h(0)[1]
+        info = Info(version=(1 << 24) | ctypes.sizeof(Info))
+        assert L.nvmlDeviceGetProcessesUtilizationInfo(d, ctypes.byref(info)) == 7 and info.count == 2
+        arr = (PU * 2)(); info.arr = arr
+        assert L.nvmlDeviceGetProcessesUtilizationInfo(d, ctypes.byref(info)) == 0
+        assert [(p.pid, p.sm, p.mem) for p in arr] == [(77, 55, 0), (88, 0, 9)]
+        info.version = 0
+        assert L.nvmlDeviceGetProcessesUtilizationInfo(d, ctypes.byref(info)) == 25
+    """)
