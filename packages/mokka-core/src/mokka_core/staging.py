@@ -15,12 +15,13 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import shutil
 import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import MokkaError
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
@@ -60,7 +61,7 @@ class Manifest:
         self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                   "digests": self.digests}, indent=1))
+                                   "digests": self.digests}, separators=(",", ":")))
         os.replace(tmp, path)
 
 
@@ -165,12 +166,18 @@ def teardown(root: Path, surface: str) -> bool:
     return True
 
 
+def _normal_relative(path: str) -> bool:
+    """Relative, normalised (no ``.``/``..``/empty parts, no trailing slash): string checks only, it is hot."""
+    return bool(path) and path[0] != "/" and posixpath.normpath(path) == path and path != ".." \
+        and not path.startswith("../")
+
+
 def _check_plans(plans: dict[str, list[Entry]]) -> None:
     owners: dict[str, str] = {}
     for surface, plan in plans.items():
         for entry in plan:
-            path = PurePosixPath(entry.path)
-            if path.is_absolute() or ".." in path.parts or not path.parts or str(path) != entry.path:
+            path = entry.path
+            if not _normal_relative(path):
                 raise StagingError(surface, f"plan path {entry.path!r} must be relative, normalised, inside the root")
             if isinstance(entry, Dir):
                 continue
@@ -211,7 +218,7 @@ def _materialise(entry: Entry, path: str) -> None:
 
 def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
              digests: dict[str, list[str]], unchanged: dict[str, set[int]]) -> dict[str, Manifest]:
-    done: list[tuple[Path, Path | None]] = []  # (target, backup of what it replaced)
+    done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
     known_dirs: set[str] = set()  # relative dirs known to exist, so each is checked once per wave
     manifests: dict[str, Manifest] = {}
@@ -237,7 +244,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                 if n in unchanged[surface]:
                     manifest.entries.append(entry.path)
                     continue
-                target = Path(target_name)
+                target = target_name
                 backup = None
                 if os.path.lexists(target_name):
                     if entry.path not in owned:
@@ -250,7 +257,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
             manifests[surface] = manifest
     except BaseException:
         for target, backup in reversed(done):
-            if backup is None or (target.is_dir() and not target.is_symlink()):
+            if backup is None or (os.path.isdir(target) and not os.path.islink(target)):
                 _remove(target)
             if backup is not None:
                 os.rename(backup, target)
@@ -291,15 +298,16 @@ def _move_into_place(source: str, target: str) -> None:
     os.unlink(source)
 
 
-def _keep_for_rollback(target: Path) -> Path:
+def _keep_for_rollback(target: str) -> str:
     """Keep what ``target`` is now under a backup name, leaving ``target`` in place where possible.
 
     Files, links and device nodes get a second hard link, so the new entry can be
     renamed straight over the old one; a directory has to be moved out of the way.
     """
-    backup = target.with_name(f".{target.name}.mokka-old")
+    head, name = os.path.split(target)
+    backup = os.path.join(head, f".{name}.mokka-old")
     _remove(backup)
-    if target.is_dir() and not target.is_symlink():
+    if os.path.isdir(target) and not os.path.islink(target):
         os.rename(target, backup)
         return backup
     try:
@@ -315,7 +323,7 @@ def _make_parents(root: Path, rel_dir: str, known: set[str] | None = None) -> li
     if rel_dir in ("", ".") or (known is not None and rel_dir in known):
         return created
     current = ""
-    for part in PurePosixPath(rel_dir).parts:
+    for part in rel_dir.split("/"):
         if part in (".", ""):
             continue
         current = f"{current}/{part}" if current else part
@@ -330,7 +338,7 @@ def _make_parents(root: Path, rel_dir: str, known: set[str] | None = None) -> li
     return created
 
 
-def _remove(path: Path) -> None:
+def _remove(path: str | Path) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -338,7 +346,7 @@ def _remove(path: Path) -> None:
     except IsADirectoryError:
         shutil.rmtree(path, ignore_errors=True)
     except PermissionError:  # unlink(2) of a directory reports EPERM on some systems
-        if path.is_dir() and not path.is_symlink():
+        if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
             raise
