@@ -335,3 +335,17 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.02)
+
+
+def test_concurrent_create_container_requests(runtime: Any, plugin_factory: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    plugin = plugin_factory()
+    runtime.wait_for_plugin()
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        adjustments = list(pool.map(lambda i: create(runtime, env=[f"N={i}"]), range(64)))
+    elapsed = time.monotonic() - started
+    assert all(a.mounts for a in adjustments)
+    assert plugin.counters.injected == 64 and plugin.counters.failed == 0
+    assert elapsed < 10, f"64 CreateContainer calls took {elapsed:.1f} s"

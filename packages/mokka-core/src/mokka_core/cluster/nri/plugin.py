@@ -137,20 +137,24 @@ class NriPlugin:
             where = f"{pod.namespace}/{pod.name}/{container.name}"
             decision = decide(pod, container, self.settings.inject)
             if decision.adjustment is None:
-                self.counters.skipped += 1
+                self._count("skipped")
                 log.info("%s: skipped, %s", where, decision.reason)
             else:
                 response.adjust.CopyFrom(decision.adjustment)
-                self.counters.injected += 1
+                self._count("injected")
                 log.info("%s: %s", where, decision.reason)
         except Exception:  # fail open: the container is created without the mock
-            self.counters.failed += 1
+            self._count("failed")
             log.exception("CreateContainer: could not decide; container left unchanged")
             response = message(f"{API}.CreateContainerResponse")()
         finally:
             with self._lock:
                 self._in_flight.pop(token, None)
         return bytes(response.SerializeToString())
+
+    def _count(self, what: str) -> None:
+        with self._lock:  # requests are served on several threads
+            setattr(self.counters, what, getattr(self.counters, what) + 1)
 
     # connection -----------------------------------------------------------------
     def connect(self) -> Mux:
