@@ -231,6 +231,9 @@ def show_status(root: Path, as_json: bool) -> int:
 
 
 def main() -> None:
+    # pydantic scans every installed distribution for plugins before building the first model;
+    # the ctl uses none, and a change must land fast
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     sys.exit(execute())
 
 
