@@ -336,3 +336,15 @@ def test_pynvml_sees_the_allocated_containers(root: Path, kubelet: FakeKubelet, 
     write_nvml_state(node_of(root), state)
     p = subprocess.run([sys.executable, "-c", PYNVML_PROCESSES], env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(p.stdout)[2]["procs"] == []
+
+
+def test_watcher_started_before_the_node_publishes_once_it_is_staged(tmp_path: Path, kubelet: FakeKubelet,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "root"
+    kubelet.allocate("ns", "a", "c", "0")
+    w = watcher(root, kubelet)
+    assert w.poll() is False and w.poll() is False
+    assert sum("not readable" in r.message for r in caplog.records) == 1  # said once, not every poll
+    nodefile.save(root, NodeSpec(profile="h100", gpus=1))
+    assert w.poll() is True
+    assert node_of(root).gpus[0].config.processes

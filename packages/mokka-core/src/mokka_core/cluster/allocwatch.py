@@ -176,6 +176,7 @@ class AllocationWatcher:
         self.kubelet_up: bool | None = None
         self.publishes = 0
         self._warned_unknown: set[str] = set()
+        self._node_problem = ""
 
     def poll(self) -> bool:
         """One poll; True when the override file was rewritten."""
@@ -209,8 +210,13 @@ class AllocationWatcher:
             doc = store.read_document(path)
             node = resolve_with(inputs, store.validate_document(doc, path))
         except MokkaError as exc:
-            log.warning("node at %s not readable, nothing published: %s", root, exc)
+            if str(exc) != self._node_problem:  # once per distinct problem, not every poll
+                log.warning("node at %s not readable, nothing published: %s", root, exc)
+            self._node_problem = str(exc)
             return False
+        if self._node_problem:
+            log.info("node at %s readable again", root)
+        self._node_problem = ""
         allocation = allocate(claims, node)
         for device_id in set(allocation.unknown) - self._warned_unknown:
             log.warning("device id %r names no GPU of this node (uuids or indices 0-%d); ignored",
