@@ -57,7 +57,7 @@ def node_summary(node: NodeState, root: Path) -> dict[str, Any]:
 def table(summary: dict[str, Any]) -> str:
     lines = [f"Node {summary['node']} (profile {summary['profile']}) under {summary['root']}", ""]
     lines.append(f"{'GPU':<4}{'Health':<19}{'Temp':>6}{'Power':>9}{'Util':>6}{'Clock':>8}  {'ECC c/u':<10}"
-                 f"{'Xid':<12}Faults")
+                 f"{'Xid':<12}Faults, throttling")
     for gpu in summary["gpus"]:
         ecc = gpu["ecc_volatile"]
         xids = ",".join(str(e["code"]) for e in gpu["xid_events"]) or "-"
@@ -65,7 +65,7 @@ def table(summary: dict[str, Any]) -> str:
             f"{gpu['index']:<4}{gpu['health']:<19}{_num(gpu['temperature_c'], 'C'):>6}{_num(gpu['power_w'], 'W'):>9}"
             f"{_num(gpu['utilization_pct'], '%'):>6}{_num(gpu['clock_mhz'], 'MHz'):>8}  "
             f"{_ecc(ecc):<10}{xids:<12}"
-            f"{', '.join(gpu['faults'] + gpu['throttle']) or '-'}"
+            f"{', '.join(gpu['faults'] + [r for r in gpu['throttle'] if r != 'gpu_idle']) or '-'}"
         )
     lines.append("")
     lines.append("Surfaces: " + ", ".join(
