@@ -55,9 +55,9 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     state = _claim(root)
     wake = threading.Event()
     observer = None
-    chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
     supervisor = Supervisor(root)
     try:
+        chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
