@@ -125,6 +125,18 @@ def bench_ctl(spec: NodeSpec, runs: int) -> tuple[list[float], list[float], list
     return from_start, after_exit, cpu, os.path.relpath(watched, root)
 
 
+def bench_import_floor(runs: int) -> tuple[list[float], list[float]]:
+    """What any process that resolves a node pays before doing anything: interpreter + node-state imports."""
+    bare, state = [], []
+    for _ in range(runs):
+        for code, out in (("pass", bare), ("import mokka_core.state", state)):
+            started = time.monotonic()
+            subprocess.run([sys.executable, "-c", code], check=True,
+                           env={**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"})
+            out.append(time.monotonic() - started)
+    return bare, state
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="h100")
@@ -148,6 +160,9 @@ def main() -> None:
     print(figures("ctl: start to visible (new process)", from_start, 0.25))
     print(figures("ctl: CPU time of the process", cpu))
     print(figures("ctl: exit to visible", after_exit, 0.02))
+    bare, state = bench_import_floor(max(3, args.runs // 2))
+    print(figures("floor: python -c pass", bare))
+    print(figures("floor: python -c 'import mokka_core.state'", state))
 
 
 if __name__ == "__main__":
