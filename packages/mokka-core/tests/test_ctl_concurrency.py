@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -31,19 +32,22 @@ def ctl(root: Path, *argv: str) -> int:
     return execute(["--root", str(root), *argv], surfaces={"probe": ProbeSurface()})
 
 
-def raise_xids(root: str, gpu: str, count: int) -> None:
-    for n in range(count):
-        assert ctl(Path(root), "xid", gpu, str(100 + n)) == 0
+WRITER = """
+import sys
+from pathlib import Path
+from mokka_core.ctl.cli import execute
+from mokka_core.testing.runner import ProbeSurface
+root, gpu, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for n in range(count):
+    assert execute(["--root", str(root), "xid", gpu, str(100 + n)], surfaces={"probe": ProbeSurface()}) == 0
+"""
 
 
 def test_two_writers_at_once_never_lose_an_update(root: Path) -> None:
-    fork = multiprocessing.get_context("fork")
-    writers = [fork.Process(target=raise_xids, args=(str(root), gpu, 12)) for gpu in ("0", "1")]
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), gpu, "12"], stdout=subprocess.DEVNULL)
+               for gpu in ("0", "1")]
     for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(60)
-        assert writer.exitcode == 0
+        assert writer.wait(120) == 0
     inputs = load_inputs(nodefile.load(root))
     node = resolve_with(inputs, inputs.override)
     events = [event for gpu in node.gpus for event in gpu.config.xid_events]
