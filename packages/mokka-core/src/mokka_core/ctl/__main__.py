@@ -1,0 +1,5 @@
+"""``python -m mokka_core.ctl``: the same as ``nvml-mock-ctl``."""
+
+from .cli import main
+
+main()
