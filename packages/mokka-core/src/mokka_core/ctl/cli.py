@@ -207,11 +207,17 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (`| head`): nothing wrong with the command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:  # e.g. not allowed to write the node's state directory
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"{PROG}: {exc.strerror or exc}{where}; nothing was changed", file=sys.stderr)
         return 1
-    print(outcome.message)
+    try:
+        print(outcome.message, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if os.environ.get("MOKKA_CTL_VERBOSE"):
         print(f"rendered: {outcome.render.summary()}", file=sys.stderr)
     return 0
@@ -226,7 +232,7 @@ def show_status(root: Path, as_json: bool) -> int:
 
     inputs = load_inputs(nodefile.load(root))
     summary = node_summary(resolve_with(inputs, inputs.override), root)
-    print(json.dumps(summary, indent=2) if as_json else table(summary))
+    print(json.dumps(summary, indent=2) if as_json else table(summary), flush=True)
     return 0
 
 
