@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The node image: mokka-core (`mokka node`, nvml-mock-ctl, the mock libnvidia-ml) and every sim package.
+# The node image: mokka-core (`mokka node`, nvml-mock-ctl, the mock libnvidia-ml, mokka-allocwatch, mokka-nri)
+# and every sim package.
 # This is what charts/mokka runs. Build from the repository root:
 #   docker build -f docker/node.Dockerfile -t mokka/mokka-node:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -16,11 +17,13 @@ COPY packages/mokka-core/ packages/mokka-core/
 RUN make -C native install PYTHON=python3
 
 # Stage 2: wheels of every package and their dependencies (the library travels inside mokka-core's wheel).
+# mokka-core with its `cluster` extra (grpcio, protobuf): the chart's allocation watcher (mokka-allocwatch)
+# and NRI plugin (mokka-nri) run from this image.
 FROM ${PYTHON_IMAGE} AS wheels
 WORKDIR /src
 COPY packages/ packages/
 COPY --from=native /src/packages/mokka-core/src/mokka_core/_native/ packages/mokka-core/src/mokka_core/_native/
-RUN pip wheel --no-cache-dir --wheel-dir /wheels packages/mokka-core packages/sim-*
+RUN pip wheel --no-cache-dir --wheel-dir /wheels "packages/mokka-core[cluster]" packages/sim-*
 
 # Final stage: the runtime only; no compiler, no build tools, wheels not kept in a layer.
 FROM ${PYTHON_IMAGE}

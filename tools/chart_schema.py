@@ -143,6 +143,108 @@ def image_schema(component: str) -> dict[str, Any]:
     )
 
 
+def component_image_schema(component: str) -> dict[str, Any]:
+    schema = image_schema(component)
+    schema["properties"]["repository"] = {
+        "type": "string",
+        "description": "Image repository; \"\" = use `images.node` as it is (registry, repository, tag, pull "
+        "policy): the node image has every program.",
+    }
+    return schema
+
+
+NAMESPACE_PATTERN = "^([*]|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"  # the templates check the same
+ANNOTATION_KEY = {
+    "type": "string",
+    "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+}
+HOST_DIR = {"type": "string", "pattern": "^/.+"}
+# `--set x=0.5` hands helm the text "0.5" (only whole numbers become numbers): accept a decimal as text too.
+# The bounds apply to numbers only; the templates check text against them.
+SET_NUMBER = {"type": ["number", "string"], "pattern": "^[+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"}
+
+
+def namespaces(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string", "maxLength": 63, "pattern": NAMESPACE_PATTERN},
+            "description": description}
+
+
+def allocation_watcher_schema() -> dict[str, Any]:
+    return obj(
+        {
+            "enabled": {
+                "type": "boolean",
+                "description": "Run `mokka-allocwatch` as a sidecar of the node pods: it polls the kubelet's "
+                "pod-resources API and writes each allocated GPU's memory in use and one process per container "
+                "into the node's override file, so nvidia-smi and pynvml show what Kubernetes allocated.",
+            },
+            "podResourcesDir": {
+                **HOST_DIR,
+                "description": "Host directory of the kubelet's pod-resources socket `kubelet.sock` (the kubelet's "
+                "root dir + `/pod-resources`), mounted read-only at the same path.",
+            },
+            "interval": {**SET_NUMBER, "exclusiveMinimum": 0,
+                         "description": "Seconds between polls (`--interval`)."},
+            "usedFraction": {
+                **SET_NUMBER, "exclusiveMinimum": 0, "maximum": 1,
+                "description": "Share of a GPU's memory (total - reserved) each container holding it uses, in "
+                "(0, 1] (`--used-fraction`).",
+            },
+            "resource": {"type": "string", "minLength": 1,
+                         "description": "Extended resource whose allocations are followed (`--resource`)."},
+            "resources": k8s("object", "Resources of the allocation-watcher container."),
+        },
+        "The allocation watcher sidecar.",
+    )
+
+
+def nri_schema() -> dict[str, Any]:
+    return obj(
+        {
+            "enabled": {
+                "type": "boolean",
+                "description": "Run `mokka-nri` as its own DaemonSet on the same nodes: an NRI plugin that adds "
+                "the staged root (read-only at `mountPath`, `LD_LIBRARY_PATH`, `PATH`) and `/dev/nvidia*` to "
+                "containers of opted-in pods as the runtime creates them. Fails open: a broken plugin never "
+                "blocks a pod. Needs containerd >= 1.7 or CRI-O with NRI enabled.",
+            },
+            "socketDir": {
+                **HOST_DIR,
+                "description": "Host directory of the runtime's NRI socket `nri.sock`, mounted read-only at the "
+                "same path.",
+            },
+            "pluginName": {"type": "string", "minLength": 1, "pattern": "^[A-Za-z0-9_.-]+$",
+                           "description": "Name the plugin registers under (`--plugin-name`)."},
+            "pluginIndex": {"type": "integer", "minimum": 0, "maximum": 99,
+                            "description": "NRI plugin index (`--plugin-index`, two digits): its order among the "
+                            "runtime's plugins."},
+            "namespaces": namespaces(
+                "Opted-in namespaces: every container there gets the mock. `[\"*\"]` = every namespace; [] = only "
+                "pods annotated `<optAnnotation>: \"true\"`."),
+            "excludedNamespaces": namespaces(
+                "Namespaces never touched, whatever their pods' annotations say."),
+            "excludeReleaseNamespace": {"type": "boolean",
+                                        "description": "Also exclude this release's namespace."},
+            "optAnnotation": {**ANNOTATION_KEY,
+                              "description": "Pod annotation: `\"true\"` opts a pod in (outside excluded "
+                              "namespaces), `\"false\"` opts it out."},
+            "deviceMode": {"enum": ["all", "annotated", "none"],
+                           "description": "Which injected containers get `/dev/nvidia*` (`--devices`): `all` (unless "
+                           "the pod's `deviceAnnotation` is `\"false\"`), `annotated` (only when it is "
+                           "`\"true\"`), `none`. Never when the device plugin already gave it NVIDIA devices."},
+            "deviceAnnotation": {**ANNOTATION_KEY,
+                                 "description": "Pod annotation read by `deviceMode` (`--devices-annotation`)."},
+            "mountPath": {"type": "string", "pattern": "^/.+",
+                          "description": "Where the staged root appears in the containers (`--mount-path`)."},
+            "healthPort": {"type": "integer", "minimum": 1, "maximum": 65535,
+                           "description": "Container port of `/healthz` (liveness: not wedged) and `/readyz` "
+                           "(readiness: registered with the runtime)."},
+            "resources": k8s("object", "Resources of the NRI plugin container."),
+        },
+        "The NRI plugin DaemonSet.",
+    )
+
+
 def build_schema() -> dict[str, Any]:
     topology, definitions = topology_schema()
     custom_profile, profile_definitions = custom_profile_schema()
@@ -202,7 +304,11 @@ def build_schema() -> dict[str, Any]:
                 },
                 "Where the node is staged on the host.",
             ),
-            "images": obj({"node": image_schema("node daemon (`mokka node up`, nvml-mock-ctl, every surface)")},
+            "allocationWatcher": allocation_watcher_schema(),
+            "nri": nri_schema(),
+            "images": obj({"node": image_schema("node daemon (`mokka node up`, nvml-mock-ctl, every surface)"),
+                           "allocationWatcher": component_image_schema("allocation watcher (`mokka-allocwatch`)"),
+                           "nri": component_image_schema("NRI plugin (`mokka-nri`)")},
                           "Container images, one per component."),
             "imagePullSecrets": k8s("array", "Pull secrets of the DaemonSet pods."),
             "resources": k8s("object", "Resources of the node container (Python daemon + small fake services)."),

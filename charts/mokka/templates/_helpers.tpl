@@ -70,6 +70,7 @@ values.schema.json edited by hand) still fails with a message that lists what is
 {{- fail (printf "surfaces.%s.state: must be healthy or failed, got %q" $name (toString $settings.state)) }}
 {{- end }}
 {{- end }}
+{{- include "mokka.validateClusterComponents" . }}
 {{- with .Values.integrations.fakeGpuOperator.profileLabels }}
 {{- $contract := index . "fake-gpu-operator/gpu-profile" }}
 {{- if and (not (kindIs "invalid" $contract)) (ne (toString $contract) "true") }}
@@ -108,14 +109,47 @@ domains:
 {{- toYaml .Values.topology.domains | nindent 2 }}
 {{- end }}
 
-{{- define "mokka.image" -}}
-{{- $image := .Values.images.node }}
-{{- $tag := default .Chart.AppVersion $image.tag }}
+{{/*
+Image settings of a component (list $ "node" | "allocationWatcher" | "nri"): its own, or the node image's
+when its repository is "" (the node image carries every program).
+*/}}
+{{- define "mokka.imageSettings" -}}
+{{- $root := index . 0 }}
+{{- $image := index $root.Values.images (index . 1) }}
+{{- if not $image.repository }}
+{{- $image = $root.Values.images.node }}
+{{- end }}
+{{- toJson $image }}
+{{- end }}
+
+{{- define "mokka.componentImage" -}}
+{{- $root := index . 0 }}
+{{- $image := include "mokka.imageSettings" . | fromJson }}
+{{- $tag := default $root.Chart.AppVersion $image.tag }}
 {{- if $image.registry }}
 {{- printf "%s/%s:%s" $image.registry $image.repository $tag }}
 {{- else }}
 {{- printf "%s:%s" $image.repository $tag }}
 {{- end }}
+{{- end }}
+
+{{- define "mokka.componentPullPolicy" -}}
+{{- (include "mokka.imageSettings" . | fromJson).pullPolicy }}
+{{- end }}
+
+{{- define "mokka.image" -}}
+{{- include "mokka.componentImage" (list . "node") }}
+{{- end }}
+
+{{/*
+The NRI plugin's comma-separated namespace lists (the names themselves are checked in mokka.validate).
+*/}}
+{{- define "mokka.nriExcludedNamespaces" -}}
+{{- $excluded := .Values.nri.excludedNamespaces | default list }}
+{{- if .Values.nri.excludeReleaseNamespace }}
+{{- $excluded = prepend $excluded .Release.Namespace }}
+{{- end }}
+{{- join "," ($excluded | uniq) }}
 {{- end }}
 
 {{/*
@@ -131,6 +165,51 @@ staged in its failed form.
 {{- else if eq (toString $settings.state) "failed" }}
 - --fail
 - {{ $name }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The cluster components' values, checked like the rest (the schema says the same).
+*/}}
+{{/* A number, or one as text (`--set x=0.5` hands helm a string; the CLI parses it all the same). */}}
+{{- define "mokka.isNumber" -}}
+{{- if or (kindIs "int" .) (kindIs "int64" .) (kindIs "float64" .) }}true
+{{- else if and (kindIs "string" .) (regexMatch "^[+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$" (toString .)) }}true
+{{- end }}
+{{- end }}
+
+{{- define "mokka.isWholeNumber" -}}
+{{- if and (or (kindIs "int" .) (kindIs "int64" .) (kindIs "float64" .)) (eq (float64 .) (float64 (int64 .))) }}true{{ end }}
+{{- end }}
+
+{{- define "mokka.validateClusterComponents" -}}
+{{- $watch := .Values.allocationWatcher }}
+{{- if or (not (include "mokka.isNumber" $watch.interval)) (le (float64 $watch.interval) 0.0) }}
+{{- fail (printf "allocationWatcher.interval: must be a number of seconds greater than 0, got %v" $watch.interval) }}
+{{- end }}
+{{- $fraction := $watch.usedFraction }}
+{{- if or (not (include "mokka.isNumber" $fraction)) (le (float64 $fraction) 0.0) (gt (float64 $fraction) 1.0) }}
+{{- fail (printf "allocationWatcher.usedFraction: must be a number in (0, 1] (share of each GPU's memory per container), got %v" $fraction) }}
+{{- end }}
+{{- $nri := .Values.nri }}
+{{- $modes := list "all" "annotated" "none" }}
+{{- if not (has (toString $nri.deviceMode) $modes) }}
+{{- fail (printf "nri.deviceMode: unknown device mode %q; device modes: %s" (toString $nri.deviceMode) (join ", " $modes)) }}
+{{- end }}
+{{- $port := $nri.healthPort }}
+{{- if or (not (include "mokka.isWholeNumber" $port)) (lt (float64 $port) 1.0) (gt (float64 $port) 65535.0) }}
+{{- fail (printf "nri.healthPort: must be a port number from 1 to 65535, got %v" $port) }}
+{{- end }}
+{{- $index := $nri.pluginIndex }}
+{{- if or (not (include "mokka.isWholeNumber" $index)) (lt (float64 $index) 0.0) (gt (float64 $index) 99.0) }}
+{{- fail (printf "nri.pluginIndex: must be a whole number from 0 to 99 (NRI's two-digit plugin index), got %v" $index) }}
+{{- end }}
+{{- range $key := list "namespaces" "excludedNamespaces" }}
+{{- range $name := index $nri $key | default list }}
+{{- if not (regexMatch "^([*]|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$" (toString $name)) }}
+{{- fail (printf "nri.%s: %q is not a namespace name (lower-case letters, digits, '-'; or * for every namespace)" $key (toString $name)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

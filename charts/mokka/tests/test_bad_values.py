@@ -19,6 +19,13 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "count too large": ({"gpu": {"count": 256}}, ["gpu.count", "255"]),
     "fractional count": ({"gpu": {"count": 1.5}}, ["gpu.count"]),
     "bad surface state": ({"surfaces": {"ib": {"state": "degraded"}}}, ["surfaces.ib.state", "healthy", "failed"]),
+    "watcher interval 0": ({"allocationWatcher": {"enabled": True, "interval": 0}},
+                           ["allocationWatcher.interval: Must be greater than 0"]),
+    "used fraction above 1": ({"allocationWatcher": {"usedFraction": 1.5}},
+                              ["allocationWatcher.usedFraction: Must be less than or equal to 1"]),
+    "unknown device mode": ({"nri": {"enabled": True, "deviceMode": "some"}},
+                            ["nri.deviceMode", '"all", "annotated", "none"']),
+    "bad namespace": ({"nri": {"namespaces": ["Team_A"]}}, ["nri.namespaces.0", "Does not match pattern"]),
 }
 
 # Without the schema the templates still refuse, with the same information.
@@ -30,6 +37,10 @@ TEMPLATE_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "count 0": ({"gpu": {"count": 0}}, ["gpu.count: must be a whole number from 1 to 255", "got 0"]),
     "bad surface state": ({"surfaces": {"ib": {"state": "degraded"}}},
                           ['surfaces.ib.state: must be healthy or failed, got "degraded"']),
+    "watcher interval 0": ({"allocationWatcher": {"enabled": True, "interval": 0}},
+                           ["allocationWatcher.interval: must be a number of seconds greater than 0, got 0"]),
+    "unknown device mode": ({"nri": {"enabled": True, "deviceMode": "some"}},
+                            ['nri.deviceMode: unknown device mode "some"; device modes: all, annotated, none']),
 }
 
 
@@ -110,3 +121,12 @@ def test_every_builtin_profile_passes_as_a_custom_profile_map(helm: Helm) -> Non
     with ThreadPoolExecutor(max_workers=4) as pool:
         codes = dict(zip(PROFILE_LIST, pool.map(render, PROFILE_LIST), strict=True))
     assert codes == dict.fromkeys(PROFILE_LIST, 0)
+
+
+def test_decimal_from_set_is_checked_like_a_number(helm: Helm) -> None:
+    """`--set allocationWatcher.interval=0.25` reaches helm as text: accepted and passed on, or refused by range."""
+    result = helm.run("template", "m", "--set", "allocationWatcher.enabled=true",
+                      "--set", "allocationWatcher.interval=0.25", "--set", "allocationWatcher.usedFraction=1.5")
+    assert result.returncode != 0
+    assert "allocationWatcher.interval" not in result.stderr  # checked first, and "0.25" passed
+    assert "allocationWatcher.usedFraction: must be a number in (0, 1]" in result.stderr and "got 1.5" in result.stderr

@@ -79,6 +79,14 @@ def test_surface_images_run_as_non_root_and_node_image_says_why_it_is_root() -> 
     assert "USER 0:0" in node_text and "CAP_MKNOD" in node_text
 
 
+def test_node_image_has_the_cluster_components() -> None:
+    """The chart's allocation watcher and NRI plugin run from the node image: mokka-core's `cluster` extra
+    (grpcio, protobuf) is built into the wheels, which the final stage installs whole."""
+    wheels = [line for line in stages(DOCKER / "node.Dockerfile")[1] if line.startswith("RUN pip wheel")]
+    assert len(wheels) == 1 and '"packages/mokka-core[cluster]"' in wheels[0], wheels
+    assert any("/wheels/*.whl" in line for line in stages(DOCKER / "node.Dockerfile")[-1])
+
+
 def test_bake_file_builds_the_node_and_every_sim_package() -> None:
     bake = json.loads((DOCKER / "docker-bake.json").read_text())
     targets = bake["target"]
@@ -191,7 +199,8 @@ def test_each_surface_image_command_stages_and_tears_down(tmp_path: Path, sim: s
 
 
 def test_node_image_tools_answer_help() -> None:
-    for program, args in (("mokka", ["node", "--help"]), ("nvml-mock-ctl", ["--help"])):
+    for program, args in (("mokka", ["node", "--help"]), ("nvml-mock-ctl", ["--help"]),
+                          ("mokka-allocwatch", ["--help"]), ("mokka-nri", ["--help"])):
         require_cli(program)
         result = entry(real_env(), "mokka node", program, *args)
         assert result.returncode == 0, result.stderr
@@ -200,7 +209,8 @@ def test_node_image_tools_answer_help() -> None:
 def chart_command(helm: Helm, root: Path, profile_file: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The node container's command, probe and preStop as rendered, moved onto a scratch root."""
     docs = documents(helm.render({**values, "node": {"root": str(root)}}))
-    (node,) = find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    (node,) = [c for c in find(docs, "DaemonSet", "mokka-test")["spec"]["template"]["spec"]["containers"]
+               if c["name"] == "node"]
     profile_file.write_text(find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"])
 
     def local(argv: list[str]) -> list[str]:
@@ -378,22 +388,130 @@ def test_node_runs_with_the_charts_security_context(helm: Helm, tmp_path: Path) 
         f"{services}\n{(tmp_path / 'node.log').read_text()[-3000:]}")
 
 
-def test_runtime_faults_from_inside_the_pod(helm: Helm, tmp_path: Path) -> None:
-    """NOTES.txt's `kubectl exec POD -- nvml-mock-ctl fail 0 lost`: with the pod's env, no --root needed."""
-    require_cli("nvml-mock-ctl")
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_status(url: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def without_capabilities(argv: list[str]) -> list[str]:
+    """The chart drops every capability of both cluster components; do the same where setpriv allows it."""
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        return ["setpriv", "--bounding-set", "-all", "--", *argv]
+    return argv
+
+
+def exercise_cluster_components(helm: Helm, values: dict[str, Any], root: Path, sockets: Path, port: int,
+                                scratch: Path) -> dict[str, Any]:
+    """Run the allocation-watcher sidecar and the NRI plugin with exactly their rendered command lines against
+    the running node, a kubelet and a runtime that speak the real protocols."""
+    from mokka_core.cluster.nri.runtime import FakeRuntime, container, pod
+    from mokka_core.cluster.testing import FakeKubelet
+
+    docs = documents(helm.render({**values, "node": {"root": str(root)}}))
+    (watcher,) = [c for c in find(docs, "DaemonSet", "mokka-test")["spec"]["template"]["spec"]["containers"]
+                  if c["name"] == "allocation-watcher"]
+    (plugin,) = find(docs, "DaemonSet", "mokka-test-nri")["spec"]["template"]["spec"]["containers"]
+    env, seen = real_env(), {}
+    with FakeKubelet(sockets / "kubelet" / "kubelet.sock") as kubelet:
+        kubelet.allocate("team-a", "train", "main", "0")
+        polled = subprocess.run(without_capabilities([*watcher["command"], *watcher["args"], "--once"]),
+                                env=env, capture_output=True, text=True, timeout=60)
+    assert polled.returncode == 0, polled.stdout + polled.stderr
+    (state_file,) = root.glob("usr/lib/*/mokka-nvml.state")
+    deadline = time.monotonic() + 15  # the node daemon re-renders when the override file changes
+    while "team-a/train/main" not in state_file.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "the allocation never reached the NVML state file"
+        time.sleep(0.1)
+    seen["allocated"] = True
+    with FakeRuntime(sockets / "nri" / "nri.sock") as runtime, (scratch / "nri.log").open("w") as log:
+        nri = subprocess.Popen(without_capabilities([*plugin["command"], *plugin["args"]]), env=env,
+                               stdout=log, stderr=subprocess.STDOUT)
+        try:
+            probe = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 20
+            while http_status(probe + plugin["readinessProbe"]["httpGet"]["path"]) != 200:
+                assert nri.poll() is None and time.monotonic() < deadline, (scratch / "nri.log").read_text()
+                time.sleep(0.1)
+            seen["live"] = http_status(probe + plugin["livenessProbe"]["httpGet"]["path"])
+            seen["opted-in"] = runtime.create_container(pod("team-a", "train"), container("main")).adjust
+            seen["release"] = runtime.create_container(pod("mokka", "node"), container("main")).adjust
+        finally:
+            nri.terminate()
+            nri.wait(timeout=30)
+    return seen
+
+
+def break_gpu_from_inside(helm: Helm, root: Path) -> dict[str, Any]:
+    env = {**real_env(), **pod_env(helm, root)}
+    assert env["MOKKA_ROOT"] == str(root)
+    failed = subprocess.run(["nvml-mock-ctl", "fail", "0", "lost"], env=env, capture_output=True, text=True)
+    assert failed.returncode == 0, failed.stderr
+    report = subprocess.run(["nvml-mock-ctl", "status", "--json"], env=env, capture_output=True, text=True)
+    return {**json.loads(report.stdout), "override_file": (root / "var/lib/mokka/overrides.yaml").is_file()}
+
+
+@pytest.fixture(scope="module")
+def inside_the_pod(helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One t4 node run (node start-up dominates) serving the tests of what runs beside the node daemon: the
+    cluster components first, then a runtime fault through nvml-mock-ctl."""
+    import tempfile
+
+    for program in ("nvml-mock-ctl", "mokka-allocwatch", "mokka-nri"):
+        require_cli(program)
+    scratch = tmp_path_factory.mktemp("pod")
+    sockets = Path(tempfile.mkdtemp(prefix="mokka-", dir="/tmp"))  # unix socket paths: at most 107 bytes
+    port = free_port()
+    values = {"gpu": {"profile": "t4", "count": 1},
+              "allocationWatcher": {"enabled": True, "podResourcesDir": str(sockets / "kubelet")},
+              "nri": {"enabled": True, "socketDir": str(sockets / "nri"), "healthPort": port,
+                      "namespaces": ["team-a"]}}
     seen: dict[str, Any] = {}
 
-    def break_gpu(root: Path) -> None:
-        env = {**real_env(), **pod_env(helm, root)}
-        assert env["MOKKA_ROOT"] == str(root)
-        failed = subprocess.run(["nvml-mock-ctl", "fail", "0", "lost"], env=env, capture_output=True, text=True)
-        assert failed.returncode == 0, failed.stderr
-        report = subprocess.run(["nvml-mock-ctl", "status", "--json"], env=env, capture_output=True, text=True)
-        seen.update(json.loads(report.stdout))
-        seen["override_file"] = (root / "var/lib/mokka/overrides.yaml").is_file()
+    def exercise(root: Path) -> None:
+        seen["root"] = root
+        seen["cluster"] = exercise_cluster_components(helm, values, root, sockets, port, scratch)
+        seen["fault"] = break_gpu_from_inside(helm, root)
 
-    run_node(helm, tmp_path, {"gpu": {"profile": "t4"}}, while_ready=break_gpu)
+    try:
+        run_node(helm, scratch, values, while_ready=exercise)
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+    return seen
+
+
+def test_runtime_faults_from_inside_the_pod(inside_the_pod: dict[str, Any]) -> None:
+    """NOTES.txt's `kubectl exec POD -- nvml-mock-ctl fail 0 lost`: with the pod's env, no --root needed."""
+    seen = inside_the_pod["fault"]
     assert seen["override_file"], "the override file lives at <root>/var/lib/mokka/overrides.yaml"
     assert [gpu["health"] for gpu in seen["gpus"]] == ["lost"]
     notes = (REPO / "charts" / "mokka" / "templates" / "NOTES.txt").read_text()
     assert "nvml-mock-ctl fail 0 lost" in notes
+
+
+def test_cluster_components_run_the_chart_command_lines(inside_the_pod: dict[str, Any]) -> None:
+    """The allocation-watcher sidecar and the NRI plugin with exactly the rendered command lines (host socket
+    directories moved to scratch, no capabilities) beside the real node daemon: a kubelet allocation reaches
+    the NVML state file; the plugin registers with the runtime, turns ready and live on the probes' paths,
+    injects the staged root into an opted-in pod and leaves the release's namespace alone."""
+    seen = inside_the_pod["cluster"]
+    assert seen["allocated"] and seen["live"] == 200
+    injected = seen["opted-in"]
+    assert [(m.source, m.destination) for m in injected.mounts] == [(str(inside_the_pod["root"]), "/opt/mokka")]
+    assert "/dev/nvidia0" in [d.path for d in injected.linux.devices]
+    assert not seen["release"].mounts, "the release's own namespace is excluded"

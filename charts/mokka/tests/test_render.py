@@ -37,6 +37,25 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Both cluster components on, with every setting away from its default.
+CLUSTER: dict[str, Any] = {
+    "gpu": {"profile": "gb200"},
+    "nodeSelector": {"mokka.dev/pool": "sim"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "priorityClassName": "system-node-critical",
+    "imagePullSecrets": [{"name": "pull"}],
+    "allocationWatcher": {"enabled": True, "podResourcesDir": "/var/snap/k8s/kubelet/pod-resources",
+                          "interval": 0.5, "usedFraction": 0.25, "resource": "example.com/gpu",
+                          "resources": {"limits": {"memory": "128Mi"}}},
+    "nri": {"enabled": True, "socketDir": "/run/containerd/nri", "pluginName": "mokka-sim", "pluginIndex": 5,
+            "namespaces": ["team-a", "team-b"], "excludedNamespaces": ["kube-system", "monitoring"],
+            "optAnnotation": "example.com/mock-gpu", "deviceMode": "annotated",
+            "deviceAnnotation": "example.com/mock-devices", "mountPath": "/opt/gpu", "healthPort": 9440},
+    "images": {"nri": {"registry": "registry.example", "repository": "sim/nri", "tag": "dev"}},
+}
+# Extra cases of the validated batch: (profile, values name) beyond the profile x COMBINATIONS product.
+EXTRA_CASES = {("gb200", "cluster"): CLUSTER}
+
 
 def kubernetes_versions() -> list[str]:
     """The chart's floor (Chart.yaml kubeVersion) and the newest version kubernetes-validate knows."""
@@ -56,12 +75,16 @@ def kubernetes_validate(files: list[Path]) -> None:
 
 
 def daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return find(docs, "DaemonSet")
+    return find(docs, "DaemonSet", "mokka-test")
 
 
-def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    (node,) = daemonset(docs)["spec"]["template"]["spec"]["containers"]
-    return node
+def container(docs: list[dict[str, Any]], name: str = "node") -> dict[str, Any]:
+    (found,) = [c for c in daemonset(docs)["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    return found
+
+
+def nri_daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(docs, "DaemonSet", "mokka-test-nri")
 
 
 def flags(args: list[str], flag: str) -> list[str]:
@@ -69,7 +92,7 @@ def flags(args: list[str], flag: str) -> list[str]:
 
 
 def test_helm_lint_is_clean(helm: Helm) -> None:
-    for values in (None, COMBINATIONS["mixed"]):
+    for values in (None, {**COMBINATIONS["mixed"], **CLUSTER}):
         extra = ["-f", str(helm.values_file(values))] if values else []
         result = helm.run("lint", "--strict", *extra)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -78,11 +101,12 @@ def test_helm_lint_is_clean(helm: Helm) -> None:
 
 
 def test_every_profile_and_surface_combination_renders_and_validates(helm: Helm, tmp_path: Path) -> None:
-    cases = [(profile, combo) for profile in PROFILES for combo in COMBINATIONS]
+    combinations = {**COMBINATIONS, **{combo: values for (_, combo), values in EXTRA_CASES.items()}}
+    cases = [(profile, combo) for profile in PROFILES for combo in COMBINATIONS] + list(EXTRA_CASES)
 
     def render(case: tuple[str, str]) -> Path:
         profile, combo = case
-        values = {**COMBINATIONS[combo], "gpu": {**COMBINATIONS[combo].get("gpu", {}), "profile": profile}}
+        values = {**combinations[combo], "gpu": {**combinations[combo].get("gpu", {}), "profile": profile}}
         path = tmp_path / f"{profile}-{combo}.yaml"
         path.write_text(helm.render(values))
         return path
@@ -92,7 +116,8 @@ def test_every_profile_and_surface_combination_renders_and_validates(helm: Helm,
     for (profile, combo), path in zip(cases, files, strict=True):
         docs = documents(path.read_text())
         kinds = sorted(d["kind"] for d in docs)
-        expected = ["ConfigMap", "DaemonSet"] + (["ConfigMap"] * 8 if combo == "mixed" else [])
+        expected = ["ConfigMap", "DaemonSet"] + (["ConfigMap"] * 8 if combo == "mixed" else []) + (
+            ["DaemonSet"] if combo == "cluster" else [])
         assert kinds == sorted(expected), f"{profile}/{combo}: {kinds}"
         profile_map = find(docs, "ConfigMap", "mokka-test-profile")
         assert yaml.safe_load(profile_map["data"]["profile.yaml"])["name"] == profile
@@ -120,9 +145,13 @@ def test_daemonset_runs_the_node_cli_with_every_setting(helm: Helm) -> None:
 
 
 def test_defaults_pass_no_surface_flags_and_no_count(helm: Helm) -> None:
-    args = container(documents(helm.render()))["args"]
+    docs = documents(helm.render())
+    args = container(docs)["args"]
     assert "--disable" not in args and "--fail" not in args and "--gpus" not in args
     assert "--overlay-file" not in args
+    # the cluster components are opt-in: no sidecar, no NRI DaemonSet
+    assert [c["name"] for c in daemonset(docs)["spec"]["template"]["spec"]["containers"]] == ["node"]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "DaemonSet"] == ["mokka-test"]
 
 
 def test_host_paths_reach_the_host_at_the_same_paths(helm: Helm) -> None:
@@ -224,9 +253,10 @@ def test_images_per_component(helm: Helm) -> None:
 
 
 def test_no_rbac_and_no_api_token(helm: Helm) -> None:
-    docs = documents(helm.render(COMBINATIONS["mixed"]))
+    docs = documents(helm.render({**COMBINATIONS["mixed"], **CLUSTER}))
     assert {d["kind"] for d in docs} == {"ConfigMap", "DaemonSet"}
-    assert daemonset(docs)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    for pods in (daemonset(docs), nri_daemonset(docs)):
+        assert pods["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
 def test_container_is_not_privileged(helm: Helm) -> None:
@@ -242,3 +272,84 @@ def test_documented_examples_render_and_validate(helm: Helm, tmp_path: Path, exa
     path = tmp_path / example
     path.write_text(helm.render(values, release=Path(example).stem))
     kubernetes_validate([path])
+
+
+# -- cluster components ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster_docs(helm: Helm) -> list[dict[str, Any]]:
+    return documents(helm.render({**CLUSTER, "node": {"root": "/srv/mokka/root"}}))
+
+
+def security_without_capabilities(security: dict[str, Any]) -> None:
+    assert security["runAsUser"] == 0 and not security.get("privileged")
+    assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_allocation_watcher_sidecar(cluster_docs: list[dict[str, Any]]) -> None:
+    spec = daemonset(cluster_docs)["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["node", "allocation-watcher"]
+    watcher = container(cluster_docs, "allocation-watcher")
+    assert watcher["command"] == ["mokka-allocwatch"]
+    args = watcher["args"]
+    assert flags(args, "--root") == ["/srv/mokka/root"]
+    assert flags(args, "--socket") == ["/var/snap/k8s/kubelet/pod-resources/kubelet.sock"]
+    assert flags(args, "--interval") == ["0.5"] and flags(args, "--used-fraction") == ["0.25"]
+    assert flags(args, "--resource") == ["example.com/gpu"]
+    assert watcher["image"] == container(cluster_docs)["image"]  # images.allocationWatcher unset: the node image
+    assert watcher["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    security_without_capabilities(watcher["securityContext"])
+    mounts = {m["name"]: m for m in watcher["volumeMounts"]}
+    assert mounts == {
+        "pod-resources": {"name": "pod-resources", "mountPath": "/var/snap/k8s/kubelet/pod-resources",
+                          "readOnly": True},
+        "state": {"name": "state", "mountPath": "/srv/mokka/root/var/lib/mokka"},  # override file: read-write
+        "config": {"name": "config", "mountPath": "/etc/mokka", "readOnly": True},  # the node file names it
+    }
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/snap/k8s/kubelet/pod-resources"
+    assert volumes["state"]["hostPath"] == {"path": "/srv/mokka/root/var/lib/mokka", "type": "DirectoryOrCreate"}
+
+
+def test_nri_daemonset(cluster_docs: list[dict[str, Any]]) -> None:
+    nri_set = nri_daemonset(cluster_docs)
+    node_set = daemonset(cluster_docs)
+    labels = nri_set["spec"]["selector"]["matchLabels"]
+    assert labels["app.kubernetes.io/component"] == "nri"
+    assert labels != node_set["spec"]["selector"]["matchLabels"]
+    pod = nri_set["spec"]["template"]["spec"]
+    node_pod = node_set["spec"]["template"]["spec"]
+    for key in ("nodeSelector", "affinity", "tolerations", "priorityClassName", "imagePullSecrets"):
+        assert pod[key] == node_pod[key], key  # the same nodes as the node DaemonSet
+    assert pod["automountServiceAccountToken"] is False
+    (plugin,) = pod["containers"]
+    assert plugin["command"] == ["mokka-nri"]
+    assert plugin["image"] == "registry.example/sim/nri:dev"
+    args = plugin["args"]
+    expected = {"--root": "/srv/mokka/root", "--socket": "/run/containerd/nri/nri.sock", "--plugin-name": "mokka-sim",
+                "--plugin-index": "05", "--mount-path": "/opt/gpu", "--namespaces": "team-a,team-b",
+                "--excluded-namespaces": "mokka,kube-system,monitoring", "--opt-annotation": "example.com/mock-gpu",
+                "--devices": "annotated", "--devices-annotation": "example.com/mock-devices",
+                "--health-addr": ":9440"}
+    assert {flag: flags(args, flag) for flag in expected} == {flag: [v] for flag, v in expected.items()}
+    assert plugin["ports"] == [{"name": "health", "containerPort": 9440, "protocol": "TCP"}]
+    assert plugin["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert plugin["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    security_without_capabilities(plugin["securityContext"])
+    mounts = {m["name"]: m for m in plugin["volumeMounts"]}
+    assert mounts == {
+        "nri-socket": {"name": "nri-socket", "mountPath": "/run/containerd/nri", "readOnly": True},
+        # at its host path: the plugin asks the runtime to bind exactly this path into containers
+        "root": {"name": "root", "mountPath": "/srv/mokka/root", "readOnly": True},
+    }
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    assert volumes == {"nri-socket": "/run/containerd/nri", "root": "/srv/mokka/root"}
+
+
+def test_nri_defaults_exclude_the_release_namespace_and_kube_system(helm: Helm) -> None:
+    docs = documents(helm.render({"nri": {"enabled": True}}, namespace="gpu-sim"))
+    args = find(docs, "DaemonSet", "mokka-test-nri")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert flags(args, "--excluded-namespaces") == ["gpu-sim,kube-system"]
+    assert flags(args, "--namespaces") == [""]  # only pods annotated "true"
+    assert flags(args, "--socket") == ["/var/run/nri/nri.sock"] and flags(args, "--devices") == ["all"]

@@ -68,6 +68,8 @@ def test_every_option_set(helm: Helm, snapshot: Callable[[str, str], None]) -> N
         "podLabels": {"team": "sim"},
         "imagePullSecrets": [{"name": "pull"}],
         "images": {"node": {"registry": "registry.example", "tag": "dev"}},
+        "allocationWatcher": {"enabled": True},
+        "nri": {"enabled": True, "namespaces": ["team-a"]},
     }
     docs = [d for d in strip_volatile(documents(helm.render(values))) if not d["metadata"]["name"].startswith("gpu-")]
     snapshot("gb200-every-option", dump(docs))
