@@ -1,6 +1,7 @@
 /* Processes, fabric, C2C. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mokka.h"
 
@@ -119,6 +120,26 @@ static void cluster_uuid(const char *s, unsigned char out[NVML_GPU_FABRIC_UUID_L
     }
 }
 
+/* Fabric state `auto`: in progress until the fabric manager's readiness marker exists, then
+ * completed (and back if it goes away). One caller stat()s the marker at most every 250 ms;
+ * everyone else reads the cached answer. */
+#define FABRIC_CHECK_NS 250000000ull
+static _Atomic uint64_t fabric_next_check;
+static _Atomic int fabric_ready;
+
+unsigned mk_fabric_state(const struct mk_snap *s, const struct mk_device *d) {
+    if (!d->fabric_auto) return d->fabric_state;
+    if (!s->fabric_ready_file[0]) return NVML_GPU_FABRIC_STATE_IN_PROGRESS;
+    uint64_t now = mk_now_coarse();
+    uint64_t next = atomic_load_explicit(&fabric_next_check, memory_order_relaxed);
+    if (now >= next && atomic_compare_exchange_strong(&fabric_next_check, &next, now + FABRIC_CHECK_NS)) {
+        struct stat st;
+        atomic_store_explicit(&fabric_ready, stat(s->fabric_ready_file, &st) == 0, memory_order_relaxed);
+    }
+    return atomic_load_explicit(&fabric_ready, memory_order_relaxed) ? NVML_GPU_FABRIC_STATE_COMPLETED
+                                                                      : NVML_GPU_FABRIC_STATE_IN_PROGRESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *f) {
     DEV(device);
     NONNULL(f);
@@ -126,7 +147,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)D->fabric_state;
+    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
     return NVML_SUCCESS;
 }
 
@@ -138,7 +159,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabr
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)D->fabric_state;
+    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
     f->healthMask = D->fabric_health;
     return NVML_SUCCESS;
 }

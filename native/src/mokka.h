@@ -15,6 +15,7 @@
 #define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS */
 #define MK_MAX_PROCS 32      /* per device */
 #define MK_MAX_EVENTS 256    /* per snapshot */
+#define MK_MAX_PCIFN 256     /* non-GPU PCI functions per snapshot */
 #define MK_CPUSET_WORDS 16   /* 1024 CPUs */
 #define MK_STATE_MAGIC "mokka-nvml-state 1"
 #define MK_MAX_FILE (16u << 20)
@@ -29,6 +30,17 @@ struct mk_link {
     uint32_t version;         /* 0 = device default */
     uint64_t err_replay, err_recovery, err_crc_flit, err_crc_data, err_ecc;
     uint64_t tx_bytes, rx_bytes;
+    uint32_t err_inject;      /* 1: the device's injected error rate accrues on this link */
+    uint64_t err_injected;    /* injected errors accrued before the device's nvlink_error epoch */
+};
+
+/* a PCI function that is not a GPU (HCA, PCI-visible NVSwitch): for nvidia-smi's topo -m */
+struct mk_pcifn {
+    char bus_id[32];
+    int32_t root_complex;     /* index of its root complex, -1 unknown */
+    int32_t pcie_switch;      /* PCIe switch it sits behind (shared with a GPU), -1 none */
+    int32_t numa_node;        /* -1 unknown */
+    uint32_t pci_domain, pci_bus, pci_dev, pci_func;
 };
 
 struct mk_proc {
@@ -100,10 +112,14 @@ struct mk_device {
     uint32_t mig_max;
     /* fabric / c2c */
     uint32_t fabric_supported, fabric_clique, fabric_state, fabric_status, fabric_health;
+    uint32_t fabric_auto;     /* 1: state follows system.fabric_ready_file (in progress / completed) */
     char fabric_cluster[48];
     uint32_t c2c_supported, c2c_enabled;
     /* topology / affinity */
-    int32_t numa_node;        /* -1 not supported */
+    int32_t numa_node;        /* nearest NUMA node (memory affinity, PCIe levels); -1 not supported */
+    int32_t gpu_numa_node;    /* the GPU's own NUMA node (coherent C2C systems); -1 not supported */
+    int32_t root_complex;     /* index of its root complex, -1 unknown */
+    int32_t pcie_switch;      /* PCIe switch it sits behind, -1 none */
     uint64_t cpuset[MK_CPUSET_WORDS];
     uint32_t cpuset_set;
     uint8_t topo_level[MK_MAX_DEVICES];   /* nvmlGpuTopologyLevel_t / 10 per peer */
@@ -113,6 +129,8 @@ struct mk_device {
     /* nvlink */
     uint32_t nvlink_count, nvlink_version, nvlink_speed_mbps, nvswitch_links;
     struct mk_link link[MK_MAX_LINKS];
+    uint64_t nvlink_err_rate_milli; /* injected errors per 1000 s on each link with err_inject */
+    uint64_t nvlink_err_epoch_ms;   /* wall-clock ms since 1970 when that rate took effect */
     /* time-varying metrics (values change once per wall-clock second, identically in every process) */
     uint64_t dyn_seed;
     uint32_t dyn_temp, dyn_temp_base, dyn_temp_var, dyn_temp_ramp, dyn_temp_period;
@@ -134,6 +152,9 @@ struct mk_snap {
     uint32_t nevent, event_cap;
     struct mk_event *events;  /* nevent entries, allocated when the file has events */
     uint64_t max_seq;
+    uint32_t npcifn, pcifn_cap;
+    struct mk_pcifn *pcifn;   /* npcifn entries, allocated when the file has any */
+    char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute path) */
     /* bookkeeping */
     struct mk_snap *retired_next;
     uint64_t retired_at;
@@ -210,6 +231,11 @@ static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_
 unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d);
 unsigned mk_power_usage(const struct mk_snap *s, const struct mk_device *d);
 void mk_utilization(const struct mk_snap *s, const struct mk_device *d, unsigned *gpu, unsigned *mem);
+
+/* fabric (misc.c): state after following the fabric manager's readiness marker */
+unsigned mk_fabric_state(const struct mk_snap *s, const struct mk_device *d);
+/* NVLink error counters (nvlink.c) including the injected errors accrued until now */
+uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c);
 
 /* misc */
 int mk_bus_match(const char *query, const struct mk_device *d);

@@ -100,19 +100,39 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, uns
     return NVML_SUCCESS;
 }
 
+/* Injected errors on a link: those accrued before the epoch plus rate x time since, on links
+ * with errors.inject. Wall-clock based, so every process sees the same, growing count. */
+static uint64_t injected(const struct mk_device *d, const struct mk_link *l) {
+    uint64_t n = l->err_injected;
+    if (l->err_inject && d->nvlink_err_rate_milli) {
+        uint64_t now = mk_now_us() / 1000;
+        if (now > d->nvlink_err_epoch_ms) {
+            unsigned __int128 x = (unsigned __int128)d->nvlink_err_rate_milli * (now - d->nvlink_err_epoch_ms);
+            x /= 1000000u; /* milli-errors/s x ms */
+            n += x > UINT64_MAX - n ? UINT64_MAX - n : (uint64_t)x;
+        }
+    }
+    return n;
+}
+
+/* Each injected error is a CRC-failed flit that the data link layer replays. */
+uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c) {
+    switch (c) {
+    case NVML_NVLINK_ERROR_DL_REPLAY: return l->err_replay + injected(d, l);
+    case NVML_NVLINK_ERROR_DL_RECOVERY: return l->err_recovery;
+    case NVML_NVLINK_ERROR_DL_CRC_FLIT: return l->err_crc_flit + injected(d, l);
+    case NVML_NVLINK_ERROR_DL_CRC_DATA: return l->err_crc_data;
+    default: return l->err_ecc;
+    }
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, nvmlNvLinkErrorCounter_t c,
                                                    unsigned long long *v) {
     DEV(device);
     NONNULL(v);
     LINK(D, link);
-    switch (c) {
-    case NVML_NVLINK_ERROR_DL_REPLAY: *v = L->err_replay; break;
-    case NVML_NVLINK_ERROR_DL_RECOVERY: *v = L->err_recovery; break;
-    case NVML_NVLINK_ERROR_DL_CRC_FLIT: *v = L->err_crc_flit; break;
-    case NVML_NVLINK_ERROR_DL_CRC_DATA: *v = L->err_crc_data; break;
-    case NVML_NVLINK_ERROR_DL_ECC_DATA: *v = L->err_ecc; break;
-    default: return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    if ((unsigned)c > NVML_NVLINK_ERROR_DL_ECC_DATA) return NVML_ERROR_INVALID_ARGUMENT;
+    *v = mk_link_error(D, L, c);
     return NVML_SUCCESS;
 }
 
@@ -230,11 +250,13 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned in
     return NVML_SUCCESS;
 }
 
+/* The GPU's own NUMA node: only where GPU memory is a NUMA node (coherent Grace C2C systems);
+ * x86 boards answer NOT_SUPPORTED (topo -m "GPU NUMA ID" N/A). */
 MK_API nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node) {
     DEV(device);
     NONNULL(node);
-    if (D->numa_node < 0) NOTSUP();
-    *node = (unsigned)D->numa_node;
+    if (D->gpu_numa_node < 0) NOTSUP();
+    *node = (unsigned)D->gpu_numa_node;
     return NVML_SUCCESS;
 }
 
@@ -267,14 +289,11 @@ static int link_err_field(unsigned id, int *kind, int *link) {
     return 0;
 }
 
-static uint64_t link_err(const struct mk_link *l, int kind) {
-    switch (kind) {
-    case 0: return l->err_crc_flit;
-    case 1: return l->err_crc_data;
-    case 2: return l->err_replay;
-    case 3: return l->err_recovery;
-    default: return l->err_ecc;
-    }
+static uint64_t link_err(const struct mk_device *d, const struct mk_link *l, int kind) {
+    static const nvmlNvLinkErrorCounter_t by_kind[] = {NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA,
+                                                       NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY,
+                                                       NVML_NVLINK_ERROR_DL_ECC_DATA};
+    return mk_link_error(d, l, by_kind[kind]);
 }
 
 static int speed_field_link(unsigned id) {
@@ -313,8 +332,8 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
     if (link_err_field(id, &kind, &link)) {
         if (!D->nvlink_count) return NVML_ERROR_NOT_SUPPORTED;
         uint64_t x = 0;
-        if (link < 0) for (unsigned l = 0; l < D->nvlink_count; l++) x += link_err(&D->link[l], kind);
-        else if ((unsigned)link < D->nvlink_count) x = link_err(&D->link[link], kind);
+        if (link < 0) for (unsigned l = 0; l < D->nvlink_count; l++) x += link_err(D, &D->link[l], kind);
+        else if ((unsigned)link < D->nvlink_count) x = link_err(D, &D->link[link], kind);
         else return NVML_ERROR_NOT_SUPPORTED;
         ULL(x);
         return NVML_SUCCESS;
@@ -401,8 +420,9 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: {
         if (v->scopeId >= D->nvlink_count) return NVML_ERROR_NOT_SUPPORTED;
         const struct mk_link *l = &D->link[v->scopeId];
-        ULL(id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? l->err_replay
-            : id == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY ? l->err_recovery : l->err_crc_flit);
+        ULL(mk_link_error(D, l, id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? NVML_NVLINK_ERROR_DL_REPLAY
+                               : id == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY ? NVML_NVLINK_ERROR_DL_RECOVERY
+                                                                            : NVML_NVLINK_ERROR_DL_CRC_FLIT));
         return NVML_SUCCESS;
     }
     case NVML_FI_DEV_NVLINK_GET_SPEED:
@@ -485,27 +505,88 @@ MK_API nvmlReturn_t nvmlDeviceClearFieldValues(nvmlDevice_t device, int valuesCo
 
 /* -------------------------------------------- export table (nvidia-smi) */
 
-/* slot 23: GPU<->GPU link type by bus id; 0 PIX 1 PXB 2 PHB 3 NODE 4 SYS, 5+k NV(k+1) */
+/* A PCI function of the node, for slot 23: a GPU (index) or another function (HCA, NVSwitch). */
+struct pci_end {
+    int gpu;                  /* GPU index, or -1 */
+    int32_t root_complex, pcie_switch, numa_node;
+};
+
+static int pcifn_match(const char *q, const struct mk_pcifn *f) {
+    unsigned a[4];
+    char tail;
+    if (sscanf(q, "%x:%x:%x.%x%c", &a[0], &a[1], &a[2], &a[3], &tail) == 4)
+        return a[0] == f->pci_domain && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
+    if (sscanf(q, "%x:%x.%x%c", &a[1], &a[2], &a[3], &tail) == 3)
+        return f->pci_domain == 0 && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
+    return 0;
+}
+
+static int find_end(const struct mk_snap *s, const char *bus, struct pci_end *e) {
+    for (uint32_t i = 0; i < s->ndev; i++)
+        if (mk_bus_match(bus, &s->dev[i])) {
+            e->gpu = (int)i;
+            e->root_complex = s->dev[i].root_complex;
+            e->pcie_switch = s->dev[i].pcie_switch;
+            e->numa_node = s->dev[i].numa_node;
+            return 1;
+        }
+    for (uint32_t i = 0; i < s->npcifn; i++)
+        if (pcifn_match(bus, &s->pcifn[i])) {
+            e->gpu = -1;
+            e->root_complex = s->pcifn[i].root_complex;
+            e->pcie_switch = s->pcifn[i].pcie_switch;
+            e->numa_node = s->pcifn[i].numa_node;
+            return 1;
+        }
+    return 0;
+}
+
+/* slot 23: link type between two PCI functions by bus id, for `topo -m` (GPU rows and NIC rows);
+ * 0 PIX 1 PXB 2 PHB 3 NODE 4 SYS, 5+k NV(k+1). GPU<->GPU: NVLinks, else topology.levels. Any pair
+ * with a non-GPU function: behind the same PCIe switch PXB (a GPU and its NIC share a multi-level
+ * switch on DGX/HGX baseboards, where topo -m prints PXB), else same root complex PHB, same NUMA
+ * node NODE, else SYS. */
 static int slot23_link_type(const char *a, const char *b, int *out) {
     if (!a || !b || !out) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_snap *s = mk_snapshot();
     if (!s) return NVML_ERROR_UNINITIALIZED;
-    int ia = -1, ib = -1;
-    for (uint32_t i = 0; i < s->ndev; i++) {
-        if (ia < 0 && mk_bus_match(a, &s->dev[i])) ia = (int)i;
-        if (ib < 0 && mk_bus_match(b, &s->dev[i])) ib = (int)i;
+    struct pci_end ea, eb;
+    if (!find_end(s, a, &ea) || !find_end(s, b, &eb)) {
+        mk_debug("slot23(%s, %s) -> NOT_FOUND", a, b);
+        return NVML_ERROR_NOT_FOUND;
     }
-    if (ia < 0 || ib < 0) return NVML_ERROR_NOT_FOUND;
-    unsigned nv = topo_nvlinks(s, (uint32_t)ia, (uint32_t)ib);
-    if (nv) { *out = 4 + (int)nv; return NVML_SUCCESS; }
-    switch (topo_level(s, (uint32_t)ia, (uint32_t)ib)) {
-    case NVML_TOPOLOGY_INTERNAL:
-    case NVML_TOPOLOGY_SINGLE: *out = 0; break;
-    case NVML_TOPOLOGY_MULTIPLE: *out = 1; break;
-    case NVML_TOPOLOGY_HOSTBRIDGE: *out = 2; break;
-    case NVML_TOPOLOGY_NODE: *out = 3; break;
-    default: *out = 4; break;
+    if (ea.gpu >= 0 && eb.gpu >= 0) {
+        unsigned nv = topo_nvlinks(s, (uint32_t)ea.gpu, (uint32_t)eb.gpu);
+        if (nv) { *out = 4 + (int)nv; return NVML_SUCCESS; }
+        switch (topo_level(s, (uint32_t)ea.gpu, (uint32_t)eb.gpu)) {
+        case NVML_TOPOLOGY_INTERNAL:
+        case NVML_TOPOLOGY_SINGLE: *out = 0; break;
+        case NVML_TOPOLOGY_MULTIPLE: *out = 1; break;
+        case NVML_TOPOLOGY_HOSTBRIDGE: *out = 2; break;
+        case NVML_TOPOLOGY_NODE: *out = 3; break;
+        default: *out = 4; break;
+        }
+        return NVML_SUCCESS;
     }
+    if (ea.pcie_switch >= 0 && ea.pcie_switch == eb.pcie_switch) *out = 1;
+    else if (ea.root_complex >= 0 && ea.root_complex == eb.root_complex) *out = 2;
+    else if (ea.numa_node >= 0 && ea.numa_node == eb.numa_node) *out = 3;
+    else *out = 4;
+    return NVML_SUCCESS;
+}
+
+/* slot 81: f(index, char *buf, size): the PCI bus id of GPU `index` in the legacy form
+ * (DDDD:BB:DD.F, upper case), known even when the GPU is lost: nvidia-smi names the GPU with it in
+ * "Unable to determine the device handle for GPU0000:61:00.0: GPU is lost." */
+static int slot81(uintptr_t index, char *buf, unsigned size) {
+    struct mk_snap *s = mk_snapshot();
+    if (!s) return NVML_ERROR_UNINITIALIZED;
+    if (!buf || size == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= s->ndev || !s->dev[index].bus_id[0]) return NVML_ERROR_INVALID_ARGUMENT;
+    const struct mk_device *d = &s->dev[index];
+    if ((unsigned)snprintf(buf, size, "%04X:%02X:%02X.%X", d->pci_domain & 0xFFFF, d->pci_bus, d->pci_dev,
+                           d->pci_func) >= size)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
     return NVML_SUCCESS;
 }
 
@@ -579,10 +660,14 @@ static int slot72(nvmlDevice_t device, unsigned *supported) {
     return NVML_SUCCESS;
 }
 
+/* slot 241: the GPU's own NUMA node for 535's topo -m "GPU NUMA ID" (550 calls nvmlDeviceGetNumaNodeId):
+ * f(device, unsigned *node, ...); NOT_SUPPORTED prints N/A. */
+static int slot241(nvmlDevice_t device, unsigned *node) { return nvmlDeviceGetNumaNodeId(device, node); }
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
-static const unsigned short not_supported_slots[] = {81, 165, 209, 226, 231, 232, 237, 242, 243, 249};
+static const unsigned short not_supported_slots[] = {165, 209, 226, 231, 232, 237, 242, 243, 249};
 
 #define EXPORT_SLOTS 256
 static const void *export_table[EXPORT_SLOTS];
@@ -592,11 +677,13 @@ static void build_export_table(void) {
     for (unsigned i = 0; i < sizeof not_supported_slots / sizeof not_supported_slots[0]; i++)
         export_table[not_supported_slots[i]] = (const void *)slot_not_supported;
     export_table[23] = (const void *)slot23_link_type;
+    export_table[81] = (const void *)slot81;
     export_table[213] = (const void *)slot213;
     export_table[214] = (const void *)slot214;
     export_table[215] = (const void *)slot215;
     export_table[230] = (const void *)slot230;
     export_table[240] = (const void *)slot240;
+    export_table[241] = (const void *)slot241;
     export_table[72] = (const void *)slot72;
     /* slot 26 (log sink) stays NULL: nvidia-smi skips NULL slots */
 }

@@ -5,7 +5,7 @@
  *   key=value            (one per line; '#' comments and empty lines allowed)
  *   end
  * Keys: system.<k>, device.<i>.<k>, device.<i>.nvlink.<l>.<k>,
- *       device.<i>.process.<p>.<k>, event.<n>.<k>.  Unknown keys are ignored,
+ *       device.<i>.process.<p>.<k>, event.<n>.<k>, pcifn.<n>.<k>.  Unknown keys are ignored,
  * malformed lines reject the whole file.  Values are decoded by a table of
  * {key, type, offset} descriptors; there is no per-key code.
  */
@@ -67,6 +67,7 @@ static const struct desc sys_desc[] = {
     SU32("cuda_version", cuda_version),
     SU32("init_error", init_error),
     SU32("device_count", declared_count),
+    SSTR("fabric_ready_file", fabric_ready_file),
 };
 
 static const struct desc dev_desc[] = {
@@ -136,8 +137,10 @@ static const struct desc dev_desc[] = {
     DU32("fabric.supported", fabric_supported), DSTR("fabric.cluster_uuid", fabric_cluster),
     DU32("fabric.clique_id", fabric_clique), DU32("fabric.state", fabric_state),
     DU32("fabric.status", fabric_status), DU32("fabric.health_mask", fabric_health),
+    DU32("fabric.auto", fabric_auto),
     DU32("c2c.supported", c2c_supported), DU32("c2c.enabled", c2c_enabled),
-    DI32("numa_node", numa_node),
+    DI32("numa_node", numa_node), DI32("gpu_numa_node", gpu_numa_node), DI32("root_complex", root_complex),
+    DI32("pcie_switch", pcie_switch),
     {"cpu_affinity", T_CPUSET, offsetof(struct mk_device, cpuset), 0, offsetof(struct mk_device, cpuset_set)},
     DLST("topology.levels", topo_level, topo_level_n),
     DLST("topology.nvlinks", topo_nvlink, topo_nvlink_n),
@@ -154,6 +157,7 @@ static const struct desc dev_desc[] = {
     DU32("dynamic.utilization.burst_period_s", dyn_util_burst_period),
     DU32("nvlink.count", nvlink_count), DU32("nvlink.version", nvlink_version),
     DU32("nvlink.speed_mbps", nvlink_speed_mbps), DU32("nvlink.nvswitch_links", nvswitch_links),
+    DU64("nvlink_error.rate_milli", nvlink_err_rate_milli), DU64("nvlink_error.epoch_ms", nvlink_err_epoch_ms),
 };
 
 static const struct desc link_desc[] = {
@@ -162,6 +166,7 @@ static const struct desc link_desc[] = {
     LU64("errors.replay", err_replay), LU64("errors.recovery", err_recovery),
     LU64("errors.crc_flit", err_crc_flit), LU64("errors.crc_data", err_crc_data),
     LU64("errors.ecc", err_ecc), LU64("tx_bytes", tx_bytes), LU64("rx_bytes", rx_bytes),
+    LU32("errors.inject", err_inject), LU64("errors.injected", err_injected),
 };
 
 static const struct desc proc_desc[] = {
@@ -174,13 +179,20 @@ static const struct desc event_desc[] = {
     EU64("seq", seq), EU32("device", device), EU64("type", type), EU64("data", data),
 };
 
+#define FU32(k, f) {k, T_U32, offsetof(struct mk_pcifn, f), 0, 0}
+#define FI32(k, f) {k, T_I32, offsetof(struct mk_pcifn, f), 0, 0}
+#define FSTR(k, f) {k, T_STR, offsetof(struct mk_pcifn, f), sizeof(((struct mk_pcifn *)0)->f), 0}
+static const struct desc pcifn_desc[] = {
+    FSTR("bus_id", bus_id), FI32("root_complex", root_complex), FI32("pcie_switch", pcie_switch), FI32("numa_node", numa_node),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Key lookup: one open-addressing hash table over all five descriptor tables, built once. */
-enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_EVENT };
+/* Key lookup: one open-addressing hash table over all six descriptor tables, built once. */
+enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_EVENT, SC_PCIFN };
 #define HT_SIZE 512u /* power of two, about 2x the number of descriptors */
 static uint16_t ht[HT_SIZE]; /* 0 = empty, else 1 + (scope << 12 | index) */
-static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, event_desc};
+static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, event_desc, pcifn_desc};
 static pthread_once_t ht_once = PTHREAD_ONCE_INIT;
 
 /* cheap hash: length, first and last 8 bytes (keys are short, their ends differ) */
@@ -210,6 +222,7 @@ static void build_tables(void) {
     ht_add(SC_LINK, link_desc, N(link_desc));
     ht_add(SC_PROC, proc_desc, N(proc_desc));
     ht_add(SC_EVENT, event_desc, N(event_desc));
+    ht_add(SC_PCIFN, pcifn_desc, N(pcifn_desc));
 }
 
 static const struct desc *lookup(unsigned scope, const char *key, size_t klen) {
@@ -324,7 +337,7 @@ static int store(void *base, const struct desc *d, const char *v, size_t len) {
 static void device_defaults(struct mk_device *d) {
     memset(d, 0, sizeof(*d));
     d->mig_current = d->mig_pending = -1;
-    d->numa_node = -1;
+    d->numa_node = d->gpu_numa_node = d->root_complex = d->pcie_switch = -1;
     d->auto_boost = -1;
     d->host_vgpu_mode = -1;
     d->driver_model = -1;
@@ -343,6 +356,7 @@ void mk_snap_free(struct mk_snap *s) {
     for (uint32_t i = 0; s->dev && i < s->dev_cap; i++) free(s->dev[i].proc);
     free(s->dev);
     free(s->events);
+    free(s->pcifn);
     free(s);
 }
 
@@ -468,6 +482,23 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
             if (idx + 1 > s->nevent) s->nevent = idx + 1;
             base = &s->events[idx];
             d = lookup(SC_EVENT, r, (size_t)(kend - r));
+        } else if (klen > 6 && memcmp(k, "pcifn.", 6) == 0) {
+            uint32_t idx;
+            const char *r = read_index(k + 6, kend, &idx);
+            if (!r || idx >= MK_MAX_PCIFN) FAIL("line %u: bad pcifn index", lineno);
+            if (idx >= s->pcifn_cap) {
+                uint32_t ncap = s->pcifn_cap ? s->pcifn_cap * 2 : 16;
+                while (ncap <= idx) ncap *= 2;
+                struct mk_pcifn *nf = realloc(s->pcifn, sizeof(struct mk_pcifn) * ncap);
+                if (!nf) FAIL("out of memory");
+                memset(nf + s->pcifn_cap, 0, sizeof(struct mk_pcifn) * (ncap - s->pcifn_cap));
+                for (uint32_t i = s->pcifn_cap; i < ncap; i++) nf[i].root_complex = nf[i].pcie_switch = nf[i].numa_node = -1;
+                s->pcifn = nf;
+                s->pcifn_cap = ncap;
+            }
+            if (idx + 1 > s->npcifn) s->npcifn = idx + 1;
+            base = &s->pcifn[idx];
+            d = lookup(SC_PCIFN, r, (size_t)(kend - r));
         }
         if (!d) continue; /* unknown key: forward compatible */
         if (store(base, d, v, vlen)) FAIL("line %u: bad value for %.*s", lineno, (int)klen, k);
@@ -490,6 +521,14 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
         if (d->nvlink_count > MK_MAX_LINKS) FAIL("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
         for (uint32_t p = 0; p < d->nproc; p++)
             if (d->proc[p].pid == 0) FAIL("device %u: process %u has no pid", i, p);
+    }
+    for (uint32_t i = 0; i < s->npcifn; i++) {
+        struct mk_pcifn *f = &s->pcifn[i];
+        unsigned dom, bus, dev, fn;
+        char tail;
+        if (sscanf(f->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 || dev > 31 || fn > 7)
+            FAIL("pcifn %u: bad or missing bus_id '%s'", i, f->bus_id);
+        f->pci_domain = dom; f->pci_bus = bus; f->pci_dev = dev; f->pci_func = fn;
     }
     if (s->declared_count && s->declared_count != s->ndev)
         FAIL("system.device_count=%u but %u devices described", s->declared_count, s->ndev);

@@ -4,20 +4,42 @@
 (framing, keys, types) is documented in ``native/README.md`` and golden-tested in
 ``tests/test_nvml_view.py``.  ``write_nvml_state`` replaces the file atomically so every
 running NVML client switches to the new snapshot within one check interval.
+
+Given the staged ``root`` (``render_nvml_state(node, root)``, what the gpu surface does), two
+runtime couplings are rendered as well:
+
+* fabric state ``auto`` follows the fake fabric manager: the file names its readiness marker
+  (``<root>/`` :data:`~mokka_core.paths.FABRICMANAGER_READY_FILE`) and the library reports
+  In Progress until the marker exists, then Completed;
+* NVLink error injection (``nvlink_error.rate`` errors/s per active link, optional ``links``)
+  accrues in the library from a wall-clock epoch; the epoch and the errors accrued before it are
+  carried over from the file already staged under the root, so re-rendering (any ctl change)
+  never resets or skips counts, and changing the rate (0 heals) only changes the slope.
+
+Profile-level ``dynamic_metrics_defaults`` is deliberately *not* applied as a default
+``dynamic_metrics`` of every GPU: upstream, the engine ignores it; it is only the per-profile layer
+of the Helm chart's opt-in ``gpu.dynamicMetrics`` overlay.  Applying it by default would make
+every node's temperature, power and utilization time-varying where the profile gives fixed values
+(and where ``nvml-mock-ctl temp``/``power`` set fixed ones).  A GPU gets dynamic metrics only from
+its own (merged) ``dynamic_metrics`` block.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
 from .profile import FabricHealth
 from .state import GpuState, NodeState
 
-__all__ = ["HEADER", "STATE_FILE_NAME", "nvlink_matrix", "render_nvml_state", "topology_level", "write_nvml_state"]
+__all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
+           "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]
 
 HEADER = "mokka-nvml-state 1"
 STATE_FILE_NAME = "mokka-nvml.state"
@@ -48,6 +70,9 @@ ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encod
                          "utilization.jpeg", "utilization.ofa")
 SWITCH_SENTINEL_BUS_ID = "FFFFFFFF:FF:FF.0"
 NVIDIA_VENDOR = 0x10DE
+# coherent Grace systems expose each GPU's memory as NUMA nodes after the CPUs' nodes, a block of
+# 8 per GPU (one per possible MIG partition): GB200 with 2 Grace CPUs shows GPU NUMA IDs 2, 10, 18, 26
+GPU_NUMA_NODES_PER_GPU = 8
 
 
 def nvml_bus_id(bus_id: str) -> str:
@@ -91,10 +116,33 @@ def topology_level(a: GpuState, b: GpuState) -> int:
     return TOPO_SYSTEM
 
 
-def _fabric_state(node: NodeState, state: str) -> int:
-    if state == "auto":  # coupled to the fabric manager: ready -> completed, otherwise stuck in progress
-        return 3 if node.surface("fabricmanager").active else 2
-    return FABRIC_STATE.get(state, 3)
+def _fabric_state(node: NodeState, state: str, follow_marker: bool) -> tuple[int, int]:
+    """(fabric.state, fabric.auto). ``auto`` is coupled to the fabric manager, as on real nodes:
+    surface healthy -> the library follows its readiness marker (in progress, then completed; without
+    a root to find the marker, completed); surface failed (daemon up, never trains) -> in progress;
+    surface disabled (no fabric manager on a fabric node) -> the probe is never started."""
+    if state != "auto":
+        return FABRIC_STATE.get(state, 3), 0
+    fabricmanager = node.surface("fabricmanager")
+    if not fabricmanager.enabled:
+        return FABRIC_STATE["not_started"], 0
+    if not fabricmanager.active:
+        return FABRIC_STATE["in_progress"], 0
+    if follow_marker:
+        return FABRIC_STATE["in_progress"], 1
+    return FABRIC_STATE["completed"], 0
+
+
+def gpu_numa_node(node: NodeState, gpu: GpuState) -> int | None:
+    """nvmlDeviceGetNumaNodeId: the GPU's own NUMA node, only where its memory is one (coherent
+    Grace C2C: ``grace_superchip.coherent_memory``); x86 boards answer N/A. Deterministic scheme:
+    the CPUs' nodes come first (0..max root complex NUMA node), then a block of
+    :data:`GPU_NUMA_NODES_PER_GPU` per GPU in index order, the GPU being the first of its block."""
+    grace = gpu.config.grace_superchip
+    if grace is None or not grace.enabled or not grace.coherent_memory:
+        return None
+    cpu_nodes = max((root.numa_node for root in node.root_complexes), default=0) + 1
+    return cpu_nodes + GPU_NUMA_NODES_PER_GPU * gpu.index
 
 
 def _health_mask(health: FabricHealth) -> int:
@@ -105,7 +153,7 @@ def _health_mask(health: FabricHealth) -> int:
             | tri(health.access_timeout_recovery) << 6 | FABRIC_CONFIG.get(health.incorrect_configuration, 1) << 8)
 
 
-def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str, object]]:
+def _device(node: NodeState, gpu: GpuState, nv: list[int], ctx: _RenderContext) -> Iterator[tuple[str, object]]:
     c = gpu.config
     arch = ARCH.get(c.architecture or "", 0)
     yield "name", c.name or "NVIDIA GPU"
@@ -256,7 +304,10 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str
         yield "fabric.supported", 1
         yield "fabric.cluster_uuid", f.cluster_uuid
         yield "fabric.clique_id", f.clique_id
-        yield "fabric.state", _fabric_state(node, f.state)
+        fabric_state, follow = _fabric_state(node, f.state, ctx.ready_file is not None)
+        yield "fabric.state", fabric_state
+        if follow:
+            yield "fabric.auto", 1
         yield "fabric.status", 0
         yield "fabric.health_mask", f.health_mask if f.health_mask is not None else _health_mask(f.health)
     if node.nvlink and node.nvlink.c2c_enabled:
@@ -265,6 +316,11 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str
 
     if gpu.numa_node is not None:
         yield "numa_node", gpu.numa_node
+    own_node = gpu_numa_node(node, gpu)
+    if own_node is not None:
+        yield "gpu_numa_node", own_node
+    yield "root_complex", ctx.root_index.get(gpu.root_complex, -1)
+    yield "pcie_switch", gpu.index  # each GPU sits behind its own PCIe switch, shared with its HCAs
     if gpu.cpu_affinity:
         yield "cpu_affinity", gpu.cpu_affinity
     yield "topology.levels", ",".join(str(topology_level(gpu, other)) for other in node.gpus)
@@ -272,6 +328,7 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int]) -> Iterator[tuple[str
 
     if gpu.links:
         yield from _links(node, gpu)
+        yield from _nvlink_errors(gpu, ctx)
     yield from _processes(gpu)
 
 
@@ -380,6 +437,104 @@ def _links(node: NodeState, gpu: GpuState) -> Iterator[tuple[str, object]]:
         yield p + "remote_device_id", f"0x{remote_dev:08x}"
 
 
+@dataclass(frozen=True)
+class NvlinkErrorClock:
+    """Injected NVLink errors of one GPU as a state file carries them: rate (milli-errors/s per link),
+    the wall-clock epoch (ms) it applies from, links it applies to, errors accrued before the epoch."""
+
+    rate_milli: int = 0
+    epoch_ms: int = 0
+    inject: frozenset[int] = frozenset()
+    accrued: Mapping[int, int] = field(default_factory=dict)
+
+    def at(self, now_ms: int) -> dict[int, int]:
+        """Errors per link at ``now_ms`` (the library's formula)."""
+        grown = self.rate_milli * max(0, now_ms - self.epoch_ms) // 1_000_000
+        links = set(self.accrued) | set(self.inject)
+        return {link: self.accrued.get(link, 0) + (grown if link in self.inject else 0) for link in links}
+
+
+@dataclass
+class _RenderContext:
+    root_index: dict[str, int]
+    ready_file: str | None
+    previous: Mapping[str, NvlinkErrorClock]
+    now_ms: int | None = None
+
+    def now(self) -> int:
+        if self.now_ms is None:
+            self.now_ms = time.time_ns() // 1_000_000
+        return self.now_ms
+
+
+def _nvlink_error_clock(gpu: GpuState, ctx: _RenderContext) -> NvlinkErrorClock:
+    config = gpu.config.nvlink_error
+    rate_milli = round(config.rate * 1000) if config else 0
+    wanted = set(config.links) if config and config.links else None
+    inject = frozenset(link.link for link in gpu.links
+                       if rate_milli and link.active and (wanted is None or link.link in wanted))
+    previous = ctx.previous.get(gpu.uuid)
+    if previous is not None and (previous.rate_milli, previous.inject) == (rate_milli, inject):
+        return previous  # unchanged: the same epoch, the same lines, the counters keep growing
+    accrued = {link: n for link, n in (previous.at(ctx.now()) if previous else {}).items() if n}
+    if not rate_milli and not accrued:
+        return NvlinkErrorClock()
+    return NvlinkErrorClock(rate_milli, ctx.now() if rate_milli else 0, inject, accrued)
+
+
+def _nvlink_errors(gpu: GpuState, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
+    clock = _nvlink_error_clock(gpu, ctx)
+    if not clock.rate_milli and not clock.accrued:
+        return
+    yield "nvlink_error.rate_milli", clock.rate_milli
+    yield "nvlink_error.epoch_ms", clock.epoch_ms
+    for link in sorted(set(clock.inject) | set(clock.accrued)):
+        if link in clock.inject:
+            yield f"nvlink.{link}.errors.inject", 1
+        if clock.accrued.get(link):
+            yield f"nvlink.{link}.errors.injected", clock.accrued[link]
+
+
+def read_nvlink_error_clocks(text: str) -> dict[str, NvlinkErrorClock]:
+    """The NVLink error clocks in a state file's text, by GPU UUID (what a re-render carries over)."""
+    raw: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or not key.startswith("device."):
+            continue
+        index, _, rest = key[len("device."):].partition(".")
+        if rest == "uuid" or rest.startswith("nvlink_error.") or (
+                rest.startswith("nvlink.") and ".errors.inject" in rest):
+            raw.setdefault(index, {})[rest] = value
+    clocks = {}
+    for keys in raw.values():
+        if "uuid" not in keys or "nvlink_error.rate_milli" not in keys:
+            continue
+        try:
+            inject = frozenset(int(k.split(".")[1]) for k, v in keys.items()
+                               if k.endswith(".errors.inject") and v == "1")
+            accrued = {int(k.split(".")[1]): int(v) for k, v in keys.items() if k.endswith(".errors.injected")}
+            clocks[keys["uuid"]] = NvlinkErrorClock(int(keys["nvlink_error.rate_milli"]),
+                                                    int(keys.get("nvlink_error.epoch_ms", "0")), inject, accrued)
+        except ValueError:
+            continue  # a hand-edited or foreign file: start afresh for this GPU
+    return clocks
+
+
+def _pci_functions(node: NodeState, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
+    """The node's non-GPU PCI functions (HCAs, PCI-visible NVSwitches): nvidia-smi topo -m asks the
+    library for the PCIe level between them and the GPUs (export slot 23). An HCA assigned to a GPU
+    shares that GPU's PCIe switch (``pcie_switch`` = the GPU's index), as on DGX/HGX baseboards."""
+    functions: list[tuple[str, str | None, int | None, int | None]] = [
+        (h.bus_id, h.root_complex, h.numa_node, h.gpu_index) for h in node.hcas]
+    functions += [(s.bus_id, s.root_complex, s.numa_node, None) for s in node.switches if s.pci_visible]
+    for n, (bus_id, root_complex, numa_node, near_gpu) in enumerate(functions[:256]):  # the library's limit
+        yield f"pcifn.{n}.bus_id", nvml_bus_id(bus_id)
+        yield f"pcifn.{n}.root_complex", root_index.get(root_complex or "", -1)
+        yield f"pcifn.{n}.pcie_switch", -1 if near_gpu is None else near_gpu
+        yield f"pcifn.{n}.numa_node", -1 if numa_node is None else numa_node
+
+
 def _processes(gpu: GpuState) -> Iterator[tuple[str, object]]:
     n = 0
     for proc in gpu.config.processes or []:
@@ -399,8 +554,13 @@ def _processes(gpu: GpuState) -> Iterator[tuple[str, object]]:
                 return
 
 
-def render_nvml_state(node: NodeState) -> str:
-    """The state file text for `node` (format version 1, see native/README.md)."""
+def render_nvml_state(node: NodeState, root: str | os.PathLike[str] | None = None) -> str:
+    """The state file text for `node` (format version 1, see native/README.md).
+
+    ``root``: the staged root the file goes to. It adds the fabric manager's readiness marker path
+    and carries the NVLink error clocks over from the file already staged there (see the module
+    docstring); without it the result depends on ``node`` alone.
+    """
     system = node.system
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
@@ -409,15 +569,28 @@ def render_nvml_state(node: NodeState) -> str:
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
+    ready_file = str(Path(root).absolute() / FABRICMANAGER_READY_FILE) if root is not None else None
+    if ready_file is not None:
+        if "\n" in ready_file or len(ready_file) >= 512:
+            raise ValueError(f"root {root}: not usable in the state file (line break, or path too long)")
+        lines.append(f"system.fabric_ready_file={ready_file}")
+    previous: Mapping[str, NvlinkErrorClock] = {}
+    if root is not None:
+        try:
+            previous = read_nvlink_error_clocks((Path(root) / NVML_STATE_FILE).read_text())
+        except (OSError, UnicodeDecodeError):
+            previous = {}
+    ctx = _RenderContext({rc.id: i for i, rc in enumerate(node.root_complexes)}, ready_file, previous)
     matrix = nvlink_matrix(node)
     for gpu, nv in zip(node.gpus, matrix, strict=True):
-        for key, value in _device(node, gpu, nv):
+        for key, value in _device(node, gpu, nv, ctx):
             if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
             text = "" if value == "N/A" else str(value)  # an empty string is what the library reports as N/A
             if "\n" in text or "\0" in text:
                 raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {text!r}")
             lines.append(f"device.{gpu.index}.{key}={text}")
+    lines += [f"{key}={value}" for key, value in _pci_functions(node, ctx.root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
@@ -425,10 +598,11 @@ def render_nvml_state(node: NodeState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_nvml_state(node: NodeState, path: str | os.PathLike[str]) -> Path:
+def write_nvml_state(node: NodeState, path: str | os.PathLike[str],
+                     root: str | os.PathLike[str] | None = None) -> Path:
     """Write the state file atomically (temp file in the same directory, fsync, rename), mode 0644."""
     target = Path(path)
-    text = render_nvml_state(node)
+    text = render_nvml_state(node, root)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w") as f:

@@ -17,6 +17,11 @@ NODE_FILE = f"{STATE_DIR}/node.json"
 OVERRIDE_FILE = f"{STATE_DIR}/overrides.yaml"
 OVERLAY_FILE = f"{STATE_DIR}/topology.yaml"
 LOCK_FILE = f"{STATE_DIR}/overrides.yaml.lock"
+#: Runtime markers of the simulated daemons.
+RUN_DIR = f"{STATE_DIR}/run"
+#: Exists exactly while the fake fabric manager has the fabric trained; the NVML library reports
+#: fabric state ``auto`` as In Progress until it exists, then Completed.
+FABRICMANAGER_READY_FILE = f"{RUN_DIR}/fabricmanager.ready"
 
 #: Default root of a cluster node (hostPath), used when neither --root nor $MOKKA_ROOT is given.
 CLUSTER_ROOT = Path("/var/lib/mokka/root")

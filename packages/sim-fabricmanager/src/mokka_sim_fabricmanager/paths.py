@@ -1,8 +1,9 @@
 """Where the fake fabric manager keeps its readiness marker, relative to a staged root.
 
-The NVML view reads fabric state ``auto`` as "In Progress" until this file exists,
-then "Completed" (the lead hoists the constant into ``mokka_core.paths``).
+The NVML view reads fabric state ``auto`` as "In Progress" until this file exists, then
+"Completed"; the constant lives in ``mokka_core.paths`` so both sides share it.
 """
 
-RUN_DIR = "var/lib/mokka/run"
-FABRICMANAGER_READY_FILE = f"{RUN_DIR}/fabricmanager.ready"
+from mokka_core.paths import FABRICMANAGER_READY_FILE, RUN_DIR
+
+__all__ = ["FABRICMANAGER_READY_FILE", "RUN_DIR"]

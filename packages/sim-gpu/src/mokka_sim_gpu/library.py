@@ -51,7 +51,7 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
     raise LibraryNotBuilt(f"gpu: no {LIBRARY}.<version> in {native_dir}; run `make -C native install` first")
 
 
-def state_file_entries(node: NodeState) -> list[Entry]:
+def state_file_entries(node: NodeState, root: Path | None = None) -> list[Entry]:
     """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
     try:
         view = importlib.import_module("mokka_core.nvml_view")
@@ -59,4 +59,4 @@ def state_file_entries(node: NodeState) -> list[Entry]:
         if exc.name != "mokka_core.nvml_view":
             raise
         return []  # a mokka-core without the NVML view: the library reports no state file
-    return [File(paths.NVML_STATE_FILE, view.render_nvml_state(node), mode=0o644)]
+    return [File(paths.NVML_STATE_FILE, view.render_nvml_state(node, root), mode=0o644)]
