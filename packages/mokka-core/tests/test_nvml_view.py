@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -144,3 +146,197 @@ def test_nvidia_smi_failure_states(smi: Path, tmp_path: Path) -> None:
     write_nvml_state(NodeSpec(profile="h100", override_file=override).resolve(), state)
     p = _run(smi, state, "-L")
     assert "GPU is lost" in p.stdout + p.stderr and p.stdout.count("GPU-") == 7
+
+
+# ---- node-wide PCI functions, GPU NUMA ids, fabric coupling, NVLink error clocks --------------------
+
+def _kv(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines()[1:-1] if not line.startswith("#"))
+
+
+def test_non_gpu_pci_functions_and_root_complexes_rendered() -> None:
+    node = NodeSpec(profile="h100").resolve()
+    kv = _kv(render_nvml_state(node))
+    roots = [rc.id for rc in node.root_complexes]
+    for n, hca in enumerate(node.hcas):
+        assert kv[f"pcifn.{n}.bus_id"] == nvml_bus_id(hca.bus_id)
+        assert kv[f"pcifn.{n}.root_complex"] == str(roots.index(hca.root_complex))
+        assert kv[f"pcifn.{n}.numa_node"] == str(hca.numa_node)
+        assert kv[f"pcifn.{n}.pcie_switch"] == str(hca.gpu_index)  # beside its GPU
+    visible = [s for s in node.switches if s.pci_visible]
+    assert visible and kv[f"pcifn.{len(node.hcas)}.bus_id"] == nvml_bus_id(visible[0].bus_id)
+    for gpu in node.gpus:
+        assert kv[f"device.{gpu.index}.root_complex"] == str(roots.index(gpu.root_complex))
+    no_ib = _kv(render_nvml_state(NodeSpec(profile="h100", surfaces={"ib": {"enabled": False}}).resolve()))
+    assert not any(key.startswith("pcifn.") and key.endswith("bus_id") and no_ib[key] == kv["pcifn.0.bus_id"]
+                   for key in no_ib)
+
+
+@pytest.mark.parametrize(("profile", "expected"), [("h100", None), ("a100", None), ("b200", None), ("l40s", None),
+                                                   ("t4", None), ("gb200", [2, 10, 18, 26]),
+                                                   ("gb300", [2, 10, 18, 26])])
+def test_gpu_numa_node_only_on_coherent_grace(profile: str, expected: list[int] | None) -> None:
+    node = NodeSpec(profile=profile, gpus=4).resolve()
+    kv = _kv(render_nvml_state(node))
+    got = [kv.get(f"device.{i}.gpu_numa_node") for i in range(4)]
+    assert got == ([str(n) for n in expected] if expected else [None] * 4)
+
+
+def test_fabric_auto_follows_the_fabricmanager_surface(tmp_path: Path) -> None:
+    def fabric(root: Path | None = None, **surface: object) -> tuple[str, str | None, str | None]:
+        node = NodeSpec(profile="gb200", gpus=4, surfaces={"fabricmanager": surface} if surface else {}).resolve()
+        kv = _kv(render_nvml_state(node, root))
+        return kv["device.0.fabric.state"], kv.get("device.0.fabric.auto"), kv.get("system.fabric_ready_file")
+
+    marker = str(tmp_path / "var/lib/mokka/run/fabricmanager.ready")
+    assert fabric(tmp_path) == ("2", "1", marker)  # in progress until the daemon's marker exists
+    assert fabric() == ("3", None, None)  # no root to find the marker: a ready fabric manager
+    assert fabric(tmp_path, state="failed")[:2] == ("2", None)  # daemon up, fabric never trains
+    assert fabric(tmp_path, enabled=False)[:2] == ("1", None)  # no fabric manager: probe not started
+
+
+def node_uuid(index: int) -> str:
+    return NodeSpec(profile="h100").resolve().gpus[index].uuid
+
+
+def test_nvlink_error_clock_carries_over_rerenders(tmp_path: Path) -> None:
+    from mokka_core.nvml_view import read_nvlink_error_clocks
+    from mokka_core.paths import NVML_STATE_FILE
+
+    state = tmp_path / NVML_STATE_FILE
+    state.parent.mkdir(parents=True)
+    override = tmp_path / "override.yaml"
+
+    def stage(doc: str) -> dict[str, str]:
+        override.write_text(doc)
+        write_nvml_state(NodeSpec(profile="h100", override_file=override).resolve(), state, root=tmp_path)
+        return _kv(state.read_text())
+
+    assert not any("nvlink_error" in key for key in stage("version: 1\n"))
+    first = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 2.5, links: [1, 3]}\n")
+    assert first["device.0.nvlink_error.rate_milli"] == "2500"
+    assert first["device.0.nvlink.1.errors.inject"] == first["device.0.nvlink.3.errors.inject"] == "1"
+    assert "device.0.nvlink.2.errors.inject" not in first and "device.1.nvlink_error.rate_milli" not in first
+    unrelated = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 2.5, links: [1, 3]}\n"
+                      "  '5':\n    thermal: {temperature_gpu_c: 50}\n")
+    assert unrelated["device.0.nvlink_error.epoch_ms"] == first["device.0.nvlink_error.epoch_ms"]  # same clock
+    # pretend the clock started 10 s ago; then the rate changes: what accrued is kept, the new rate counts from now
+    epoch = int(first["device.0.nvlink_error.epoch_ms"])
+    state.write_text(state.read_text().replace(f"epoch_ms={epoch}", f"epoch_ms={epoch - 10_000}"))
+    assert read_nvlink_error_clocks(state.read_text())[node_uuid(0)].epoch_ms == epoch - 10_000
+    healed = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 0}\n")
+    assert healed["device.0.nvlink_error.rate_milli"] == "0"
+    assert int(healed["device.0.nvlink.1.errors.injected"]) == int(healed["device.0.nvlink.3.errors.injected"]) >= 25
+    assert "device.0.nvlink.1.errors.inject" not in healed
+    again = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 0}\n")
+    assert again == healed  # healed: frozen counters, stable file
+
+
+# ---- inside mokka run: the whole node at the real paths, real nvidia-smi ----------------------------
+
+IS_ROOT = os.geteuid() == 0
+
+
+def _mokka_run(smi: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mokka run ARGS`` with the consumer nvidia-smi and this interpreter's scripts first on PATH."""
+    if not IS_ROOT and not consumers.required():
+        pytest.skip("mount namespaces need root (CI runs as root)")
+    from mokka_core.surface import discover
+
+    wanted = {"gpu", "pci", "ib", "fabricmanager"}
+    if not wanted <= set(discover()):
+        reason = f"surfaces {sorted(wanted - set(discover()))} are not installed in this environment"
+        if os.environ.get("MOKKA_E2E") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    _library_dir()
+    path = os.pathsep.join([str(smi.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return subprocess.run([sys.executable, "-m", "mokka_core", "run", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PATH": path})
+
+
+def _topo(out: str) -> dict[str, dict[str, str]]:
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in out.splitlines()]
+    header = [h.strip() for h in lines[0].split("\t")[1:] if h.strip()]
+    rows = {}
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        name, *cells = line.split("\t")
+        rows[name.strip()] = dict(zip(header, (c.strip() for c in cells if c.strip()), strict=False))
+    return rows
+
+
+@pytest.mark.consumer
+def test_mokka_run_topo_matrix_with_nics(smi: Path) -> None:
+    done = _mokka_run(smi, "--profile", "h100", "--", "nvidia-smi", "topo", "-m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Failed to run topology matrix" not in done.stdout
+    rows = _topo(done.stdout)
+    node = NodeSpec(profile="h100").resolve()
+    for gpu in node.gpus:
+        row = rows[f"GPU{gpu.index}"]
+        assert all(row[f"GPU{peer.index}"] == ("X" if peer.index == gpu.index else "NV18") for peer in node.gpus)
+        own = [hca.index for hca in node.hcas if hca.gpu_index == gpu.index]
+        assert own and all(row[f"NIC{n}"] in ("PIX", "PXB") for n in own)
+        assert {row[f"NIC{hca.index}"] for hca in node.hcas if hca.numa_node != gpu.numa_node} == {"SYS"}
+        assert row["GPU NUMA ID"] == "N/A"
+    assert rows["NIC0"]["GPU0"] == rows["GPU0"]["NIC0"] and rows["NIC0"]["NIC0"] == "X"
+    legend = re.findall(r"^\s+NIC(\d+): (\S+)$", done.stdout, re.M)
+    assert legend == [(str(h.index), h.name) for h in node.hcas]  # mlx5_N, read from sysfs
+
+
+@pytest.mark.consumer
+def test_mokka_run_lost_gpu_named_by_bus_id(smi: Path) -> None:
+    script = ("nvml-mock-ctl fail 3 lost >/dev/null && nvidia-smi; echo rc=$?; nvidia-smi -q | grep -c 'Product Name';"
+              " nvidia-smi -L | grep -c UUID")
+    done = _mokka_run(smi, "--profile", "h100", "--", "sh", "-c", script)
+    bus = nvml_bus_id(NodeSpec(profile="h100").resolve().gpus[3].bus_id)[4:]  # legacy 4-digit domain
+    assert f"Unable to determine the device handle for GPU{bus}: GPU is lost." in done.stdout, done.stdout
+    assert "rc=15" in done.stdout
+    counts = [line for line in done.stdout.splitlines() if line.isdigit()]
+    assert counts == ["0", "7"]  # the default view and -q stop at the lost GPU; -L lists the others
+
+
+FABRIC_WATCH = (
+    "import ctypes, time, pynvml as N\n"
+    "class I(ctypes.Structure):\n"
+    "    _fields_ = [('u', ctypes.c_char * 16), ('status', ctypes.c_uint), ('clique', ctypes.c_uint),"
+    " ('state', ctypes.c_ubyte)]\n"
+    "N.nvmlInit(); get = N._nvmlGetFunctionPointer('nvmlDeviceGetGpuFabricInfo')\n"
+    "h = N.nvmlDeviceGetHandleByIndex(0); seen = []\n"
+    "end = time.monotonic() + 30\n"
+    "while time.monotonic() < end and seen[-1:] != [3]:\n"
+    "    i = I(); assert get(h, ctypes.byref(i)) == 0\n"
+    "    if seen[-1:] != [i.state]: seen.append(i.state); print('watch', i.state, flush=True)\n"
+    "    time.sleep(0.05)\n"
+)
+
+
+@pytest.mark.consumer
+def test_mokka_run_fabric_state_follows_nv_fabricmanager(smi: Path, tmp_path: Path) -> None:
+    consumers.pynvml()
+    watch = tmp_path / "watch.py"
+    watch.write_text(FABRIC_WATCH)
+    state = "nvidia-smi -q -i 0 | grep -A1 '^    Fabric' | tail -1"
+    script = (f"{sys.executable} {watch} & W=$!; sleep 1; {state};"
+              " nv-fabricmanager & F=$!; while [ ! -e $MOKKA_ROOT/var/lib/mokka/run/fabricmanager.ready ]; do"
+              f" sleep 0.1; done; wait $W; {state}; kill $F; wait $F")
+    done = _mokka_run(smi, "--profile", "h100", "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = re.findall(r"State\s+: (.*)", done.stdout)
+    assert shown == ["In Progress", "Completed"], done.stdout
+    assert re.findall(r"^watch (\d)$", done.stdout, re.M) == ["2", "3"]  # one process, no re-render
+
+
+@pytest.mark.consumer
+def test_mokka_run_nvlink_error_injection(smi: Path) -> None:
+    crc = "nvidia-smi nvlink -e -i 0 | grep -E 'Link (0|1): CRC'"
+    script = (f"nvml-mock-ctl nvlink-error 0 500 --links 1 >/dev/null; sleep 0.5; {crc}; nvml-mock-ctl temp 2 50"
+              f" >/dev/null; sleep 0.3; {crc}; nvml-mock-ctl nvlink-error 0 0 >/dev/null; {crc}; sleep 0.3; {crc}")
+    done = _mokka_run(smi, "--profile", "h100", "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    link0 = [int(n) for n in re.findall(r"Link 0: CRC Errors: (\d+)", done.stdout)]
+    link1 = [int(n) for n in re.findall(r"Link 1: CRC Errors: (\d+)", done.stdout)]
+    assert link0 == [0, 0, 0, 0]
+    assert 200 <= link1[0] < link1[1] <= link1[2] == link1[3]  # grows across runs and re-renders; 0 heals
