@@ -137,3 +137,19 @@ def test_node_state_is_immutable() -> None:
 
     with pytest.raises(ValidationError):
         node.node_name = "other"  # type: ignore[misc]
+
+
+def test_override_blocks_may_be_partial(tmp_path: Path) -> None:
+    override = tmp_path / "overrides.yaml"
+    override.write_text("all: {power: {current_draw_mw: 95000}, memory: {used_bytes: 1024}}\n")
+    node = NodeSpec(profile="h100", override_file=override).resolve()
+    assert node.gpus[0].config.power.current_draw_mw == 95000
+    assert node.gpus[0].config.power.default_limit_mw == 700000
+    assert node.gpus[0].config.memory.total_bytes == 85520809984
+
+
+def test_bad_value_from_override_all_is_named_there(tmp_path: Path) -> None:
+    override = tmp_path / "overrides.yaml"
+    override.write_text("all: {power: {current_draw_mw: -5}}\n")
+    with pytest.raises(ConfigError, match=r"overrides.yaml: all.power.current_draw_mw: .*-5"):
+        NodeSpec(profile="h100", override_file=override).resolve()

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, describe, key_path
-from .overlays import Override, TopologyOverlay
+from .overlays import KeysOf, Override, TopologyOverlay
 from .profile import Profile
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,9 @@ def _nested_model(annotation: Any) -> tuple[str, type[BaseModel]] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "model", annotation
     if origin is typing.Annotated:
+        for meta in annotation.__metadata__:
+            if isinstance(meta, KeysOf):
+                return "model", meta.model
         return _nested_model(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):

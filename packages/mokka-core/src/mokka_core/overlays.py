@@ -5,9 +5,10 @@ Merge order (DESIGN §1): profile < topology overlay < override ``all`` < overri
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from .profile import DeviceConfig, Model, NonNeg
 
@@ -50,6 +51,17 @@ class TopologyOverlay(Model):
         return None
 
 
+@dataclass(frozen=True)
+class KeysOf:
+    """Marks a raw mapping whose keys must be ``model``'s; its values are checked once merged over the profile."""
+
+    model: type[BaseModel]
+
+
+#: A partial DeviceConfig: ``power: {current_draw_mw: 95000}`` is fine without the block's other fields.
+DevicePatch = Annotated[dict[str, Any], KeysOf(DeviceConfig)]
+
+
 class SurfacePatch(Model):
     enabled: bool | None = None
     state: SurfaceHealth | None = None
@@ -60,8 +72,8 @@ class Override(Model):
 
     version: Annotated[int, Field(ge=1, le=1)] = 1
     surfaces: dict[SurfaceName, SurfacePatch] = {}
-    all: DeviceConfig | None = None
-    devices: dict[str, DeviceConfig] = {}
+    all: DevicePatch | None = None
+    devices: dict[str, DevicePatch] = {}
 
     @field_validator("devices", mode="before")
     @classmethod

@@ -235,17 +235,40 @@ def _device_config(
         defaults,
         per_device,
         overlay,
-        override.all.model_dump(exclude_unset=True) if override.all else None,
-        override.devices[str(index)].model_dump(exclude_unset=True) if str(index) in override.devices else None,
+        override.all,
+        override.devices.get(str(index)),
     ]
     merged = merge_all(*layers)
     try:
         return DeviceConfig.model_validate(merged)
     except ValidationError as exc:
-        where = inputs.override_source if inputs.override else inputs.profile_source
-        prefix = f"devices[{index}]"
-        problems = [(f"{prefix}.{path}" if path else prefix, msg) for path, msg in _problems(exc, merged)]
-        raise ConfigError(where, problems) from None
+        raise _attribute(_problems(exc, merged), index, override, inputs) from None
+
+
+def _attribute(problems: list[tuple[str, str]], index: int, override: Override, inputs: Inputs) -> ConfigError:
+    """Name the layer a bad merged value came from: override devices.<i>, override all, or the profile."""
+    from_override = []
+    for path, message in problems:
+        if _has_path(override.devices.get(str(index)), path):
+            from_override.append((f"devices.{index}.{path}", message))
+        elif _has_path(override.all, path):
+            from_override.append((f"all.{path}", message))
+    if from_override:
+        return ConfigError(inputs.override_source, from_override)
+    prefix = f"devices[{index}]"
+    return ConfigError(inputs.profile_source, [(f"{prefix}.{path}" if path else prefix, m) for path, m in problems])
+
+
+def _has_path(data: Any, path: str) -> bool:
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("["):
+            return True  # inside a list the override replaced wholesale
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
 
 
 def _serial(config: DeviceConfig, entry: Any, profile: str, node_name: str, index: int) -> str:
