@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mokka_sim_pci.devices import cpu_count, legacy_irq, pci_functions
+from mokka_core.identity import legacy_irq
+from mokka_sim_pci.devices import cpu_count, pci_functions
 from mokka_sim_pci.sysfs import cpumask, resource_table
 
 H100_GPU = "0000:1b:00.0"

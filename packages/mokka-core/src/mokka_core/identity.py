@@ -52,3 +52,14 @@ def hca_lid(node_name: str, index: int, hca_count: int) -> int:
 def format_guid(value: int) -> str:
     text = f"{value:016x}"
     return ":".join(text[i : i + 4] for i in range(0, 16, 4))
+
+
+def legacy_irq(bus_id: str) -> int:
+    """The INTx line the platform routes to a PCI function: sysfs ``irq`` and NVRM's ``IRQ:`` agree on it."""
+    domain, bus, devfn = bus_id.split(":")
+    return 16 + (int(domain, 16) + int(bus, 16) + int(devfn.split(".")[0], 16)) % 8
+
+
+def gpu_dma_bits(architecture: str | None) -> int:
+    """DMA address width NVIDIA's driver programs: 52 bits from Hopper on, 47 before."""
+    return 52 if architecture in ("hopper", "blackwell") else 47

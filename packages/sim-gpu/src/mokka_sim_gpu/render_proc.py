@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from mokka_core.identity import gpu_dma_bits, legacy_irq
 from mokka_core.state import GpuState, NodeState
 from mokka_core.surface import Entry, File
 
@@ -97,7 +98,7 @@ def render_registry() -> str:
 def render_information(gpu: GpuState) -> str:
     """One GPU's ``information`` file.  A lost GPU no longer answers RM: no UUID, unknown VBIOS."""
     cfg = gpu.config
-    bits = dma_bits(cfg.architecture)
+    bits = gpu_dma_bits(cfg.architecture)
     lines = [
         f"Model: \t\t {cfg.name or 'NVIDIA Graphics Device'}",
         f"IRQ:   \t\t {legacy_irq(gpu.bus_id)}",
@@ -119,12 +120,3 @@ def render_information(gpu: GpuState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def legacy_irq(bus_id: str) -> int:
-    """The GPU's interrupt line; the same formula as sim-pci's ``devices.legacy_irq`` (sysfs ``irq``)."""
-    domain, bus, devfn = bus_id.split(":")
-    return 16 + (int(domain, 16) + int(bus, 16) + int(devfn.split(".")[0], 16)) % 8
-
-
-def dma_bits(architecture: str | None) -> int:
-    """DMA address width the driver programs: 52 bits from Hopper on, 47 before (as sim-pci's)."""
-    return 52 if architecture in ("hopper", "blackwell") else 47

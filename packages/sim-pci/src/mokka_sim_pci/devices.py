@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mokka_core.identity import gpu_dma_bits, legacy_irq
 from mokka_core.state import GpuState, HcaState, NodeState, RootComplexState, SwitchState
 
 from .config_space import Bar, Function, Link
@@ -195,20 +196,6 @@ def _hca(node: NodeState, hca: HcaState, layout: _Layout) -> PciFunction:
         iommu_group=group,
         dma_bits=64,
     )
-
-
-def legacy_irq(bus_id: str) -> int:
-    """The INTx line the platform routed to a function (what sysfs ``irq`` and NVRM's ``IRQ:`` show).
-
-    sim-gpu derives ``/proc/driver/nvidia/gpus/*/information`` from the same formula.
-    """
-    domain, bus, devfn = bus_id.split(":")
-    return 16 + (int(domain, 16) + int(bus, 16) + int(devfn.split(".")[0], 16)) % 8
-
-
-def gpu_dma_bits(architecture: str | None) -> int:
-    """DMA address width NVIDIA's driver programs: 52 bits from Hopper on, 47 before."""
-    return 52 if architecture in ("hopper", "blackwell") else 47
 
 
 def cpu_count(node: NodeState) -> int:
