@@ -240,7 +240,14 @@ def main() -> None:
     # pydantic scans every installed distribution for plugins before building the first model;
     # the ctl uses none, and a change must land fast
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    sys.exit(execute())
+    try:
+        code = execute()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`nvml-mock-ctl status | head`): stop quietly, as coreutils do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
 
 
 if __name__ == "__main__":
