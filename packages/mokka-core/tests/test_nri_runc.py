@@ -29,25 +29,18 @@ from mokka_core.nvml_view import write_nvml_state
 from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.testing import consumers
+from mokka_core.testing.consumers import missing
 
 pytestmark = [pytest.mark.root, pytest.mark.consumer]
 
 
 def apt_install_if_missing(packages: list[str], present: bool) -> None:
     """Install Debian packages as root when absent (the CI machine is fresh); skip/fail otherwise."""
-    if present:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        consumers.missing(f"{' '.join(packages)} not installed (apt-get install -y {' '.join(packages)})")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for attempt in range(2):
-        if attempt:
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        result = subprocess.run(["apt-get", "install", "-y", "-q", *packages], capture_output=True, text=True,
-                                env=env, timeout=900)
-        if result.returncode == 0:
-            return
-    consumers.missing(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+    if not present:
+        try:
+            consumers.apt_install(packages)
+        except consumers.ConsumerUnavailable as exc:
+            missing(str(exc))
 
 
 @pytest.fixture(scope="module")

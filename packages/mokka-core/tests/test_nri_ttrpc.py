@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from mokka_core.paths import LIB_DIR
+from mokka_core.testing import consumers
 from mokka_core.testing.consumers import cache_dir, missing
 
 pytestmark = pytest.mark.consumer
@@ -33,19 +34,11 @@ TTRPC_SOURCE = Path("/usr/share/gocode/src/github.com/containerd/ttrpc")
 
 def apt_install_if_missing(packages: list[str], present: bool) -> None:
     """Install Debian packages as root when absent (the CI machine is fresh); skip/fail otherwise."""
-    if present:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        missing(f"{' '.join(packages)} not installed (apt-get install -y {' '.join(packages)})")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for attempt in range(2):
-        if attempt:
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        result = subprocess.run(["apt-get", "install", "-y", "-q", *packages], capture_output=True, text=True,
-                                env=env, timeout=900)
-        if result.returncode == 0:
-            return
-    missing(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+    if not present:
+        try:
+            consumers.apt_install(packages)
+        except consumers.ConsumerUnavailable as exc:
+            missing(str(exc))
 
 
 @pytest.fixture(scope="module")

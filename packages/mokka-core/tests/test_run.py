@@ -25,6 +25,7 @@ from mokka_core import namespace
 from mokka_core.cli import app
 from mokka_core.namespace import Bind, Captured, MakeSymlink, Overlay, Tmpfs
 from mokka_core.paths import LIB_DIR
+from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing, required
 
 HERE = Path(__file__).parent
@@ -38,16 +39,7 @@ needs_root = pytest.mark.skipif(not IS_ROOT and not required(), reason="mount na
 
 def apt_tool(binary: str, package: str) -> str:
     """Path of ``binary``; installs Debian's ``package`` when root and it is missing."""
-    found = shutil.which(binary) or next((p for p in (f"/bin/{binary}", f"/usr/sbin/{binary}") if os.path.exists(p)),
-                                         None)
-    if not found and IS_ROOT and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", package],
-                       capture_output=True, timeout=900, env=env)
-        found = shutil.which(binary) or (f"/bin/{binary}" if os.path.exists(f"/bin/{binary}") else None)
-    if not found:
-        missing(f"{binary} not available (apt-get install {package})")
-    return found
+    return str(consumers.apt_tool(binary, package))
 
 
 def fake_run(*args: str, timeout: float = 60, user: str | None = None, **kw) -> subprocess.CompletedProcess[str]:

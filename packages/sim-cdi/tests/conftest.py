@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mokka_core.testing import consumers
 from mokka_core.testing.consumers import cache_dir, missing
 
 CHECKER_SOURCE = Path(__file__).parent / "cdi_check" / "main.go"
@@ -18,20 +19,12 @@ GO_CDI_SOURCE = Path("/usr/share/gocode/src/github.com/container-orchestrated-de
 
 
 def apt_install(packages: list[str], present: bool) -> None:
-    """Install Debian packages if ``present`` is False (as root only; the CI machine is fresh)."""
-    if present:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        missing(f"{' '.join(packages)} not installed (apt-get install -y {' '.join(packages)} as root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    result = subprocess.run(["apt-get", "install", "-y", "-q", *packages], capture_output=True, text=True,
-                            env=env, timeout=900)
-    if result.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        result = subprocess.run(["apt-get", "install", "-y", "-q", *packages], capture_output=True, text=True,
-                                env=env, timeout=900)
-    if result.returncode != 0:
-        missing(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+    """Install Debian packages unless ``present`` (as root; the CI machine is fresh)."""
+    if not present:
+        try:
+            consumers.apt_install(packages)
+        except consumers.ConsumerUnavailable as exc:
+            missing(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from mokka_core.spec import NodeSpec
 from mokka_core.staging import stage_wave, teardown
 from mokka_core.state import NodeState
 from mokka_core.surface import StageContext
+from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing
 from mokka_sim_gpu.surface import GpuSurface
 
@@ -59,17 +60,7 @@ def staged(tmp_path: Path, native_dir: Path) -> Iterator[Callable[..., Path]]:
 
 def apt_tool(binary: str, package: str) -> Path:
     """A tool from a Debian package: found on PATH, else installed with apt-get when root."""
-    search = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin:/usr/bin:/bin"
-    found = shutil.which(binary, path=search)
-    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "-qq", "update"], env=env, capture_output=True, check=False)
-        subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", package],
-                       env=env, capture_output=True, check=False)
-        found = shutil.which(binary, path=search)
-    if not found:
-        missing(f"{binary} (Debian package {package}) is not installed and cannot be installed here")
-    return Path(found)
+    return consumers.apt_tool(binary, package)
 
 
 def private_namespace_available() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mokka_core.testing import consumers
 from mokka_sim_ib.testing import SimNode, stage_node, start_responder, stop_responder
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -54,10 +56,8 @@ def install_ib_tools() -> None:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "-qq", "update"], capture_output=True, env=env, timeout=600)
-    subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", *IB_PACKAGES],
-                   capture_output=True, env=env, timeout=900)
+    with contextlib.suppress(consumers.ConsumerUnavailable):  # the caller reports which tools are missing
+        consumers.apt_install(IB_PACKAGES)
 
 
 def can_mount_namespaces() -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +12,7 @@ from mokka_core.spec import NodeSpec
 from mokka_core.staging import stage_wave, teardown
 from mokka_core.state import NodeState
 from mokka_core.surface import StageContext
-from mokka_core.testing.consumers import missing
+from mokka_core.testing import consumers
 from mokka_sim_pci.surface import PciSurface
 
 
@@ -24,18 +22,7 @@ def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, ob
 
 def apt_tool(binary: str, package: str) -> Path:
     """A tool from a Debian package: found on PATH, else installed with apt-get when root."""
-    found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin")
-    if found:
-        return Path(found)
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "-qq", "update"], env=env, capture_output=True, check=False)
-        subprocess.run(["apt-get", "-qq", "install", "-y", "--no-install-recommends", package],
-                       env=env, capture_output=True, check=False)
-        found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin")
-        if found:
-            return Path(found)
-    missing(f"{binary} (Debian package {package}) is not installed and cannot be installed here")
+    return consumers.apt_tool(binary, package)
 
 
 @pytest.fixture(scope="session")

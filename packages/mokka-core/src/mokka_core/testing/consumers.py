@@ -27,6 +27,8 @@ from typing import NoReturn
 __all__ = [
     "PYNVML_REQUIREMENT",
     "ConsumerUnavailable",
+    "apt_install",
+    "apt_tool",
     "cache_dir",
     "clang",
     "missing",
@@ -169,6 +171,39 @@ def clang() -> Path:
         found = shutil.which("clang")
     if not found:
         raise ConsumerUnavailable("clang not available")
+    return Path(found)
+
+
+def apt_install(packages: list[str]) -> None:
+    """Install Debian packages with the system's apt (root only; refreshes the lists once if needed).
+
+    For the test tools CI needs on a fresh machine (pciutils, kmod, runc, ...); never driver packages.
+    """
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ConsumerUnavailable(f"{' '.join(packages)} not installed (as root: apt-get install {' '.join(packages)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    command = ["apt-get", "-qq", "install", "-y", "--no-install-recommends", *packages]
+    with _locked("apt"):
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if result.returncode != 0:  # a fresh machine has no package lists yet
+            subprocess.run(["apt-get", "-qq", "update"], capture_output=True, env=env, timeout=600)
+            result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    if result.returncode != 0:
+        raise ConsumerUnavailable(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+
+
+def apt_tool(binary: str, package: str) -> Path:
+    """Path of ``binary`` (PATH and sbin), installing Debian's ``package`` if missing; else missing()."""
+    search = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin:/usr/bin:/bin"
+    found = shutil.which(binary, path=search)
+    if not found:
+        try:
+            apt_install([package])
+        except ConsumerUnavailable as exc:
+            missing(str(exc))
+        found = shutil.which(binary, path=search)
+    if not found:
+        missing(f"{binary} not found after installing Debian package {package}")
     return Path(found)
 
 
