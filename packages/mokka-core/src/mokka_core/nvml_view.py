@@ -370,7 +370,9 @@ def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
     yield "ecc.current", _b(e.mode_current)
     yield "ecc.pending", _b(e.mode_pending)
     yield "ecc.default", _b(e.default_mode)
-    extra_unc = 1 if gpu.failure_mode == "ecc_uncorrectable" else 0
+    # the failure mode alone (as a profile may give it) means at least one uncorrectable error;
+    # nvml-mock-ctl writes the counters themselves, which must not be counted twice
+    at_least = 1 if gpu.failure_mode == "ecc_uncorrectable" else 0
     for scope in ("volatile", "aggregate"):
         counts = getattr(e.errors, scope)
         sram = getattr(e.sram, scope)
@@ -380,7 +382,7 @@ def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
             # a profile may give only the total: what the locations do not explain is device memory
             locs["dram"] += max(0, bits.total - sum(locs.values()))
             if kind == "uncorrected":
-                locs["dram"] += extra_unc
+                locs["dram"] = max(locs["dram"], at_least)
                 locs["sram"] = sram.uncorrectable_parity + sram.uncorrectable_secded
             else:
                 locs["sram"] = sram.correctable
@@ -399,9 +401,9 @@ def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
         yield "remapped_rows.supported", 1
         if rr:
             yield "remapped_rows.correctable", rr.correctable
-            yield "remapped_rows.uncorrectable", rr.uncorrectable + extra_unc
+            yield "remapped_rows.uncorrectable", max(rr.uncorrectable, at_least)
             yield "remapped_rows.pending", _b(rr.pending)
-            yield "remapped_rows.failure", _b(rr.failure_occurred or extra_unc > 0)
+            yield "remapped_rows.failure", _b(rr.failure_occurred or at_least > 0)
             if rr.availability_histogram:
                 h = rr.availability_histogram
                 for name in ("max", "high", "partial", "low", "none"):
