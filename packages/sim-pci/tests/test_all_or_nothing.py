@@ -36,7 +36,7 @@ def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node) -> Non
 
 def test_a_conflict_stages_nothing(tmp_path: Path, make_node) -> None:
     root = tmp_path / "root"
-    clash = root / "sys/devices/pci0000:80/0000:df:00.0/vendor"  # the last GPU's file, not Mokka's
+    clash = root / "sys/devices/pci0000:dc/0000:df:00.0/vendor"  # the last GPU's file, not Mokka's
     clash.parent.mkdir(parents=True)
     clash.write_text("0x8086\n")
     before = snapshot(root)

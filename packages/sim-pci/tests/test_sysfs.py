@@ -37,7 +37,7 @@ def test_resource_lines_per_bar(make_node) -> None:
 
 def test_h100_device_files(staged) -> None:
     root = staged("h100")
-    assert os.readlink(root / "sys/bus/pci/devices" / H100_GPU) == f"../../../devices/pci0000:00/{H100_GPU}"
+    assert os.readlink(root / "sys/bus/pci/devices" / H100_GPU) == f"../../../devices/pci0000:15/{H100_GPU}"
     assert read(root, H100_GPU, "vendor") == "0x10de\n"
     assert read(root, H100_GPU, "device") == "0x2330\n"
     assert read(root, H100_GPU, "class") == "0x030200\n"
@@ -51,13 +51,13 @@ def test_h100_device_files(staged) -> None:
     assert read(root, H100_GPU, "max_link_width") == "16\n"
     assert read(root, H100_GPU, "enable") == "1\n"
     assert len((root / "sys/bus/pci/devices" / H100_GPU / "config").read_bytes()) == 4096
-    device = root / "sys/devices/pci0000:00" / H100_GPU
+    device = root / "sys/devices/pci0000:15" / H100_GPU
     assert os.readlink(device / "driver") == "../../../bus/pci/drivers/nvidia"
     assert (device / "driver" / H100_GPU).resolve() == device.resolve()
     group = os.readlink(device / "iommu_group")
     assert (device / group / "devices" / H100_GPU).resolve() == device.resolve()
     second_socket = root / "sys/bus/pci/devices/0000:9d:00.0"
-    assert os.readlink(second_socket).startswith("../../../devices/pci0000:80/")
+    assert os.readlink(second_socket).startswith("../../../devices/pci0000:98/")
     assert (second_socket / "numa_node").read_text() == "1\n"
 
 
