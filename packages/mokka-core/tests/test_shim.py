@@ -49,8 +49,10 @@ def lspci() -> str:
     return found
 
 
-def shim(preload_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def shim(preload_dir: Path, *args: str, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MOKKA_NATIVE_DIR": str(preload_dir)}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.run([sys.executable, str(FAKE_NODE), "--shim", *args], capture_output=True, text=True,
                           timeout=60, env=env)
 
@@ -90,11 +92,12 @@ def test_disabled_gpu_means_no_driver_files(preload_dir: Path) -> None:
     assert "No such file" in done.stderr
 
 
-def test_exit_status_and_no_residue(preload_dir: Path) -> None:
-    before = sorted(p.name for p in Path("/tmp").glob("mokka-run-*"))
-    done = shim(preload_dir, "--", "sh", "-c", 'test -d "$MOKKA_ROOT/sys/bus/pci/devices" && exit 5')
+def test_exit_status_and_no_residue(preload_dir: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"  # a private TMPDIR: other mokka runs on this machine do not interfere
+    scratch.mkdir()
+    done = shim(preload_dir, "--", "sh", "-c", 'test -d "$MOKKA_ROOT/sys/bus/pci/devices" && exit 5', tmpdir=scratch)
     assert done.returncode == 5
-    assert sorted(p.name for p in Path("/tmp").glob("mokka-run-*")) == before
+    assert list(scratch.iterdir()) == []
 
 
 def test_shim_not_built_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
