@@ -29,18 +29,8 @@ from mokka_core.nvml_view import write_nvml_state
 from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.testing import consumers
-from mokka_core.testing.consumers import missing
 
 pytestmark = [pytest.mark.root, pytest.mark.consumer]
-
-
-def apt_install_if_missing(packages: list[str], present: bool) -> None:
-    """Install Debian packages as root when absent (the CI machine is fresh); skip/fail otherwise."""
-    if not present:
-        try:
-            consumers.apt_install(packages)
-        except consumers.ConsumerUnavailable as exc:
-            missing(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +42,7 @@ def runc() -> Path:
             consumers.missing(f"{module} not installed (pip install 'mokka-core[cluster]')")
     if os.geteuid() != 0:
         consumers.missing("runc containers need root here")
-    apt_install_if_missing(["runc", "busybox-static"], bool(shutil.which("runc")) and Path("/bin/busybox").exists())
+    consumers.ensure_apt(["runc", "busybox-static"], bool(shutil.which("runc")) and Path("/bin/busybox").exists())
     found = shutil.which("runc")
     if not found:
         consumers.missing("runc not found after installing it")

@@ -32,15 +32,6 @@ TTRPC_PACKAGE = "golang-github-containerd-ttrpc-dev"
 TTRPC_SOURCE = Path("/usr/share/gocode/src/github.com/containerd/ttrpc")
 
 
-def apt_install_if_missing(packages: list[str], present: bool) -> None:
-    """Install Debian packages as root when absent (the CI machine is fresh); skip/fail otherwise."""
-    if not present:
-        try:
-            consumers.apt_install(packages)
-        except consumers.ConsumerUnavailable as exc:
-            missing(str(exc))
-
-
 @pytest.fixture(scope="module")
 def runtime_check() -> Path:
     """The Go runtime stand-in, built offline against Debian's ttrpc; cached by source hash."""
@@ -48,7 +39,7 @@ def runtime_check() -> Path:
         importlib.import_module("google.protobuf")
     except ImportError:
         missing("protobuf not installed (pip install 'mokka-core[cluster]')")
-    apt_install_if_missing(["golang-go", TTRPC_PACKAGE], bool(shutil.which("go")) and TTRPC_SOURCE.is_dir())
+    consumers.ensure_apt(["golang-go", TTRPC_PACKAGE], bool(shutil.which("go")) and TTRPC_SOURCE.is_dir())
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     binary = cache_dir() / f"nri-runtime-check-{digest}"
     if binary.exists():

@@ -18,19 +18,10 @@ GO_CDI_PACKAGE = "golang-github-container-orchestrated-devices-container-device-
 GO_CDI_SOURCE = Path("/usr/share/gocode/src/github.com/container-orchestrated-devices/container-device-interface")
 
 
-def apt_install(packages: list[str], present: bool) -> None:
-    """Install Debian packages unless ``present`` (as root; the CI machine is fresh)."""
-    if not present:
-        try:
-            consumers.apt_install(packages)
-        except consumers.ConsumerUnavailable as exc:
-            missing(str(exc))
-
-
 @pytest.fixture(scope="session")
 def cdi_check() -> Path:
     """The checker binary, built offline against Debian's CDI package; cached by source hash."""
-    apt_install(["golang-go", GO_CDI_PACKAGE], present=bool(shutil.which("go")) and GO_CDI_SOURCE.is_dir())
+    consumers.ensure_apt(["golang-go", GO_CDI_PACKAGE], present=bool(shutil.which("go")) and GO_CDI_SOURCE.is_dir())
     digest = hashlib.sha256(CHECKER_SOURCE.read_bytes()).hexdigest()[:16]
     binary = cache_dir() / f"cdi-check-{digest}"
     if binary.exists():
@@ -55,7 +46,8 @@ def cdi_check() -> Path:
 def runc() -> Path:
     if os.geteuid() != 0:
         missing("runc containers need root here")
-    apt_install(["runc", "busybox-static"], present=bool(shutil.which("runc")) and Path("/bin/busybox").exists())
+    present = bool(shutil.which("runc")) and Path("/bin/busybox").exists()
+    consumers.ensure_apt(["runc", "busybox-static"], present=present)
     found = shutil.which("runc")
     if not found:
         missing("runc not found after installing it")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mokka_core.state import GpuState, NodeState
+from mokka_core.nvml_view import nvlink_matrix
+from mokka_core.state import NodeState
 
 
 @dataclass(frozen=True)
@@ -21,23 +22,8 @@ class LinkRow:
 
 
 def nv_matrix(node: NodeState) -> list[list[int]]:
-    """NVLinks between each pair of GPUs: direct links, plus switch links between two switch-attached GPUs."""
-    def switch_links(gpu: GpuState) -> int:
-        return sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
-
-    matrix = []
-    for a in node.gpus:
-        row = []
-        for b in node.gpus:
-            if a.index == b.index:
-                row.append(0)
-                continue
-            direct = sum(1 for link in a.links
-                         if link.active and link.remote_type == "gpu" and link.remote_index == b.index)
-            through_switches = switch_links(a) if switch_links(b) else 0
-            row.append(direct + through_switches)
-        matrix.append(row)
-    return matrix
+    """NVLinks between each pair of GPUs, exactly as the NVML view renders them (``topo -m``'s NV#)."""
+    return nvlink_matrix(node)
 
 
 def link_rows(node: NodeState) -> list[LinkRow]:

@@ -31,6 +31,7 @@ __all__ = [
     "apt_tool",
     "cache_dir",
     "clang",
+    "ensure_apt",
     "missing",
     "nvidia_smi",
     "pynvml",
@@ -190,6 +191,15 @@ def apt_install(packages: list[str]) -> None:
             result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     if result.returncode != 0:
         raise ConsumerUnavailable(f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}")
+
+
+def ensure_apt(packages: list[str], present: bool) -> None:
+    """Install Debian ``packages`` unless ``present`` says they already are; missing() if that fails."""
+    if not present:
+        try:
+            apt_install(packages)
+        except ConsumerUnavailable as exc:
+            missing(str(exc))
 
 
 def apt_tool(binary: str, package: str) -> Path:
