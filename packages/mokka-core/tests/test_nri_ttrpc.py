@@ -8,10 +8,8 @@ encoding are checked against the implementation containerd uses.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +21,7 @@ import pytest
 
 from mokka_core.paths import LIB_DIR
 from mokka_core.testing import consumers
-from mokka_core.testing.consumers import cache_dir, missing
+from mokka_core.testing.consumers import missing
 
 pytestmark = pytest.mark.consumer
 
@@ -39,24 +37,8 @@ def runtime_check() -> Path:
         importlib.import_module("google.protobuf")
     except ImportError:
         missing("protobuf not installed (pip install 'mokka-core[cluster]')")
-    consumers.ensure_apt(["golang-go", TTRPC_PACKAGE], bool(shutil.which("go")) and TTRPC_SOURCE.is_dir())
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    binary = cache_dir() / f"nri-runtime-check-{digest}"
-    if binary.exists():
-        return binary
-    work = Path(tempfile.mkdtemp(prefix="nri-check-build-", dir=cache_dir()))
-    try:
-        shutil.copy(SOURCE, work / "main.go")
-        env = {**os.environ, "GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOFLAGS": "",
-               "GOCACHE": str(work / "gocache"), "HOME": str(work)}
-        result = subprocess.run(["go", "build", "-o", str(work / "check"), "main.go"], cwd=work, env=env,
-                                capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            missing(f"building the NRI runtime check failed: {result.stderr.strip()[-500:]}")
-        os.replace(work / "check", binary)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return binary
+    present = bool(shutil.which("go")) and TTRPC_SOURCE.is_dir()
+    return consumers.go_program(SOURCE, "nri-runtime-check", [TTRPC_PACKAGE], present)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ A missing tool is a skip, unless ``MOKKA_REQUIRE_CONSUMERS=1`` (CI), where it is
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib
 import os
 import shutil
@@ -32,6 +33,7 @@ __all__ = [
     "cache_dir",
     "clang",
     "ensure_apt",
+    "go_program",
     "missing",
     "nvidia_smi",
     "pynvml",
@@ -200,6 +202,31 @@ def ensure_apt(packages: list[str], present: bool) -> None:
             apt_install(packages)
         except ConsumerUnavailable as exc:
             missing(str(exc))
+
+
+def go_program(source: Path, name: str, go_packages: list[str], present: bool) -> Path:
+    """Build a one-file Go test program offline against Debian's Go sources; cached by source hash.
+
+    ``go_packages`` are the Debian ``golang-*-dev`` packages it imports (installed unless ``present``).
+    """
+    ensure_apt(["golang-go", *go_packages], present)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    binary = cache_dir() / f"{name}-{digest}"
+    if binary.exists():
+        return binary
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-build-", dir=cache_dir()))
+    try:
+        shutil.copy(source, work / "main.go")
+        env = {**os.environ, "GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOFLAGS": "",
+               "GOCACHE": str(work / "gocache"), "HOME": str(work)}
+        result = subprocess.run(["go", "build", "-o", str(work / name), "main.go"], cwd=work, env=env,
+                                capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            missing(f"building {name} failed: {result.stderr.strip()[-500:]}")
+        os.replace(work / name, binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
 
 
 def apt_tool(binary: str, package: str) -> Path:
