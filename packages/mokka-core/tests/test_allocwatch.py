@@ -22,7 +22,7 @@ from mokka_core import nodefile
 from mokka_core.cluster.allocwatch import PID_BASE, AllocationWatcher, WatchSettings, match_gpu, process_ids
 from mokka_core.cluster.podresources import Claim
 from mokka_core.cluster.testing import FakeKubelet
-from mokka_core.node.render import load_inputs, resolve_with
+from mokka_core.node.render import resolve_with
 from mokka_core.paths import OVERRIDE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.state import NodeState
@@ -62,7 +62,7 @@ def kubelet(short_dir: Path) -> Iterator[FakeKubelet]:
 
 
 def node_of(root: Path) -> NodeState:
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     return resolve_with(inputs, inputs.override)
 
 

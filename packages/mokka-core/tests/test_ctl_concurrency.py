@@ -13,7 +13,7 @@ import pytest
 
 from mokka_core import nodefile
 from mokka_core.ctl.cli import execute
-from mokka_core.node.render import load_inputs, resolve_with
+from mokka_core.node.render import resolve_with
 from mokka_core.node.settings import NodeSettings
 from mokka_core.spec import NodeSpec
 from mokka_core.testing.runner import PROBE_FILE, DaemonRunner, ProbeSurface
@@ -48,7 +48,7 @@ def test_two_writers_at_once_never_lose_an_update(root: Path) -> None:
                for gpu in ("0", "1")]
     for writer in writers:
         assert writer.wait(120) == 0
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     node = resolve_with(inputs, inputs.override)
     events = [event for gpu in node.gpus for event in gpu.config.xid_events]
     assert [len(gpu.config.xid_events) for gpu in node.gpus] == [12, 12]

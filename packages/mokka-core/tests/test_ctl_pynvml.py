@@ -148,9 +148,9 @@ def test_fallen_off_bus_reaches_nvml_pci_and_the_event_waiter_alike(tmp_path: Pa
         assert f"gpu 3 {15}" in out  # NVML_ERROR_GPU_IS_LOST
         if pci is not None:
             from mokka_core import nodefile
-            from mokka_core.node.render import load_inputs, resolve_with
+            from mokka_core.node.render import resolve_with
 
-            inputs = load_inputs(nodefile.load(root))
+            inputs = nodefile.load(root).inputs()
             bus_id = resolve_with(inputs, inputs.override).gpus[3].bus_id
             config = (root / "sys/bus/pci/devices" / bus_id / "config").read_bytes()
             assert set(config[:64]) == {0xFF}

@@ -10,7 +10,7 @@ import yaml
 
 from mokka_core import nodefile
 from mokka_core.ctl.cli import EXAMPLES, build_parser, execute
-from mokka_core.node.render import load_inputs, resolve_with
+from mokka_core.node.render import resolve_with
 from mokka_core.paths import OVERRIDE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.state import NodeState
@@ -29,7 +29,7 @@ def ctl(root: Path, *argv: str) -> int:
 
 
 def node(root: Path) -> NodeState:
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     return resolve_with(inputs, inputs.override)
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from mokka_core import nodefile
 from mokka_core.native import native_dir
-from mokka_core.node.render import load_inputs, resolve_with
+from mokka_core.node.render import resolve_with
 from mokka_core.nvml_view import write_nvml_state
 from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
 from mokka_core.spec import NodeSpec
@@ -73,7 +73,7 @@ def stage_node(root: Path, gpus: int) -> None:
 
 
 def render_state(root: Path) -> None:
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     write_nvml_state(resolve_with(inputs, inputs.override), root / NVML_STATE_FILE)
 
 
@@ -159,7 +159,7 @@ def test_injected_container_runs_nvidia_smi_and_sees_allocations(runc: Path, tmp
     subprocess.run([str(runc), "--root", str(state), "delete", "--force", name], capture_output=True)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     node = resolve_with(inputs, inputs.override)
     assert sum(line.startswith("GPU ") for line in lines) == 2
     assert f"GPU 1: {node.gpus[1].config.name} (UUID: {node.gpus[1].uuid})" in lines

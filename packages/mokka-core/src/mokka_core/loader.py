@@ -23,11 +23,17 @@ from .profile import Profile
 
 log = logging.getLogger(__name__)
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 M = TypeVar("M", bound=BaseModel)
 
 
 def parse_yaml(text: str, source: str) -> Any:
     """Parse YAML text; an empty document or a syntax error is a ConfigError."""
+    try:
+        return yaml.load(text, Loader=_FAST_LOADER)
+    except yaml.YAMLError:
+        pass  # parse again with the pure-Python loader: its errors carry the line and column
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:

@@ -25,26 +25,28 @@ class NodeSpec:
     override_file: Path | None = None
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def resolve(self) -> NodeState:
+    def inputs(self, *, with_override: bool = True) -> Inputs:
+        """Read the profile, overlay and (unless told not to) the override file as they are on disk now."""
         if self.profile_file is not None:
             profile, source = load_profile(self.profile_file), str(self.profile_file)
         else:
             name = self.profile or DEFAULT_PROFILE
             profile, source = load_builtin(name), f"{name}.yaml"
         overlay = load_overlay(self.overlay_file) if self.overlay_file and self.overlay_file.exists() else None
-        override = load_override(self.override_file) if self.override_file else None
-        return resolve(
-            Inputs(
-                profile=profile,
-                profile_source=source,
-                gpus=self.gpus,
-                node_name=self.node_name,
-                overlay=overlay,
-                override=override,
-                override_source=str(self.override_file),
-                surfaces=self.surfaces,
-            )
+        override = load_override(self.override_file) if self.override_file and with_override else None
+        return Inputs(
+            profile=profile,
+            profile_source=source,
+            gpus=self.gpus,
+            node_name=self.node_name,
+            overlay=overlay,
+            override=override,
+            override_source=str(self.override_file),
+            surfaces=self.surfaces,
         )
+
+    def resolve(self) -> NodeState:
+        return resolve(self.inputs())
 
 
 def surface_settings(disabled: list[str], failed: list[str]) -> dict[str, dict[str, Any]]:

@@ -200,13 +200,13 @@ class AllocationWatcher:
 
     def publish(self, claims: list[Claim]) -> bool:
         from ..ctl import store
-        from ..node.render import load_inputs, resolve_with
+        from ..node.render import resolve_with
 
         root = self.settings.root
         try:
             spec = nodefile.load(root)
             path = store.override_path(root)
-            inputs = load_inputs(spec, with_override=False)
+            inputs = spec.inputs(with_override=False)
             doc = store.read_document(path)
             node = resolve_with(inputs, store.validate_document(doc, path))
         except MokkaError as exc:

@@ -227,10 +227,10 @@ def show_status(root: Path, as_json: bool) -> int:
     import json
 
     from .. import nodefile
-    from ..node.render import load_inputs, resolve_with
+    from ..node.render import resolve_with
     from .report import node_summary, table
 
-    inputs = load_inputs(nodefile.load(root))
+    inputs = nodefile.load(root).inputs()
     summary = node_summary(resolve_with(inputs, inputs.override), root)
     print(json.dumps(summary, indent=2) if as_json else table(summary), flush=True)
     return 0

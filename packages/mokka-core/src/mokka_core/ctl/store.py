@@ -25,7 +25,7 @@ import yaml
 from .. import nodefile
 from ..errors import ConfigError, MokkaError
 from ..node.lock import node_lock
-from ..node.render import RenderResult, installed_surfaces, load_inputs, render, resolve_with
+from ..node.render import RenderResult, installed_surfaces, render, resolve_with
 from ..overlays import Override
 from ..paths import OVERRIDE_FILE
 from ..state import NodeState
@@ -107,7 +107,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
     spec = nodefile.load(root)
     path = spec.override_file or root / OVERRIDE_FILE
     with node_lock(root):
-        inputs = load_inputs(spec, with_override=False)
+        inputs = spec.inputs(with_override=False)
         doc: Document = {} if start_empty else read_document(path)
         try:
             current = resolve_with(inputs, validate_document(doc, path))

@@ -28,7 +28,7 @@ from ..state import NodeState
 from ..surface import Service, Surface
 from . import runstate
 from .lock import node_lock
-from .render import Interrupted, installed_surfaces, load_inputs, render, resolve_with, services
+from .render import Interrupted, installed_surfaces, render, resolve_with, services
 from .runstate import RunState, process_start_ticks
 from .settings import NodeSettings
 from .supervise import Supervisor
@@ -63,7 +63,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         observer = _observe(watched, wake) if settings.watch else None
         with node_lock(root):
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
-            inputs = load_inputs(spec)
+            inputs = spec.inputs()
             node = resolve_with(inputs, inputs.override)
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
@@ -186,7 +186,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     """Re-render what changed; a bad input file is logged and the node keeps its last good state."""
     try:
         with node_lock(root):
-            inputs = load_inputs(spec)
+            inputs = spec.inputs()
             node = resolve_with(inputs, inputs.override)
             result = render(root, node, chosen, stop=stop_flag)
         log.info("re-rendered: %s", result.summary())

@@ -18,14 +18,12 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from .. import staging
 from ..errors import MokkaError
 from ..native import native_dir
 from ..overlays import Override
 from ..paths import STATE_DIR
-from ..spec import NodeSpec
 from ..state import Inputs, NodeState, resolve
 from ..surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
 
@@ -100,41 +98,6 @@ def enabled(node: NodeState, name: str) -> bool:
 
 def context(root: Path) -> StageContext:
     return StageContext(root=root, native_dir=native_dir())
-
-
-def load_inputs(spec: NodeSpec, *, with_override: bool = True) -> Inputs:
-    """The resolver inputs of ``spec``, with the override file as it is on disk now (unless told not to)."""
-    from ..builtin import DEFAULT_PROFILE
-    from ..loader import load_overlay, load_override, load_profile
-
-    if spec.profile_file is not None:
-        profile, source = load_profile(spec.profile_file), str(spec.profile_file)
-    else:
-        name = spec.profile or DEFAULT_PROFILE
-        profile, source = _load_builtin_fast(name), f"{name}.yaml"
-    overlay = load_overlay(spec.overlay_file) if spec.overlay_file and spec.overlay_file.exists() else None
-    override = load_override(spec.override_file) if spec.override_file and with_override else None
-    return Inputs(profile=profile, profile_source=source, gpus=spec.gpus, node_name=spec.node_name,
-                  overlay=overlay, override=override, override_source=str(spec.override_file),
-                  surfaces=spec.surfaces)
-
-
-def _load_builtin_fast(name: str) -> Any:
-    """``builtin.load_builtin`` with libyaml's parser when present (ten times faster on a profile)."""
-    import yaml
-
-    from ..builtin import builtin_text, load_builtin
-    from ..loader import validate
-    from ..profile import Profile
-
-    loader = getattr(yaml, "CSafeLoader", None)
-    if loader is None:
-        return load_builtin(name)
-    try:
-        data = yaml.load(builtin_text(name), Loader=loader)  # CSafeLoader: safe
-    except yaml.YAMLError:
-        return load_builtin(name)  # the slow path reports the error with line and column
-    return validate(Profile, data, f"{name}.yaml", strict_keys=False)
 
 
 def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:

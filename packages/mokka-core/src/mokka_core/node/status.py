@@ -19,9 +19,9 @@ def node_status(root: Path) -> dict[str, Any]:
     node = None
     try:
         spec = nodefile.load(root)
-        from .render import load_inputs, resolve_with
+        from .render import resolve_with
 
-        inputs = load_inputs(spec)
+        inputs = spec.inputs()
         node = resolve_with(inputs, inputs.override)
         report["node"] = {"name": node.node_name, "profile": node.profile_name, "gpus": len(node.gpus)}
     except MokkaError as exc:
