@@ -89,9 +89,72 @@ def allocwatch_main(argv: Sequence[str] | None = None) -> int:
     watcher.run(_stop_on_signals())
     return 0
 
+def nri_parser() -> argparse.ArgumentParser:
+    from .nri.inject import DEVICE_MODES
+    from .nri.plugin import DEFAULT_SOCKET
+
+    p = argparse.ArgumentParser(
+        prog="mokka-nri",
+        description="NRI plugin: give containers of opted-in pods the mock NVIDIA driver (library, NVML state, "
+                    "device nodes) at creation. Fails open: a pod is never blocked by this plugin.")
+    p.add_argument("--root", type=Path, default=None,
+                   help="staged node root on the host (default: $MOKKA_ROOT or the cluster root)")
+    p.add_argument("--socket", type=Path, default=Path(_env("NRI_SOCKET_PATH", str(DEFAULT_SOCKET))),
+                   help="the runtime's NRI socket ($NRI_SOCKET_PATH; default %(default)s)")
+    p.add_argument("--plugin-name", default=_env("NRI_PLUGIN_NAME", "mokka"))
+    p.add_argument("--plugin-index", default=_env("NRI_PLUGIN_INDEX", "10"))
+    p.add_argument("--health-addr", default=_env("MOKKA_NRI_HEALTH_ADDR", ":8080"),
+                   help="host:port of /healthz and /readyz; empty disables (default %(default)s)")
+    p.add_argument("--mount-path", default=_env("MOKKA_NRI_MOUNT_PATH", "/opt/mokka"),
+                   help="where the root appears in containers (default %(default)s)")
+    p.add_argument("--namespaces", default=_env("MOKKA_NRI_NAMESPACES", "*"),
+                   help="comma-separated opted-in namespaces, * for all (default %(default)s)")
+    p.add_argument("--excluded-namespaces", default=_env("MOKKA_NRI_EXCLUDED_NAMESPACES", "kube-system"),
+                   help="comma-separated namespaces never touched (default %(default)s)")
+    p.add_argument("--opt-annotation", default=_env("MOKKA_NRI_OPT_ANNOTATION", "mokka.nvidia.com/inject"),
+                   help='pod annotation: "false" opts out, "true" opts in (default %(default)s)')
+    p.add_argument("--devices-annotation", default=_env("MOKKA_NRI_DEVICES_ANNOTATION", "mokka.nvidia.com/devices"))
+    p.add_argument("--devices", choices=DEVICE_MODES, default=_env("MOKKA_NRI_DEVICES", "all"),
+                   help="add /dev/nvidia*: all (unless the pod says false), annotated (only when it says "
+                        "true), none (default %(default)s)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def nri_main(argv: Sequence[str] | None = None) -> int:
-    from .nri.plugin import main
+    from . import require_extra
+    from .health import HealthServer
 
-    return main(argv)
+    args = nri_parser().parse_args(argv)
+    require_extra("google.protobuf")
+    from ..paths import CLUSTER_ROOT
+    from .nri.inject import InjectConfig
+    from .nri.plugin import NriPlugin, PluginSettings
+
+    _logging(args.verbose)
+    root = args.root or Path(os.environ.get("MOKKA_ROOT") or CLUSTER_ROOT)
+    try:
+        settings = PluginSettings(
+            inject=InjectConfig(root=root, mount_path=args.mount_path, namespaces=_csv(args.namespaces),
+                                excluded_namespaces=_csv(args.excluded_namespaces),
+                                opt_annotation=args.opt_annotation, devices_annotation=args.devices_annotation,
+                                devices=args.devices),
+            socket=args.socket, name=args.plugin_name, index=args.plugin_index, health_addr=args.health_addr)
+    except ValueError as exc:
+        print(f"mokka-nri: {exc}", file=sys.stderr)
+        return 2
+    plugin = NriPlugin(settings)
+    stop = _stop_on_signals()
+    health = HealthServer(settings.health_addr, plugin.live, plugin.ready).start() if settings.health_addr else None
+    if health is not None:
+        logging.getLogger("mokka.nri").info("health on %s (/healthz, /readyz)", settings.health_addr)
+    try:
+        plugin.run(stop)
+    finally:
+        if health is not None:
+            health.stop()
+    return 0
