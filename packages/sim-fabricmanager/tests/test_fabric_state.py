@@ -2,47 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from mokka_core.native import native_dir
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.surface import StageContext
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
+from mokka_core.testing.nvml import stage_nvml_view
 from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
 
 pytestmark = pytest.mark.consumer
-
-
-def nvml_view(root: Path, node) -> Path:
-    built = native_dir()
-    if built is None:
-        missing("the mock libnvidia-ml is not built (make -C native install)")
-    try:
-        view = importlib.import_module("mokka_core.nvml_view")
-    except ModuleNotFoundError:
-        missing("mokka_core.nvml_view (the NVML state renderer) is not in this mokka-core yet")
-    lib_dir = root / LIB_DIR
-    lib_dir.mkdir(parents=True, exist_ok=True)
-    for path in built.glob("libnvidia-ml.so*"):
-        if path.is_symlink():
-            (lib_dir / path.name).symlink_to(os.readlink(path))
-        else:
-            shutil.copy2(path, lib_dir / path.name)
-    render = view.render_nvml_state
-    kwargs = {"root": root} if "root" in inspect.signature(render).parameters else {}
-    (root / NVML_STATE_FILE).write_text(render(node, **kwargs))
-    return lib_dir
 
 
 @pytest.mark.parametrize(("state", "shown"), [("healthy", "Completed"), ("failed", "In Progress")])
@@ -59,7 +34,7 @@ def test_fabric_state_follows_the_fabric_manager(tmp_path: Path, state: str, sho
         while state == "healthy" and not (tmp_path / FABRICMANAGER_READY_FILE).exists():
             assert time.monotonic() < deadline, "the fabric manager never became ready"
             time.sleep(0.1)
-        lib_dir = nvml_view(tmp_path, node)
+        lib_dir = stage_nvml_view(tmp_path, node, follow_fabric_manager=True)
         result = subprocess.run([str(smi), "-q", "-i", "0"], capture_output=True, text=True, timeout=60,
                                 env={**os.environ, "LD_LIBRARY_PATH": str(lib_dir)})
     finally:

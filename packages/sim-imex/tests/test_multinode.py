@@ -6,22 +6,19 @@ overlay puts them in one clique.  Loopback addresses need no privileges on Linux
 
 from __future__ import annotations
 
-import importlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mokka_core.native import native_dir
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.staging import stage_wave
 from mokka_core.state import NodeState
 from mokka_core.surface import StageContext
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
+from mokka_core.testing.nvml import stage_nvml_view
 from mokka_sim_imex.surface import ImexSurface
 from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port, wait_for
 
@@ -110,26 +107,12 @@ def test_imex_ready_only_when_every_peer_is_up(cluster: dict, daemons: Daemons) 
 
 def test_nvidia_smi_on_every_node_shows_the_same_clique(cluster: dict) -> None:
     """Through the real nvidia-smi, once the mock library and its NVML view renderer are available."""
-    built = native_dir()
-    if built is None:
-        missing("the mock libnvidia-ml is not built (make -C native install)")
-    try:
-        view = importlib.import_module("mokka_core.nvml_view")
-    except ModuleNotFoundError:
-        missing("mokka_core.nvml_view (the NVML state renderer) is not in this mokka-core yet")
     try:
         smi = nvidia_smi("550")
     except ConsumerUnavailable as exc:
         missing(str(exc))
     for entry in cluster["nodes"].values():
-        lib_dir = entry["root"] / LIB_DIR
-        lib_dir.mkdir(parents=True, exist_ok=True)
-        for path in built.glob("libnvidia-ml.so*"):
-            if path.is_symlink():
-                (lib_dir / path.name).symlink_to(os.readlink(path))
-            else:
-                shutil.copy2(path, lib_dir / path.name)
-        (entry["root"] / NVML_STATE_FILE).write_text(view.render_nvml_state(entry["node"]))
+        lib_dir = stage_nvml_view(entry["root"], entry["node"])
         result = subprocess.run([str(smi), "-q"], capture_output=True, text=True, timeout=60,
                                 env={**os.environ, "LD_LIBRARY_PATH": str(lib_dir)})
         assert result.returncode == 0, result.stderr

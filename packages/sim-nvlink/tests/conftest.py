@@ -2,42 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from mokka_core.native import native_dir
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
+from mokka_core.paths import LIB_DIR
 from mokka_core.state import NodeState
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
+from mokka_core.testing.nvml import stage_nvml_view
 
 SmiRunner = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def stage_nvml_view(root: Path, node: NodeState) -> Path:
-    """What the gpu surface stages for NVML: the built mock library chain and the rendered state file."""
-    built = native_dir()
-    if built is None:
-        missing("the mock libnvidia-ml is not built (make -C native install)")
-    try:
-        view = importlib.import_module("mokka_core.nvml_view")
-    except ModuleNotFoundError:
-        missing("mokka_core.nvml_view (the NVML state renderer) is not in this mokka-core yet")
-    lib_dir = root / LIB_DIR
-    lib_dir.mkdir(parents=True, exist_ok=True)
-    for path in built.glob("libnvidia-ml.so*"):
-        target = lib_dir / path.name
-        if path.is_symlink():
-            target.symlink_to(os.readlink(path))
-        else:
-            shutil.copy2(path, target)
-    (root / NVML_STATE_FILE).write_text(view.render_nvml_state(node))
-    return lib_dir
 
 
 @pytest.fixture

@@ -1,0 +1,36 @@
+"""Stage just the NVML part of a node (library chain + state file) for tests of surfaces beside sim-gpu."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..native import native_dir
+from ..nvml_view import render_nvml_state
+from ..paths import LIB_DIR, NVML_STATE_FILE
+from ..state import NodeState
+from .consumers import missing
+
+
+def stage_nvml_view(root: Path, node: NodeState, *, follow_fabric_manager: bool = False) -> Path:
+    """What the gpu surface stages for NVML: the built mock library chain and the rendered state file.
+
+    With ``follow_fabric_manager`` a fabric state ``auto`` waits for the fake fabric manager's readiness
+    marker under ``root`` (as on a node); without, it reads Completed.  Returns the library directory
+    (for ``LD_LIBRARY_PATH``); missing() when the library is not built.
+    """
+    built = native_dir()
+    if built is None:
+        missing("the mock libnvidia-ml is not built (make -C native install)")
+    lib_dir = root / LIB_DIR
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    for path in built.glob("libnvidia-ml.so*"):
+        target = lib_dir / path.name
+        if path.is_symlink():
+            target.symlink_to(os.readlink(path))
+        else:
+            shutil.copy2(path, target)
+    marker_root = root if follow_fabric_manager else None
+    (root / NVML_STATE_FILE).write_text(render_nvml_state(node, root=marker_root))
+    return lib_dir
