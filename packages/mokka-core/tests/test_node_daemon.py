@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -26,16 +25,7 @@ from mokka_core.testing.runner import (
     SlowSurface,
     StaticSurface,
 )
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            rel = str(path.relative_to(root))
-            out[rel] = os.readlink(path) if path.is_symlink() else ("dir" if path.is_dir() else path.read_bytes().hex())
-    return out
+from mokka_core.testing.tree import tree_snapshot as snapshot
 
 
 def settings(root: Path, **kw) -> NodeSettings:

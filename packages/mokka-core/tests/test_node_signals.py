@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,17 +16,11 @@ from mokka_core.node.runstate import RunState
 from mokka_core.node.status import node_status
 from mokka_core.node.supervise import read_pid
 from mokka_core.testing.runner import PROBE_FILE
+from mokka_core.testing.tree import tree_snapshot as snapshot
 
 pytestmark = pytest.mark.e2e  # real processes and a real supervisord
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            out[str(path.relative_to(root))] = "dir" if path.is_dir() else path.read_bytes().hex()
-    return out
 
 
 def wait_for(predicate, timeout: float = 15.0, what: str = "condition") -> None:

@@ -7,16 +7,7 @@ import pytest
 
 from mokka_core.staging import StagingError, stage_wave, staged_surfaces, teardown
 from mokka_core.surface import CharDevice, Dir, File, Symlink
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            rel = str(path.relative_to(root))
-            out[rel] = os.readlink(path) if path.is_symlink() else ("dir" if path.is_dir() else path.read_bytes().hex())
-    return out
+from mokka_core.testing.tree import tree_snapshot as snapshot
 
 
 @pytest.fixture

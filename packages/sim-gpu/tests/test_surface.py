@@ -13,6 +13,7 @@ from mokka_core import paths
 from mokka_core.errors import MokkaError
 from mokka_core.staging import stage_wave, teardown
 from mokka_core.surface import CharDevice, Copy, StageContext
+from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_gpu.library import built_library
 from mokka_sim_gpu.surface import GpuSurface
 
@@ -98,13 +99,6 @@ def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> 
     assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01"]
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            found[str(path.relative_to(root))] = os.readlink(path) if path.is_symlink() else oct(path.lstat().st_mode)
-    return found
 
 
 def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node, native_dir: Path) -> None:

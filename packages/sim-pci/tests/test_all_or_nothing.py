@@ -10,16 +10,8 @@ import pytest
 from mokka_core.errors import MokkaError
 from mokka_core.staging import stage_wave, teardown
 from mokka_core.surface import StageContext
+from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_pci.surface import PciSurface
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            found[str(path.relative_to(root))] = os.readlink(path) if path.is_symlink() else str(path.stat().st_mode)
-    return found
 
 
 def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node) -> None:
