@@ -5,8 +5,13 @@
 * up: start of ``run()`` to ready, staged and published, all installed surfaces, no services (<= 0.5 s)
 * teardown: stop request to every surface removed (<= 0.2 s)
 * mokka node up (process): interpreter start to ready, services under supervisord included (reported only)
-* ctl: ``nvml-mock-ctl temp`` as a new process; from its start to a consumer seeing the change
-  (<= 250 ms, interpreter start-up included) and from its exit to the change (<= 20 ms)
+* ctl: ``nvml-mock-ctl temp`` (NVML only) and ``fail fallen-off-bus``/``fail healthy`` (NVML and PCI)
+  as a new process; from its start to a consumer seeing the change (<= 250 ms, interpreter start-up
+  included) and from its exit to the change (<= 20 ms); and, for comparison, ``temp`` on the full
+  path (no snapshot: pydantic and every input validated)
+
+Python's bytecode caches count: an installed package has them, an editable install writes them on
+first use unless PYTHONDONTWRITEBYTECODE is set (``make setup`` compiles them).
 
 The consumer watches the NVML state file the mock library reads (by inode/mtime/size, every 0.5 ms,
 as the library does every few ms); without one it watches the plan digests the re-render writes.
@@ -23,12 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mokka_core.node.render import DIGEST_FILE
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.paths import NVML_STATE_FILE
+from mokka_core.snapshot import SNAPSHOT_FILE
 from mokka_core.spec import NodeSpec
 from mokka_core.testing.runner import DaemonRunner
 
@@ -93,7 +100,8 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench_ctl(spec: NodeSpec, runs: int) -> tuple[list[float], list[float], list[float], str]:
+def bench_ctl(spec: NodeSpec, runs: int, change: Callable[[int], list[str]],
+              full: bool = False) -> tuple[list[float], list[float], list[float], str]:
     ctl = shutil.which("nvml-mock-ctl") or str(Path(sys.executable).with_name("nvml-mock-ctl"))
     root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
     from_start, after_exit, cpu = [], [], []
@@ -106,8 +114,9 @@ def bench_ctl(spec: NodeSpec, runs: int) -> tuple[list[float], list[float], list
             before = signature(watched)
             cpu_before = children_cpu()
             started = time.monotonic()
-            proc = subprocess.Popen([ctl, "--root", str(root), "temp", "0", str(30 + n % 60)],
-                                    stdout=subprocess.DEVNULL)
+            if full:  # as if there were no snapshot: the full path, pydantic and all
+                (root / SNAPSHOT_FILE).unlink(missing_ok=True)
+            proc = subprocess.Popen([ctl, "--root", str(root), *change(n)], stdout=subprocess.DEVNULL)
             seen = exited = None
             while seen is None or exited is None:
                 if seen is None and signature(watched) != before:
@@ -155,11 +164,18 @@ def main() -> None:
     print(figures("up: CPU time of the above", cpu))
     print(figures("teardown", down, 0.2))
     print(figures("mokka node up process to ready (+services)", bench_up_process(spec, max(3, args.runs // 4))))
-    from_start, after_exit, cpu, watched = bench_ctl(spec, args.runs)
-    print(f"(consumer watches /{watched})")
-    print(figures("ctl: start to visible (new process)", from_start, 0.25))
-    print(figures("ctl: CPU time of the process", cpu))
-    print(figures("ctl: exit to visible", after_exit, 0.02))
+    changes: dict[str, tuple[Callable[[int], list[str]], bool]] = {
+        "temp": (lambda n: ["temp", "0", str(30 + n % 60)], False),
+        "fail/heal (nvml + pci)": (lambda n: ["fail", "1", "healthy" if n % 2 else "fallen-off-bus"], False),
+        "temp, full path (no snapshot)": (lambda n: ["temp", "0", str(30 + n % 60)], True),
+    }
+    for label, (change, full) in changes.items():
+        from_start, after_exit, cpu, watched = bench_ctl(spec, args.runs if not full else max(3, args.runs // 4),
+                                                         change, full)
+        print(f"(ctl {label}; consumer watches /{watched})")
+        print(figures("ctl: start to visible (new process)", from_start, None if full else 0.25))
+        print(figures("ctl: CPU time of the process", cpu))
+        print(figures("ctl: exit to visible", after_exit, 0.02))
     bare, state = bench_import_floor(max(3, args.runs // 2))
     print(figures("floor: python -c pass", bare))
     print(figures("floor: python -c 'import mokka_core.state'", state))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from .errors import ConfigError
 from .loader import load_profile_text
@@ -12,12 +13,16 @@ BUILTIN_PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
 DEFAULT_PROFILE = "h100"
 
 
-def builtin_text(name: str) -> str:
+def builtin_path(name: str) -> Traversable:
     if name not in BUILTIN_PROFILES:
         raise ConfigError(
             "--profile", [("", f"unknown profile {name!r}; available profiles: {', '.join(BUILTIN_PROFILES)}")]
         )
-    return resources.files(__package__).joinpath("profiles", f"{name}.yaml").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("profiles", f"{name}.yaml")
+
+
+def builtin_text(name: str) -> str:
+    return builtin_path(name).read_text(encoding="utf-8")
 
 
 def load_builtin(name: str) -> Profile:

@@ -179,12 +179,18 @@ def load_overlay(path: Path) -> TopologyOverlay:
 
 def load_override(path: Path) -> Override:
     """A missing or blank override file means "no overrides"."""
+    return read_override(path)[1]
+
+
+def read_override(path: Path) -> tuple[dict[str, Any], Override]:
+    """The override file's document as written, and validated; a missing or blank file means "no overrides"."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return Override()
+        return {}, Override()
     except OSError as exc:
         raise ConfigError(str(path), [("", f"cannot read file: {exc.strerror}")]) from None
     if not text.strip():
-        return Override()
-    return validate(Override, parse_yaml(text, str(path)), str(path), strict_keys=True)
+        return {}, Override()
+    doc = parse_yaml(text, str(path))
+    return doc, validate(Override, doc, str(path), strict_keys=True)

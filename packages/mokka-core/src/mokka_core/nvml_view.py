@@ -33,10 +33,13 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
-from .profile import FabricHealth
-from .state import GpuState, NodeState
+
+if TYPE_CHECKING:
+    from .profile import FabricHealth
+    from .state import GpuState, NodeState
 
 __all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
            "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .builtin import DEFAULT_PROFILE, load_builtin
+from .builtin import DEFAULT_PROFILE, builtin_path, load_builtin
 from .errors import ConfigError
-from .loader import load_overlay, load_override, load_profile
+from .loader import load_overlay, load_profile, read_override
 from .overlays import SURFACES
+from .snapshot import Fingerprint, fingerprint
 from .state import Inputs, NodeState, resolve
 
 
@@ -26,14 +27,26 @@ class NodeSpec:
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def inputs(self, *, with_override: bool = True) -> Inputs:
-        """Read the profile, overlay and (unless told not to) the override file as they are on disk now."""
+        """Read the profile, overlay and (unless told not to) the override file as they are on disk now.
+
+        Each file's fingerprint is taken before it is read, for the node's snapshot (see ``snapshot``).
+        """
+        fingerprints: dict[str, Fingerprint] = {}
         if self.profile_file is not None:
+            fingerprints[str(self.profile_file)] = fingerprint(self.profile_file)
             profile, source = load_profile(self.profile_file), str(self.profile_file)
         else:
             name = self.profile or DEFAULT_PROFILE
+            fingerprints[str(builtin_path(name))] = fingerprint(str(builtin_path(name)))
             profile, source = load_builtin(name), f"{name}.yaml"
-        overlay = load_overlay(self.overlay_file) if self.overlay_file and self.overlay_file.exists() else None
-        override = load_override(self.override_file) if self.override_file and with_override else None
+        overlay = None
+        if self.overlay_file:
+            fingerprints[str(self.overlay_file)] = fingerprint(self.overlay_file)
+            overlay = load_overlay(self.overlay_file) if self.overlay_file.exists() else None
+        override_doc, override = None, None
+        if self.override_file and with_override:
+            fingerprints[str(self.override_file)] = fingerprint(self.override_file)
+            override_doc, override = read_override(self.override_file)
         return Inputs(
             profile=profile,
             profile_source=source,
@@ -43,6 +56,8 @@ class NodeSpec:
             override=override,
             override_source=str(self.override_file),
             surfaces=self.surfaces,
+            override_doc=override_doc,
+            fingerprints=fingerprints,
         )
 
     def resolve(self) -> NodeState:

@@ -20,19 +20,16 @@ from .loader import _problems
 from .merge import merge_all
 from .overlays import SURFACES, Override, SurfaceHealth, SurfaceName, TopologyOverlay
 from .profile import DeviceConfig, Infiniband, Model, Nvlink, Profile, System
+from .records import GpuBehaviour, NodeBehaviour, SurfaceBehaviour, normalise_bus_id
+from .snapshot import Fingerprint
 
 DEFAULT_NODE_NAME = "mokka-node"
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
 
 
-class SurfaceSettings(Model):
+class SurfaceSettings(SurfaceBehaviour, Model):
     enabled: bool = True
     state: SurfaceHealth = "healthy"
-
-    @property
-    def active(self) -> bool:
-        """Staged and healthy."""
-        return self.enabled and self.state == "healthy"
 
 
 class RootComplexState(Model):
@@ -51,7 +48,7 @@ class LinkState(Model):
     remote_index: int | None  # GPU index when remote_type == "gpu"
 
 
-class GpuState(Model):
+class GpuState(GpuBehaviour, Model):
     index: int
     uuid: str
     serial: str
@@ -63,14 +60,6 @@ class GpuState(Model):
     cpu_affinity: str | None
     links: tuple[LinkState, ...]
     config: DeviceConfig  # every per-GPU value after all layers
-
-    @property
-    def failure_mode(self) -> str:
-        return self.config.failure.mode if self.config.failure else "healthy"
-
-    @property
-    def lost(self) -> bool:
-        return self.failure_mode in ("lost", "fallen_off_bus")
 
 
 class SwitchState(Model):
@@ -96,7 +85,7 @@ class HcaState(Model):
     lid: int
 
 
-class NodeState(Model):
+class NodeState(NodeBehaviour, Model):
     profile_name: str
     node_name: str
     system: System
@@ -108,37 +97,11 @@ class NodeState(Model):
     infiniband: Infiniband | None
     surfaces: dict[SurfaceName, SurfaceSettings]
 
-    @property
-    def driver_version(self) -> str:
-        return self.system.driver_version
-
     def surface(self, name: str) -> SurfaceSettings:
         return self.surfaces[name]  # type: ignore[index]
 
     def gpu(self, target: str | int) -> GpuState:
-        """Find a GPU by index, UUID or PCI bus id (any case, 4- or 8-digit domain)."""
-        text = str(target).strip().lower()
-        for gpu in self.gpus:
-            if text.isdigit() and int(text) == gpu.index:
-                return gpu
-            if text == gpu.uuid.lower() or normalise_bus_id(text) == gpu.bus_id:
-                return gpu
-        raise LookupError(f"no GPU {target!r} on this node (GPUs: 0-{len(self.gpus) - 1})")
-
-
-def normalise_bus_id(text: str) -> str | None:
-    parts = text.lower().split(":")
-    if len(parts) == 2:
-        parts = ["0000", *parts]
-    if len(parts) != 3:
-        return None
-    try:
-        domain = int(parts[0], 16)
-        bus = int(parts[1], 16)
-        dev, fn = parts[2].split(".")
-        return f"{domain:04x}:{bus:02x}:{int(dev, 16):02x}.{int(fn, 16)}"
-    except ValueError:
-        return None
+        return super().gpu(target)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -153,12 +116,16 @@ class Inputs:
     override: Override | None = None
     override_source: str = "override"
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the override file's document as written (what ``override`` was validated from)
+    override_doc: dict[str, Any] | None = None
+    #: each input file's fingerprint, taken before it was read (see ``snapshot``); None when built in memory
+    fingerprints: dict[str, Fingerprint] | None = None
 
 
 def resolve(inputs: Inputs) -> NodeState:
     profile = inputs.profile
     source = inputs.profile_source
-    node_name = inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
+    node_name = _node_name(inputs)
     name = profile.name or "custom"
     count = _gpu_count(profile, inputs.gpus, source)
     roots = _root_complexes(profile)
@@ -205,6 +172,20 @@ def resolve(inputs: Inputs) -> NodeState:
         infiniband=profile.infiniband,
         surfaces=surfaces,
     )
+
+
+def base_configs(inputs: Inputs) -> list[dict[str, Any]]:
+    """Each GPU's configuration before the override file, as JSON (what a node's snapshot keeps)."""
+    profile = inputs.profile
+    entries = {entry.index: entry for entry in profile.devices}
+    placement = inputs.overlay.placement(_node_name(inputs)) if inputs.overlay else None
+    count = _gpu_count(profile, inputs.gpus, inputs.profile_source)
+    return [_device_config(profile, entries.get(index), index, Override(), placement, inputs).model_dump(mode="json")
+            for index in range(count)]
+
+
+def _node_name(inputs: Inputs) -> str:
+    return inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
 
 
 def _gpu_count(profile: Profile, requested: int | None, source: str) -> int:

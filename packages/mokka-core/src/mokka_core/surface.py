@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import ClassVar, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
-from .state import NodeState
+if TYPE_CHECKING:
+    from .state import NodeState
+
 
 ENTRY_POINT_GROUP = "mokka.surfaces"
 
@@ -108,6 +109,8 @@ class Surface(ABC):
 
 def discover() -> dict[str, type[Surface]]:
     """Installed surfaces by name, from the ``mokka.surfaces`` entry points."""
+    from importlib.metadata import entry_points  # tens of ms to import: only where surfaces are discovered
+
     found: dict[str, type[Surface]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         surface = ep.load()

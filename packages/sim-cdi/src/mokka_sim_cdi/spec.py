@@ -13,12 +13,14 @@ library is told where to look with ``MOKKA_NVML_STATE``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
-from mokka_core.state import NodeState
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 SPEC_FILE = "var/run/cdi/nvidia.yaml"
 KIND = "nvidia.com/gpu"

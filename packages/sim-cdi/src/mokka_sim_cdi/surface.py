@@ -8,12 +8,14 @@ refuses to start containers that ask for a GPU (as after the driver went away).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mokka_core.state import NodeState
 from mokka_core.surface import Entry, File, StageContext, Surface
 
 from . import spec as cdi
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class CdiSurface(Surface):

@@ -7,11 +7,14 @@ plan is only the run directory its marker lives in; the daemon is the surface.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from mokka_core.state import NodeState
 from mokka_core.surface import Dir, Entry, Service, StageContext, Surface
 
 from .paths import RUN_DIR
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class FabricmanagerSurface(Surface):

@@ -8,8 +8,12 @@ substitute ``/proc/devices``) take them from :data:`CHAR_MAJORS`.
 
 from __future__ import annotations
 
-from mokka_core.state import NodeState
+from typing import TYPE_CHECKING
+
 from mokka_core.surface import CharDevice, Entry
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 NVIDIA_MAJOR = 195
 NVIDIACTL_MINOR = 255

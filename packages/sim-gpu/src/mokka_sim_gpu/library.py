@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mokka_core import paths
 from mokka_core.errors import MokkaError
-from mokka_core.state import NodeState
 from mokka_core.surface import Copy, Entry, File, StageContext, Symlink
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 LIBRARY = "libnvidia-ml.so"
 SONAME = f"{LIBRARY}.1"

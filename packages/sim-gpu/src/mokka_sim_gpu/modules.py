@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mokka_core.state import NodeState
 from mokka_core.surface import Dir, Entry, File, Symlink
 
 from .render_proc import PARAMS, STRING_PARAMS
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 PROC_MODULES = "proc/modules"
 SYS_MODULE = "sys/module"

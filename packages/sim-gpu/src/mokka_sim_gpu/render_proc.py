@@ -8,10 +8,13 @@ Formats follow the module's ``nv-procfs.c`` (``seq_printf`` with its tabs and sp
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from mokka_core.identity import gpu_dma_bits, legacy_irq
-from mokka_core.state import GpuState, NodeState
 from mokka_core.surface import Entry, File
+
+if TYPE_CHECKING:
+    from mokka_core.state import GpuState, NodeState
 
 PROC_DIR = "proc/driver/nvidia"
 

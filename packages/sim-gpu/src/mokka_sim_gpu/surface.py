@@ -16,7 +16,8 @@ driver does.
 
 from __future__ import annotations
 
-from mokka_core.state import NodeState
+from typing import TYPE_CHECKING
+
 from mokka_core.surface import Entry, StageContext, Surface
 
 from .device_nodes import device_node_entries
@@ -24,6 +25,9 @@ from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
 from .modules import module_entries
 from .render_proc import proc_entries
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class GpuSurface(Surface):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from mokka_core.state import NodeState
 from mokka_core.surface import Dir, Entry, File, Service, StageContext, Surface
 
 from . import config, hca, sysfs
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class IbSurface(Surface):

@@ -7,12 +7,16 @@ verifies that the staged NVML view shows this node's links, NV# matrix and fabri
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mokka_core.paths import NVML_STATE_FILE
-from mokka_core.state import NodeState
 from mokka_core.surface import Entry, StageContext, Surface
 
 from . import statefile
 from .topology import fabric_placement, nv_matrix
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class NvlinkSurface(Surface):

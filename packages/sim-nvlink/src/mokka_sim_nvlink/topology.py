@@ -7,9 +7,12 @@ holds the NVML state file to it, and ``mokka-sim-nvlink links`` prints it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mokka_core.nvml_view import nvlink_matrix
-from mokka_core.state import NodeState
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,17 @@ IRQ, NUMA placement, IOMMU group, which driver is bound and whether it still ans
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mokka_core.identity import gpu_dma_bits, legacy_irq
-from mokka_core.state import GpuState, HcaState, NodeState, RootComplexState, SwitchState
 
 from .config_space import Bar, Function, Link
+
+if TYPE_CHECKING:
+    from mokka_core.state import GpuState, HcaState, NodeState, RootComplexState, SwitchState
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
@@ -53,20 +58,14 @@ class PciFunction:
 
 def pci_functions(node: NodeState) -> list[PciFunction]:
     """Every function the pci surface shows, sorted by bus id (the order lspci lists them)."""
-    wanted: list[GpuState | SwitchState | HcaState] = [*node.gpus]
-    wanted += [s for s in node.switches if s.pci_visible and s.root_complex]
-    wanted += node.hcas
-    wanted.sort(key=lambda item: item.bus_id)
+    wanted: list[tuple[str, Callable[[], PciFunction]]] = []
     layout = _Layout(node)
-    functions = []
-    for source in wanted:
-        if isinstance(source, GpuState):
-            functions.append(_gpu(node, source, layout))
-        elif isinstance(source, SwitchState):
-            functions.append(_switch(node, source, layout))
-        else:
-            functions.append(_hca(node, source, layout))
-    return functions
+    wanted += [(gpu.bus_id, functools.partial(_gpu, node, gpu, layout)) for gpu in node.gpus]
+    wanted += [(switch.bus_id, functools.partial(_switch, node, switch, layout))
+               for switch in node.switches if switch.pci_visible and switch.root_complex]
+    wanted += [(hca.bus_id, functools.partial(_hca, node, hca, layout)) for hca in node.hcas]
+    wanted.sort(key=lambda item: item[0])
+    return [make() for _, make in wanted]  # in bus order: the layout hands out slots in call order
 
 
 class _Layout:

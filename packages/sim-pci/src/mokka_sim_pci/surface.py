@@ -15,11 +15,15 @@ healthy.  States:
 
 from __future__ import annotations
 
-from mokka_core.state import NodeState
+from typing import TYPE_CHECKING
+
 from mokka_core.surface import Entry, StageContext, Surface
 
 from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
 from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
+
+if TYPE_CHECKING:
+    from mokka_core.state import NodeState
 
 
 class PciSurface(Surface):

@@ -33,11 +33,14 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import nodefile
 from ..errors import MokkaError
 from ..state import GpuState, NodeState
+
+if TYPE_CHECKING:
+    from ..records import NodeRecord
 from .podresources import DEFAULT_SOCKET, GPU_RESOURCE, Claim, KubeletUnavailable, PodResourcesClient
 
 log = logging.getLogger("mokka.allocwatch")
@@ -227,8 +230,9 @@ class AllocationWatcher:
         if store.normalise(wanted) == store.normalise(doc):
             return False
 
-        def mutate(current_doc: Document, current: NodeState) -> str:
-            apply_allocation(current_doc, current, allocate(claims, current), self.settings.used_fraction)
+        def mutate(current_doc: Document, current: NodeState | NodeRecord) -> str:
+            node = cast("NodeState", current)  # the full path (no fast=True): the resolved models
+            apply_allocation(current_doc, node, allocate(claims, node), self.settings.used_fraction)
             return "allocations published"
 
         try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..records import plain
+
 if TYPE_CHECKING:
+    from ..records import GpuRecord, NodeRecord
     from ..state import GpuState, NodeState
 
 
-def gpu_summary(gpu: GpuState) -> dict[str, Any]:
+def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
     config = gpu.config
     ecc = config.ecc.errors.volatile if config.ecc else None
     throttle = config.clocks_throttle_reasons
@@ -18,8 +21,7 @@ def gpu_summary(gpu: GpuState) -> dict[str, Any]:
         faults.append(gpu.failure_mode)
     if config.nvlink_error and config.nvlink_error.rate:
         faults.append(f"nvlink_errors={config.nvlink_error.rate:g}/s")
-    if config.fabric and any(v for k, v in config.fabric.health.model_dump().items()
-                             if k != "incorrect_configuration"):
+    if config.fabric and any(v for k, v in plain(config.fabric.health).items() if k != "incorrect_configuration"):
         faults.append("fabric_degraded")
     return {
         "index": gpu.index,
@@ -32,15 +34,15 @@ def gpu_summary(gpu: GpuState) -> dict[str, Any]:
         "clock_mhz": config.clocks.graphics_current if config.clocks else None,
         "pstate": config.performance_state,
         "ecc_volatile": {"correctable": ecc.single_bit.total, "uncorrectable": ecc.double_bit.total} if ecc else None,
-        "remapped_rows": config.remapped_rows.model_dump(exclude={"availability_histogram"})
+        "remapped_rows": {k: v for k, v in plain(config.remapped_rows).items() if k != "availability_histogram"}
         if config.remapped_rows else None,
-        "throttle": sorted(k for k, v in throttle.model_dump(exclude={"counters"}).items() if v) if throttle else [],
-        "xid_events": [event.model_dump() for event in config.xid_events or ()],
+        "throttle": sorted(k for k, v in plain(throttle).items() if v and k != "counters") if throttle else [],
+        "xid_events": [plain(event) for event in config.xid_events or ()],
         "faults": faults,
     }
 
 
-def node_summary(node: NodeState, root: Path) -> dict[str, Any]:
+def node_summary(node: NodeState | NodeRecord, root: Path) -> dict[str, Any]:
     from .. import staging
 
     staged = set(staging.staged_surfaces(root))

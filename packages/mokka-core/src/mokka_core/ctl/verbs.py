@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
+    from ..records import GpuRecord, NodeRecord
     from ..state import GpuState, NodeState
+
+    Node = NodeState | NodeRecord  # the full path's models or the fast path's records: read the same
+    Gpu = GpuState | GpuRecord
 
 FAILURE_MODES = {"lost": "lost", "fallen-off-bus": "fallen_off_bus", "ecc-uncorrectable": "ecc_uncorrectable",
                  "healthy": "healthy"}
@@ -48,7 +52,7 @@ FABRIC_MISCONFIGURATIONS = (
 
 # --- targets and buckets ------------------------------------------------------------------------------
 
-def select(node: NodeState, target: str) -> list[GpuState] | None:
+def select(node: Node, target: str) -> list[Gpu] | None:
     """The GPUs ``target`` names; None for ``all``."""
     if target.strip().lower() == "all":
         return None
@@ -58,7 +62,7 @@ def select(node: NodeState, target: str) -> list[GpuState] | None:
         raise Refused(str(exc)) from None
 
 
-def gpus_of(node: NodeState, target: str) -> list[GpuState]:
+def gpus_of(node: Node, target: str) -> list[Gpu]:
     chosen = select(node, target)
     return list(node.gpus) if chosen is None else chosen
 
@@ -93,7 +97,7 @@ def drop_path(bucket: dict[str, Any], dotted: str) -> None:
             del parent[part]
 
 
-def write(doc: Document, node: NodeState, target: str, values: dict[str, Any]) -> str:
+def write(doc: Document, node: Node, target: str, values: dict[str, Any]) -> str:
     """Set dotted ``values`` for ``target``; returns how the target is named in messages."""
     chosen = select(node, target)
     if chosen is None:
@@ -115,7 +119,7 @@ def in_range(what: str, value: float, low: float, high: float, unit: str = "") -
         raise Refused(f"{what} {value:g}{unit} out of range {low:g}-{high:g}{unit}; override unchanged")
 
 
-def pin_dynamics(node: NodeState, target: str, block: str) -> dict[str, Any]:
+def pin_dynamics(node: Node, target: str, block: str) -> dict[str, Any]:
     """Switch off a dynamic-metrics generator where one drives this value, so the pinned value shows."""
     for gpu in gpus_of(node, target):
         dynamics = gpu.config.dynamic_metrics
@@ -124,15 +128,15 @@ def pin_dynamics(node: NodeState, target: str, block: str) -> dict[str, Any]:
     return {}
 
 
-def next_seq(node: NodeState) -> int:
+def next_seq(node: Node) -> int:
     return max((event.seq for gpu in node.gpus for event in gpu.config.xid_events or ()), default=0) + 1
 
 
-def append_xid(doc: Document, gpu: GpuState, code: int, seq: int) -> None:
+def append_xid(doc: Document, gpu: Gpu, code: int, seq: int) -> None:
     bucket = device_bucket(doc, gpu.index)
     events = bucket.get("xid_events")
     if events is None:
-        events = [event.model_dump() for event in gpu.config.xid_events or ()]
+        events = [{"code": event.code, "seq": event.seq} for event in gpu.config.xid_events or ()]
     bucket["xid_events"] = [*events, {"code": code, "seq": seq}]
 
 
@@ -143,7 +147,7 @@ def fail(target: str, mode_name: str) -> Mutation:
     if mode is None:
         raise Refused(f"unknown failure mode {mode_name!r}; modes: {', '.join(FAILURE_MODES)}")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         seq = next_seq(node)
         gpus = gpus_of(node, target)
         for gpu in gpus:
@@ -166,7 +170,7 @@ def fail(target: str, mode_name: str) -> Mutation:
     return mutate
 
 
-def raise_uncorrectable(bucket: dict[str, Any], gpu: GpuState) -> None:
+def raise_uncorrectable(bucket: dict[str, Any], gpu: Gpu) -> None:
     """One more double-bit error in device memory (volatile and aggregate) and a pending row remap."""
     ecc = gpu.config.ecc
     for kind in ("volatile", "aggregate"):
@@ -183,7 +187,7 @@ def raise_uncorrectable(bucket: dict[str, Any], gpu: GpuState) -> None:
 def xid(target: str, code: int) -> Mutation:
     in_range("Xid", code, 1, 999)
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         seq = next_seq(node)
         gpus = gpus_of(node, target)
         for n, gpu in enumerate(gpus):
@@ -198,7 +202,7 @@ def xid(target: str, code: int) -> Mutation:
 def temperature(target: str, celsius: int) -> Mutation:
     in_range("temperature", celsius, 0, 200, " C")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {"thermal.temperature_gpu_c": celsius, **pin_dynamics(node, target, "temperature")}
         return f"ok: {write(doc, node, target, values)} temperature {celsius} C"
 
@@ -208,7 +212,7 @@ def temperature(target: str, celsius: int) -> Mutation:
 def power(target: str, watts: float) -> Mutation:
     in_range("power", watts, 0, 100_000, " W")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         for gpu in gpus_of(node, target):
             limits = gpu.config.power
             if limits is None:
@@ -227,7 +231,7 @@ def utilization(target: str, gpu_pct: int, memory_pct: int | None) -> Mutation:
     memory = gpu_pct if memory_pct is None else memory_pct
     in_range("memory utilization", memory, 0, 100, " %")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {"utilization.gpu": gpu_pct, "utilization.memory": memory,
                                   **pin_dynamics(node, target, "utilization")}
         return f"ok: {write(doc, node, target, values)} utilization {gpu_pct} % (memory {memory} %)"
@@ -236,7 +240,7 @@ def utilization(target: str, gpu_pct: int, memory_pct: int | None) -> Mutation:
 
 
 def clocks(target: str, mhz: int, memory_mhz: int | None) -> Mutation:
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         for gpu in gpus_of(node, target):
             top = gpu.config.clocks.graphics_max if gpu.config.clocks else 0
             in_range(f"GPU {gpu.index} graphics clock", mhz, 0, top or 100_000, " MHz")
@@ -264,7 +268,7 @@ def throttle(target: str, reasons: Sequence[str]) -> Mutation:
                               f"aliases: {', '.join(THROTTLE_ALIASES)}, or none alone")
             active.add(canonical)
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         values = {f"clocks_throttle_reasons.{r}": r in active for r in THROTTLE_REASONS}
         return f"ok: {write(doc, node, target, values)} throttle {', '.join(sorted(active)) or 'none'}"
 
@@ -277,7 +281,7 @@ def pstate(target: str, state: str) -> Mutation:
         raise Refused(f"performance state must be 0-15 or P0-P15, got {state!r}")
     in_range("performance state", int(text), 0, 15)
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         return f"ok: {write(doc, node, target, {'performance_state': f'P{int(text)}'})} P{int(text)}"
 
     return mutate
@@ -290,7 +294,7 @@ def ecc(target: str, correctable: int | None, uncorrectable: int | None, kinds: 
         if value is not None:
             in_range(f"{what} ECC count", value, 0, 10**12)
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {}
         for kind in kinds:
             for bits, value in (("single_bit", correctable), ("double_bit", uncorrectable)):
@@ -309,7 +313,7 @@ def remapped_rows(target: str, correctable: int | None, uncorrectable: int | Non
         if value is not None:
             in_range(f"{what} remapped rows", value, 0, 100_000)
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {}
         for key, value in (("correctable", correctable), ("uncorrectable", uncorrectable), ("pending", pending),
                            ("failure_occurred", failure)):
@@ -337,7 +341,7 @@ def fabric_health(target: str, flags: Sequence[str]) -> Mutation:
                 raise Refused(f"unknown fabric health flag {name!r}; flags: {', '.join(sorted(FABRIC_FLAGS))}, "
                               f"misconfigurations: {', '.join(FABRIC_MISCONFIGURATIONS)}, or healthy alone")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         for gpu in gpus_of(node, target):
             if gpu.config.fabric is None:
                 raise Refused(f"GPU {gpu.index} ({node.profile_name}) has no NVLink fabric; "
@@ -352,7 +356,7 @@ def fabric_health(target: str, flags: Sequence[str]) -> Mutation:
 def nvlink_error(target: str, rate: float, links: list[int] | None) -> Mutation:
     in_range("NVLink error rate", rate, 0, 1e9, "/s")
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         for gpu in gpus_of(node, target):
             if not gpu.links:
                 raise Refused(f"GPU {gpu.index} has no NVLink links on this node")
@@ -376,7 +380,7 @@ def set_values(target: str, assignments: Sequence[str]) -> Mutation:
             raise Refused(f"expected key.path=value, got {assignment!r}")
         values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         return f"ok: {write(doc, node, target, values)} " + ", ".join(values)
 
     return mutate
@@ -399,7 +403,7 @@ def surface(action: str, name: str) -> Mutation:
         raise Refused(f"unknown surface {name!r}; surfaces: {', '.join(SURFACES)}")
     patch, done = SURFACE_ACTIONS[action]
 
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         doc.setdefault("surfaces", {}).setdefault(name, {}).update(patch)
         return f"ok: surface {name} {done}"
 
@@ -407,7 +411,7 @@ def surface(action: str, name: str) -> Mutation:
 
 
 def reset(target: str | None) -> Mutation:
-    def mutate(doc: Document, node: NodeState) -> str:
+    def mutate(doc: Document, node: Node) -> str:
         if target is None:
             doc.clear()
             return "ok: every override cleared"
@@ -422,6 +426,11 @@ def reset(target: str | None) -> Mutation:
 
     return mutate
 
+
+#: Verbs that check every value they write (range, type, the GPU's limits) and change nothing but GPU
+#: configurations: the node's snapshot can stand in for validating the whole node (see ``store``).
+FAST_VERBS = frozenset({"fail", "xid", "temp", "power", "util", "clocks", "throttle", "pstate", "ecc",
+                        "remapped-rows", "fabric-health", "nvlink-error"})
 
 VERBS: dict[str, Callable[..., Mutation]] = {
     "fail": fail, "xid": xid, "temp": temperature, "power": power, "util": utilization, "clocks": clocks,

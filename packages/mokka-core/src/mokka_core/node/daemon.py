@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import nodefile
+from .. import nodefile, snapshot
 from ..errors import MokkaError
 from ..paths import OVERRIDE_FILE, STATE_DIR
 from ..spec import NodeSpec
@@ -68,6 +68,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
             nodefile.save(root, spec)
+            snapshot.save(root, inputs, node)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -189,6 +190,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
             inputs = spec.inputs()
             node = resolve_with(inputs, inputs.override)
             result = render(root, node, chosen, stop=stop_flag)
+            snapshot.save(root, inputs, node)
         log.info("re-rendered: %s", result.summary())
     except Interrupted:
         return programs

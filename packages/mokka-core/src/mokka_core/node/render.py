@@ -18,14 +18,18 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import staging
 from ..errors import MokkaError
 from ..native import native_dir
-from ..overlays import Override
 from ..paths import STATE_DIR
-from ..state import Inputs, NodeState, resolve
 from ..surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
+
+if TYPE_CHECKING:  # the models are imported only where a node is resolved: the ctl's fast path renders records
+    from ..overlays import Override
+    from ..records import NodeRecord
+    from ..state import Inputs, NodeState
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +94,7 @@ def _save_surface_cache(root: Path, classes: Mapping[str, type[Surface]]) -> Non
     os.replace(tmp, path)
 
 
-def enabled(node: NodeState, name: str) -> bool:
+def enabled(node: NodeState | NodeRecord, name: str) -> bool:
     """Whether the node wants surface ``name`` staged (surfaces the node state does not know are on)."""
     settings = node.surfaces.get(name)  # type: ignore[call-overload]
     return True if settings is None else bool(settings.enabled)
@@ -101,10 +105,12 @@ def context(root: Path) -> StageContext:
 
 
 def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
+    from ..state import resolve
+
     return resolve(replace(inputs, override=override))
 
 
-def build_plans(node: NodeState, surfaces: Mapping[str, Surface], ctx: StageContext,
+def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], ctx: StageContext,
                 stop: threading.Event | None = None) -> dict[str, list[Entry]]:
     """Every surface's plan, built concurrently; the first failure names its surface.
 
@@ -118,7 +124,7 @@ def build_plans(node: NodeState, surfaces: Mapping[str, Surface], ctx: StageCont
 
     def build(name: str, surface: Surface) -> None:
         try:
-            results[name] = list(surface.plan(node, ctx))
+            results[name] = list(surface.plan(node, ctx))  # type: ignore[arg-type]  # a record reads the same
         except BaseException as exc:
             errors[name] = exc
         finally:
@@ -185,7 +191,7 @@ def save_digests(root: Path, digests: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def render(root: Path, node: NodeState, surfaces: Mapping[str, Surface], *, force: bool = False,
+def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], *, force: bool = False,
            stop: threading.Event | None = None) -> RenderResult:
     """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes."""
     ctx = context(root)

@@ -14,13 +14,15 @@ from pathlib import Path
 
 from .. import staging
 from ..paths import LOCK_FILE, NODE_FILE, OVERRIDE_FILE
+from ..snapshot import SNAPSHOT_FILE
 from .render import DIGEST_FILE, SURFACES_FILE
 from .runstate import RUN_FILE, RunState
 from .supervise import CONFIG_FILE, PID_FILE, Supervisor, socket_path
 
 log = logging.getLogger(__name__)
 
-BOOKKEEPING = (DIGEST_FILE, SURFACES_FILE, NODE_FILE, CONFIG_FILE, PID_FILE, OVERRIDE_FILE, LOCK_FILE, RUN_FILE)
+BOOKKEEPING = (DIGEST_FILE, SURFACES_FILE, SNAPSHOT_FILE, NODE_FILE, CONFIG_FILE, PID_FILE, OVERRIDE_FILE, LOCK_FILE,
+               RUN_FILE)
 
 
 def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = None,

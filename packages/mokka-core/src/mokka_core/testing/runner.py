@@ -26,6 +26,7 @@ from typing import Any
 
 from ..node.daemon import run
 from ..node.settings import NodeSettings
+from ..records import plain
 from ..state import NodeState
 from ..surface import Entry, File, Service, StageContext, Surface
 
@@ -99,7 +100,7 @@ def probe_view(node: NodeState) -> dict[str, Any]:
             "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
             "power_mw": config.power.current_draw_mw if config.power else None,
             "memory": {"total": total, "used": used, "free": free},
-            "xid_events": [event.model_dump() for event in config.xid_events or ()],
+            "xid_events": [plain(event) for event in config.xid_events or ()],
         }
     return {"node": node.node_name, "gpus": gpus}
 

@@ -1,0 +1,153 @@
+"""A node's snapshot: the resolved node as JSON, so ``nvml-mock-ctl`` can change it without pydantic.
+
+Importing pydantic and building the profile models costs more than the ctl's whole budget
+(a change visible within 250 ms of the command starting), so after every render from validated
+inputs (``mokka node up`` and its re-renders, the ctl's full path, ``mokka run``) the node is
+written down as plain data under the node lock:
+
+* ``node``: the resolved :class:`~mokka_core.state.NodeState` (``model_dump(mode="json")``);
+* ``base_configs``: each GPU's configuration before the override file, validated;
+* ``override_doc``: the override document the node was resolved with;
+* ``shapes``: the blocks of a GPU configuration (see :mod:`mokka_core.shapes`);
+* ``inputs``: a fingerprint (inode, size, mtime) of every file the node was read from.
+
+:func:`load` returns the snapshot only while every input file is unchanged and the snapshot was
+written by this version of Mokka; anything else (missing, corrupt, stale) gives None, and the
+ctl takes the full path.  :meth:`Snapshot.node_with` lays a new override document over the base
+configurations, as resolving would, and gives a :class:`~mokka_core.records.NodeRecord` that every
+surface renders from.  Only GPU configurations may differ from the snapshot's node: the ctl uses
+it for the verbs that change nothing else (see ``ctl/verbs.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .merge import merge_all
+from .paths import NODE_FILE, STATE_DIR
+from .records import NodeRecord
+from .shapes import Shapes, lay_over
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .state import Inputs, NodeState
+
+SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
+FORMAT_VERSION = 1
+
+#: (inode, size, mtime in ns) of a file, or None where there is no file
+Fingerprint = list[int] | None
+
+
+def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    root: Path
+    data: dict[str, Any]  # the file's content, checked by load()
+
+    @property
+    def override_path(self) -> Path:
+        return Path(self.data["override_path"])
+
+    @property
+    def override_doc(self) -> dict[str, Any]:
+        return self.data["override_doc"]  # type: ignore[no-any-return]
+
+    @property
+    def shapes(self) -> Shapes:
+        return self.data["shapes"]  # type: ignore[no-any-return]
+
+    def node_with(self, doc: dict[str, Any]) -> NodeRecord:
+        """The node with override document ``doc``; raises :class:`~mokka_core.shapes.NotFast`."""
+        everyone = doc.get("all")
+        devices = doc.get("devices") or {}
+        gpus = []
+        for gpu, base in zip(self.data["node"]["gpus"], self.data["base_configs"], strict=True):
+            patch = merge_all(everyone, devices.get(str(gpu["index"])))
+            gpus.append({**gpu, "config": lay_over(base, patch, self.shapes)})
+        return NodeRecord({**self.data["node"], "gpus": gpus})
+
+    def advance(self, doc: dict[str, Any], node: NodeRecord, override_fingerprint: Fingerprint) -> None:
+        """Record that the override file (now ``override_fingerprint``) holds ``doc`` and the node is ``node``."""
+        inputs = {**self.data["inputs"], str(self.override_path): override_fingerprint}
+        _write(self.root, {**self.data, "inputs": inputs, "override_doc": doc, "node": node.plain()})
+
+
+def load(root: Path) -> Snapshot | None:
+    """The root's snapshot if it still describes the node; None otherwise (never raises for bad content)."""
+    try:
+        data = json.loads((root / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
+            return None
+        inputs = data["inputs"]
+        if not isinstance(inputs, dict) or str(data["override_path"]) not in inputs:
+            return None
+        for path, recorded in inputs.items():
+            if fingerprint(path) != recorded:
+                return None
+        if not isinstance(data["override_doc"], dict) or len(data["base_configs"]) != len(data["node"]["gpus"]):
+            return None
+        if not isinstance(data["shapes"], dict):
+            return None
+        return Snapshot(root, data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save(root: Path, inputs: Inputs, node: NodeState) -> None:
+    """Write the snapshot of ``node``, resolved from ``inputs`` (the caller holds the node lock).
+
+    ``inputs.fingerprints`` were taken before the files were read (see ``NodeSpec.inputs``), so a
+    file changed since makes the snapshot stale at once.  Inputs without fingerprints (built in
+    memory, or read without the override file) remove the snapshot instead.
+    """
+    from .shapes import device_shapes
+    from .state import base_configs
+
+    path = root / SNAPSHOT_FILE
+    known = inputs.fingerprints or {}
+    if str(inputs.override_source) not in known or not path.parent.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    # the node file is written by the same command from the same spec, just before this
+    fingerprints = {**known, str(root / NODE_FILE): fingerprint(root / NODE_FILE)}
+    data = {
+        "format": FORMAT_VERSION,
+        "mokka_core": __version__,
+        "inputs": fingerprints,
+        "override_path": str(inputs.override_source),
+        "override_doc": inputs.override_doc or {},
+        "node": node.model_dump(mode="json"),
+        "base_configs": base_configs(inputs),
+        "shapes": device_shapes(),
+    }
+    _write(root, data)
+
+
+def _write(root: Path, data: dict[str, Any]) -> None:
+    path = root / SNAPSHOT_FILE
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder; dump streams in Python
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def remove(root: Path) -> None:
+    (root / SNAPSHOT_FILE).unlink(missing_ok=True)
