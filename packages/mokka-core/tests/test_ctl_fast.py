@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from mokka_core import nodefile, snapshot
-from mokka_core.builtin import BUILTIN_PROFILES
+from mokka_core.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.ctl.cli import build_parser, execute, mutation
 from mokka_core.ctl.store import Refused, apply, prepare_fast, prepare_full
 from mokka_core.ctl.verbs import FAST_VERBS
@@ -147,6 +147,20 @@ def test_stale_missing_or_corrupt_snapshots_take_the_full_path(tmp_path: Path) -
 
         (root / snapshot.SNAPSHOT_FILE).unlink()
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
+
+
+def test_a_changed_profile_file_makes_the_snapshot_stale(tmp_path: Path) -> None:
+    profile = tmp_path / "custom.yaml"
+    profile.write_text(builtin_text("t4"))
+    root = tmp_path / "root"
+    spec = NodeSpec(profile_file=profile, gpus=2)
+    with DaemonRunner(NodeSettings(root=root, spec=spec, supervise=False, watch=False), surfaces=surfaces()):
+        assert snapshot.load(root) is not None
+        profile.write_text(builtin_text("t4").replace("name: Tesla T4", "name: Tesla T4 (edited)"))
+        assert snapshot.load(root) is None
+        outcome = apply(root, mutation(build_parser().parse_args(["temp", "0", "50"])), surfaces=surfaces(),
+                        fast=True)
+        assert not outcome.fast and outcome.node.gpus[0].config.name.endswith("(edited)")
 
 
 def test_verbs_that_do_not_check_their_values_take_the_full_path(tmp_path: Path) -> None:

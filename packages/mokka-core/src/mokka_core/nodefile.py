@@ -8,6 +8,7 @@ root's state directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -56,12 +57,22 @@ def load(root: Path) -> NodeSpec:
         raise ConfigError(str(path), [("", f"unreadable node file: {exc}")]) from None
     if data.get("version") != FORMAT_VERSION:
         raise ConfigError(str(path), [("version", f"unsupported node file version, got {data.get('version')!r}")])
-    return NodeSpec(
+    spec = NodeSpec(
         profile=data.get("profile"),
         profile_file=Path(data["profile_file"]) if data.get("profile_file") else None,
         gpus=data.get("gpus"),
         node_name=data.get("node_name"),
-        overlay_file=Path(data["overlay_file"]) if data.get("overlay_file") else root / OVERLAY_FILE,
-        override_file=Path(data["override_file"]) if data.get("override_file") else root / OVERRIDE_FILE,
+        overlay_file=Path(data["overlay_file"]) if data.get("overlay_file") else None,
+        override_file=Path(data["override_file"]) if data.get("override_file") else None,
         surfaces=data.get("surfaces") or {},
+    )
+    return rooted(spec, root)
+
+
+def rooted(spec: NodeSpec, root: Path) -> NodeSpec:
+    """The spec with the override and overlay defaulting to the files in the root's state dir."""
+    return dataclasses.replace(
+        spec,
+        override_file=spec.override_file or root / OVERRIDE_FILE,
+        overlay_file=spec.overlay_file or root / OVERLAY_FILE,
     )

@@ -21,12 +21,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import namespace, nodefile
+from . import namespace, nodefile, snapshot
 from .errors import MokkaError
 from .native import native_dir
+from .node.render import plan_digest, save_digests
 from .paths import LIB_DIR
 from .spec import NodeSpec
 from .staging import stage_wave
+from .state import Inputs, NodeState, resolve
 from .surface import Entry, StageContext, Surface, discover
 
 log = logging.getLogger(__name__)
@@ -72,24 +74,31 @@ class NodePlan:
     spec: NodeSpec
     root: Path
     plans: dict[str, list[Entry]]
+    inputs: Inputs
+    node: NodeState
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
-    node = spec.resolve()
+    spec = nodefile.rooted(spec, root)  # the override and overlay nvml-mock-ctl will read
+    inputs = spec.inputs()
+    node = resolve(inputs)
     installed = discover() if surfaces is None else dict(surfaces)
     ctx = StageContext(root=root, native_dir=native_dir())
     plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
              if name not in node.surfaces or node.surfaces[name].enabled}
-    return NodePlan(spec, root, plans)
+    return NodePlan(spec, root, plans, inputs, node)
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
-    """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec there for nvml-mock-ctl."""
+    """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec (and snapshot) for nvml-mock-ctl."""
     started = time.monotonic()
     node.root.mkdir(exist_ok=True)
     with _quiet_rootless_staging():
         stage_wave(node.plans, node.root)
     nodefile.save(node.root, node.spec)
+    # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
+    save_digests(node.root, {name: plan_digest(plan) for name, plan in node.plans.items()})
+    snapshot.save(node.root, node.inputs, node.node)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

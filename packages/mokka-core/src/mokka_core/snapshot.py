@@ -22,6 +22,7 @@ it for the verbs that change nothing else (see ``ctl/verbs.py``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .state import Inputs, NodeState
+
+log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
 FORMAT_VERSION = 1
@@ -137,17 +140,21 @@ def save(root: Path, inputs: Inputs, node: NodeState) -> None:
 
 
 def _write(root: Path, data: dict[str, Any]) -> None:
+    """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
     path = root / SNAPSHOT_FILE
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+    except OSError as exc:
+        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
+        return
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder; dump streams in Python
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def remove(root: Path) -> None:
-    (root / SNAPSHOT_FILE).unlink(missing_ok=True)

@@ -11,7 +11,6 @@ SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -51,7 +50,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     ``surfaces`` replaces discovery of installed surfaces (tests inject broken ones).
     """
     root = settings.root.absolute()
-    spec = _rooted_spec(settings.spec, root)
+    spec = nodefile.rooted(settings.spec, root)
     state = _claim(root)
     wake = threading.Event()
     observer = None
@@ -94,17 +93,6 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         deadline = time.monotonic() + settings.teardown_deadline_s
         removed = teardown_node(root, deadline, supervisor, state)
         log.info("node torn down (%s)", ", ".join(removed) or "nothing was staged")
-
-
-def _rooted_spec(spec: NodeSpec, root: Path) -> NodeSpec:
-    """The spec with the override and overlay defaulting to the files in the root's state dir."""
-    from ..paths import OVERLAY_FILE
-
-    return dataclasses.replace(
-        spec,
-        override_file=spec.override_file or root / OVERRIDE_FILE,
-        overlay_file=spec.overlay_file or root / OVERLAY_FILE,
-    )
 
 
 def _claim(root: Path) -> RunState:
