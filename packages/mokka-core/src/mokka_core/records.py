@@ -86,17 +86,20 @@ class NodeBehaviour:
 class Record:
     """Read-only attribute access to a JSON mapping; nested mappings are records, lists are tuples."""
 
-    __slots__ = ("_data",)
     _data: dict[str, Any]
 
     def __init__(self, data: dict[str, Any]) -> None:
         object.__setattr__(self, "_data", data)
 
     def __getattr__(self, name: str) -> Any:
+        # only called for a field not read before: the wrapped value is kept as an instance attribute,
+        # so the next read is a plain attribute lookup (renderers read the same fields many times)
         try:
-            return wrap(self._data[name])
+            value = wrap(self._data[name])
         except KeyError:
             raise AttributeError(f"{type(self).__name__} has no field {name!r}") from None
+        object.__setattr__(self, name, value)
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only")
@@ -124,17 +127,15 @@ def wrap(value: Any) -> Any:
 
 
 class SurfaceRecord(SurfaceBehaviour, Record):
-    __slots__ = ()
+    pass
 
 
 class GpuRecord(GpuBehaviour, Record):
-    __slots__ = ()
+    pass
 
 
 class NodeRecord(NodeBehaviour, Record):
     """A resolved node read from its JSON form; ``gpus`` and ``surfaces`` hold the typed records."""
-
-    __slots__ = ("gpus", "surfaces")
 
     def __init__(self, data: dict[str, Any]) -> None:
         super().__init__(data)
