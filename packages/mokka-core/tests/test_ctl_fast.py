@@ -25,11 +25,11 @@ from mokka_core.ctl.store import Refused, apply, prepare_fast, prepare_full
 from mokka_core.ctl.verbs import FAST_VERBS
 from mokka_core.merge import merge_all
 from mokka_core.node.lock import node_lock
-from mokka_core.node.render import build_plans, context, installed_surfaces, plan_digest, resolve_with
+from mokka_core.node.render import build_plans, context, installed_surfaces, plan_digest, resolve_with, services
 from mokka_core.node.settings import NodeSettings
 from mokka_core.paths import OVERRIDE_FILE
 from mokka_core.profile import DeviceConfig
-from mokka_core.records import plain
+from mokka_core.records import NodeRecord, plain
 from mokka_core.shapes import NotFast, device_shapes, lay_over
 from mokka_core.spec import NodeSpec
 from mokka_core.state import base_configs
@@ -125,6 +125,17 @@ def test_fast_and_full_paths_make_the_same_node(tmp_path: Path, profile: str) ->
             advanced = snapshot.load(root)
             assert advanced is not None, f"{words}: the advanced snapshot is stale"
             assert advanced.data["node"] == full_resolve(root).model_dump(mode="json"), words
+
+
+@pytest.mark.parametrize("profile", BUILTIN_PROFILES)
+@pytest.mark.parametrize("settings", [{}, {"imex": {"state": "failed"}, "ib": {"enabled": False}}],
+                         ids=["healthy", "imex-failed-ib-off"])
+def test_a_record_asks_for_the_same_services(tmp_path: Path, profile: str, settings: dict[str, Any]) -> None:
+    """The daemon takes the services of a change nvml-mock-ctl rendered from the snapshot's record."""
+    node = NodeSpec(profile=profile, gpus=2, surfaces=settings).resolve()
+    record = NodeRecord(node.model_dump(mode="json"))
+    chosen = surfaces()
+    assert services(record, chosen, tmp_path) == services(node, chosen, tmp_path)
 
 
 def test_stale_missing_or_corrupt_snapshots_take_the_full_path(tmp_path: Path) -> None:

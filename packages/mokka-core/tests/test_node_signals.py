@@ -138,7 +138,10 @@ def test_status_ready_probe(root: Path, tmp_path: Path) -> None:
         daemon.communicate(timeout=30)
 
 
-def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("by", ["hand", "nvml-mock-ctl"])
+def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tmp_path: Path, by: str) -> None:
+    """By hand the daemon renders the change; nvml-mock-ctl renders it itself and the daemon only follows."""
+    from mokka_core.ctl.cli import execute
     from mokka_core.node.settings import NodeSettings
     from mokka_core.paths import OVERRIDE_FILE
     from mokka_core.spec import NodeSpec
@@ -146,13 +149,22 @@ def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tm
 
     pid_dir = tmp_path / "pids"
     settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2))
-    with DaemonRunner(settings, {"fabricmanager": ServiceSurface(pid_dir)}):
+    surfaces = {"fabricmanager": ServiceSurface(pid_dir)}
+
+    def switch(enabled: bool) -> None:
+        if by == "hand":
+            (root / OVERRIDE_FILE).write_text(f"surfaces: {{fabricmanager: {{enabled: {str(enabled).lower()}}}}}\n")
+        else:
+            verb = "enable" if enabled else "disable"
+            assert execute(["--root", str(root), verb, "fabricmanager"], surfaces=surfaces) == 0
+
+    with DaemonRunner(settings, surfaces):
         first = sleeper_pid(pid_dir)
         (pid_dir / "mokka-test-sleeper.pid").unlink()
-        (root / OVERRIDE_FILE).write_text("surfaces: {fabricmanager: {enabled: false}}\n")
+        switch(False)
         wait_for(lambda: not alive(first), what="service stopped with its surface")
         assert not (root / "etc/mokka-service/enabled").exists()
-        (root / OVERRIDE_FILE).write_text("surfaces: {fabricmanager: {enabled: true}}\n")
+        switch(True)
         second = sleeper_pid(pid_dir)
         assert second != first and alive(second)
         wait_for(lambda: node_status(root)["ready"], what="ready again")

@@ -37,7 +37,8 @@ class NodeSpec:
             profile, source = load_profile(self.profile_file), str(self.profile_file)
         else:
             name = self.profile or DEFAULT_PROFILE
-            fingerprints[str(builtin_path(name))] = fingerprint(str(builtin_path(name)))
+            path = str(builtin_path(name))
+            fingerprints[path] = fingerprint(path)
             profile, source = load_builtin(name), f"{name}.yaml"
         overlay = None
         if self.overlay_file:

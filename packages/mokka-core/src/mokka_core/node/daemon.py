@@ -22,6 +22,7 @@ from typing import Any
 from .. import nodefile, snapshot
 from ..errors import MokkaError
 from ..paths import OVERRIDE_FILE, STATE_DIR
+from ..records import NodeRecord
 from ..spec import NodeSpec
 from ..state import NodeState
 from ..surface import Service, Surface
@@ -127,11 +128,11 @@ def _set_phase(root: Path, state: RunState, phase: str) -> None:
         log.warning("cannot record phase %s: %s", phase, exc)
 
 
-def _programs(node: NodeState, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
+def _programs(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
     return {name: service for name, (_, service) in services(node, chosen, root).items()}
 
 
-def _owners(node: NodeState, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
+def _owners(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
     return {name: surface for name, (surface, _) in services(node, chosen, root).items()}
 
 
@@ -172,14 +173,25 @@ def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapp
 def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],
               supervisor: Supervisor, programs: dict[str, Service], stop_flag: threading.Event,
               state: RunState) -> dict[str, Service]:
-    """Re-render what changed; a bad input file is logged and the node keeps its last good state."""
+    """Re-render what changed; a bad input file is logged and the node keeps its last good state.
+
+    A change nvml-mock-ctl made is rendered already: its snapshot is fresh (every input file as
+    the ctl left it), so only the services are brought in line, and the next ctl change need
+    not wait for a second render of this one.
+    """
+    node: NodeState | NodeRecord
     try:
         with node_lock(root):
-            inputs = spec.inputs()
-            node = resolve_with(inputs, inputs.override)
-            result = render(root, node, chosen, stop=stop_flag)
-            snapshot.save(root, inputs, node)
-        log.info("re-rendered: %s", result.summary())
+            fresh = snapshot.load(root)
+            if fresh is not None:
+                node = NodeRecord(fresh.data["node"])
+                log.info("re-rendered: nothing changed (rendered by nvml-mock-ctl)")
+            else:
+                inputs = spec.inputs()
+                node = resolve_with(inputs, inputs.override)
+                result = render(root, node, chosen, stop=stop_flag)
+                snapshot.save(root, inputs, node)
+                log.info("re-rendered: %s", result.summary())
     except Interrupted:
         return programs
     except MokkaError as exc:

@@ -221,14 +221,15 @@ def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surf
     return result
 
 
-def services(node: NodeState, surfaces: Mapping[str, Surface], root: Path) -> dict[str, tuple[str, Service]]:
+def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
+             root: Path) -> dict[str, tuple[str, Service]]:
     """The long-lived programs of every enabled surface, by program name: {program: (surface, service)}."""
     ctx = context(root)
     found: dict[str, tuple[str, Service]] = {}
     for name, surface in surfaces.items():
         if not enabled(node, name):
             continue
-        for service in surface.services(node, ctx):
+        for service in surface.services(node, ctx):  # type: ignore[arg-type]  # a record reads the same
             if service.name in found:
                 owner = found[service.name][0]
                 raise staging.StagingError(name, f"service name {service.name!r} is also used by {owner}")
