@@ -76,6 +76,7 @@ class NodePlan:
     plans: dict[str, list[Entry]]
     inputs: Inputs
     node: NodeState
+    installed: Mapping[str, type[Surface]]
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
@@ -86,7 +87,7 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     ctx = StageContext(root=root, native_dir=native_dir())
     plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
              if name not in node.surfaces or node.surfaces[name].enabled}
-    return NodePlan(spec, root, plans, inputs, node)
+    return NodePlan(spec, root, plans, inputs, node, installed)
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
@@ -98,7 +99,7 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     nodefile.save(node.root, node.spec)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     save_digests(node.root, {name: plan_digest(plan) for name, plan in node.plans.items()})
-    snapshot.save(node.root, node.inputs, node.node)
+    snapshot.save(node.root, node.inputs, node.node, node.installed)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

@@ -9,7 +9,9 @@ written down as plain data under the node lock:
 * ``base_configs``: each GPU's configuration before the override file, validated;
 * ``override_doc``: the override document the node was resolved with;
 * ``shapes``: the blocks of a GPU configuration (see :mod:`mokka_core.shapes`);
-* ``inputs``: a fingerprint (inode, size, mtime) of every file the node was read from.
+* ``inputs``: a fingerprint (inode, size, mtime) of every file the node was read from;
+* ``rendered_with``: the surfaces the writer rendered the node with (a node daemon whose own
+  surfaces are these need not render a change again).
 
 :func:`load` returns the snapshot only while every input file is unchanged and the snapshot was
 written by this version of Mokka; anything else (missing, corrupt, stale) gives None, and the
@@ -25,6 +27,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,10 +85,16 @@ class Snapshot:
             gpus.append({**gpu, "config": lay_over(base, patch, self.shapes)})
         return NodeRecord({**self.data["node"], "gpus": gpus})
 
-    def advance(self, doc: dict[str, Any], node: NodeRecord, override_fingerprint: Fingerprint) -> None:
-        """Record that the override file (now ``override_fingerprint``) holds ``doc`` and the node is ``node``."""
+    def rendered_with(self, surfaces: Mapping[str, object]) -> bool:
+        """Whether the node as recorded was rendered with exactly ``surfaces`` (so is staged as they would)."""
+        return bool(self.data["rendered_with"] == surface_ids(surfaces))
+
+    def advance(self, doc: dict[str, Any], node: NodeRecord, override_fingerprint: Fingerprint,
+                surfaces: Mapping[str, object]) -> None:
+        """Record that the override file (now ``override_fingerprint``) holds ``doc``, rendered as ``node``."""
         inputs = {**self.data["inputs"], str(self.override_path): override_fingerprint}
-        _write(self.root, {**self.data, "inputs": inputs, "override_doc": doc, "node": node.plain()})
+        _write(self.root, {**self.data, "inputs": inputs, "override_doc": doc, "node": node.plain(),
+                           "rendered_with": surface_ids(surfaces)})
 
 
 def load(root: Path) -> Snapshot | None:
@@ -102,15 +111,15 @@ def load(root: Path) -> Snapshot | None:
                 return None
         if not isinstance(data["override_doc"], dict) or len(data["base_configs"]) != len(data["node"]["gpus"]):
             return None
-        if not isinstance(data["shapes"], dict):
+        if not isinstance(data["shapes"], dict) or not isinstance(data["rendered_with"], list):
             return None
         return Snapshot(root, data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def save(root: Path, inputs: Inputs, node: NodeState) -> None:
-    """Write the snapshot of ``node``, resolved from ``inputs`` (the caller holds the node lock).
+def save(root: Path, inputs: Inputs, node: NodeState, surfaces: Mapping[str, object]) -> None:
+    """Write the snapshot of ``node``, resolved from ``inputs`` and rendered with ``surfaces`` (under the node lock).
 
     ``inputs.fingerprints`` were taken before the files were read (see ``NodeSpec.inputs``), so a
     file changed since makes the snapshot stale at once.  Inputs without fingerprints (built in
@@ -135,8 +144,18 @@ def save(root: Path, inputs: Inputs, node: NodeState) -> None:
         "node": node.model_dump(mode="json"),
         "base_configs": base_configs(inputs),
         "shapes": device_shapes(),
+        "rendered_with": surface_ids(surfaces),
     }
     _write(root, data)
+
+
+def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
+    """``name=module:class`` of each surface (instances or classes), sorted."""
+    ids = []
+    for name, surface in surfaces.items():
+        cls = surface if isinstance(surface, type) else type(surface)
+        ids.append(f"{name}={cls.__module__}:{cls.__qualname__}")
+    return sorted(ids)
 
 
 def _write(root: Path, data: dict[str, Any]) -> None:

@@ -150,7 +150,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         except OSError:
             render(root, change.current, chosen)  # put the rendered state back in line with the file
             raise
-        change.record(written)
+        change.record(written, chosen)
     return Outcome(message=change.message, node=change.node, render=result, fast=change.fast)
 
 
@@ -163,7 +163,8 @@ class Change:
     path: Path  # the override file
     node: NodeState | NodeRecord  # the node with the change
     current: NodeState | NodeRecord  # the node without it
-    record: Callable[[snapshot.Fingerprint], None]  # update the snapshot once the file is written
+    #: update the snapshot once the file is written and the node rendered with these surfaces
+    record: Callable[[snapshot.Fingerprint, Mapping[str, Surface]], None]
     fast: bool
 
 
@@ -190,10 +191,10 @@ def prepare_full(root: Path, mutate: Mutation, *, start_empty: bool = False) -> 
     except ConfigError as exc:
         raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
 
-    def record(written: snapshot.Fingerprint) -> None:
+    def record(written: snapshot.Fingerprint, rendered_with: Mapping[str, Surface]) -> None:
         fingerprints = {**(inputs.fingerprints or {}), str(path): written}
         snapshot.save(root, replace(inputs, override_doc=changed, override_source=str(path),
-                                    fingerprints=fingerprints), node)
+                                    fingerprints=fingerprints), node, rendered_with)
 
     return Change(message, changed, path, node, current, record, fast=False)
 
@@ -216,7 +217,7 @@ def prepare_fast(root: Path, mutate: Mutation) -> Change | None:
     except NotFast:
         return None
     return Change(message, changed, snap.override_path, node, current,
-                  lambda written: snap.advance(changed, node, written), fast=True)
+                  lambda written, rendered_with: snap.advance(changed, node, written, rendered_with), fast=True)
 
 
 def normalise(doc: Document) -> Document:

@@ -68,7 +68,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
             nodefile.save(root, spec)
-            snapshot.save(root, inputs, node)
+            snapshot.save(root, inputs, node, chosen)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -176,21 +176,23 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     """Re-render what changed; a bad input file is logged and the node keeps its last good state.
 
     A change nvml-mock-ctl made is rendered already: its snapshot is fresh (every input file as
-    the ctl left it), so only the services are brought in line, and the next ctl change need
-    not wait for a second render of this one.
+    the ctl left it) and was rendered with this daemon's surfaces, so only the services are
+    brought in line, and the next ctl change need not wait for a second render of this one.
+    (A writer that renders other surfaces, such as the allocation watcher that renders none,
+    leaves a snapshot this daemon renders after all.)
     """
     node: NodeState | NodeRecord
     try:
         with node_lock(root):
             fresh = snapshot.load(root)
-            if fresh is not None:
+            if fresh is not None and fresh.rendered_with(chosen):
                 node = NodeRecord(fresh.data["node"])
                 log.info("re-rendered: nothing changed (rendered by nvml-mock-ctl)")
             else:
                 inputs = spec.inputs()
                 node = resolve_with(inputs, inputs.override)
                 result = render(root, node, chosen, stop=stop_flag)
-                snapshot.save(root, inputs, node)
+                snapshot.save(root, inputs, node, chosen)
                 log.info("re-rendered: %s", result.summary())
     except Interrupted:
         return programs
