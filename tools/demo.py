@@ -2,7 +2,8 @@
 
 Fetches Debian's nvidia-smi (never the NVIDIA driver) and pciutils/kmod when missing, then runs
 them unmodified inside ``mokka run``: the node appears at the real paths in a private mount
-namespace and disappears when the command ends.
+namespace and disappears when the command ends.  Last, ``nvml-mock-ctl`` breaks the node at
+runtime (a hot GPU, a GPU fallen off the bus) and the same tools report it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ DEMO = (
     " echo '$ nvidia-smi topo -m'; nvidia-smi topo -m; echo;"
     " echo '$ lspci -nn -k -d 10de:'; lspci -nn -k -d 10de:; echo;"
     " echo '$ lsmod | grep nvidia'; lsmod | grep nvidia; echo;"
-    " echo '$ ls -l /dev/nvidia*'; ls -l /dev/nvidia*"
+    " echo '$ ls -l /dev/nvidia*'; ls -l /dev/nvidia*; echo;"
+    " echo '$ nvml-mock-ctl temp 0 91'; nvml-mock-ctl temp 0 91; echo;"
+    " echo '$ nvidia-smi --query-gpu=index,temperature.gpu --format=csv -i 0';"
+    " nvidia-smi --query-gpu=index,temperature.gpu --format=csv -i 0; echo;"
+    # the last GPU falls off the bus: NVML loses it, its PCI config space reads ff
+    " last=$(($(nvidia-smi -L | wc -l) - 1));"
+    " bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i $last | cut -c5-);"
+    " echo \"\\$ nvml-mock-ctl fail $last fallen-off-bus\"; nvml-mock-ctl fail $last fallen-off-bus; echo;"
+    " echo '$ nvidia-smi -L'; nvidia-smi -L || true; echo;"
+    " echo \"\\$ lspci -x -s $bus | head -2\"; lspci -x -s $bus | head -2"
 )
 
 
@@ -44,7 +54,8 @@ def main() -> None:
     except ConsumerUnavailable as exc:
         sys.exit(f"demo: cannot fetch Debian's nvidia-smi: {exc}")
     mokka = Path(sys.executable).with_name("mokka")
-    env = {**os.environ, "PATH": f"{smi.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # nvidia-smi, and nvml-mock-ctl beside mokka
+    env = {**os.environ, "PATH": os.pathsep.join([str(smi.parent), str(mokka.parent), os.environ.get("PATH", "")])}
     print(f"demo: a simulated {profile} node (mokka run --profile {profile} -- sh -c ...)\n", flush=True)
     done = subprocess.run([str(mokka), "run", "--profile", profile, "--", "sh", "-c", DEMO], env=env)
     sys.exit(done.returncode)
