@@ -9,6 +9,7 @@ snapshot, a verb that does not check its own values) the full path must run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from mokka_core import nodefile, snapshot
 from mokka_core.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.ctl.cli import build_parser, execute, mutation
+from mokka_core.ctl.report import node_summary
 from mokka_core.ctl.store import Refused, apply, prepare_fast, prepare_full
 from mokka_core.ctl.verbs import FAST_VERBS
 from mokka_core.merge import merge_all
@@ -136,6 +138,20 @@ def test_a_record_asks_for_the_same_services(tmp_path: Path, profile: str, setti
     record = NodeRecord(node.model_dump(mode="json"))
     chosen = surfaces()
     assert services(record, chosen, tmp_path) == services(node, chosen, tmp_path)
+
+
+@pytest.mark.parametrize("profile", BUILTIN_PROFILES)
+def test_status_reads_the_same_from_a_record(tmp_path: Path, profile: str) -> None:
+    """``nvml-mock-ctl status`` prints the snapshot's record when it is fresh: the same summary as the models."""
+    root = tmp_path / "root"
+    with start(root, profile, surfaces()):
+        for words in (("fail", "1", "ecc-uncorrectable"), ("throttle", "0", "thermal"), ("xid", "0", "31"),
+                      ("nvlink-error", "0", "5"), ("fabric-health", "1", "route_recovery")):
+            _, mutate = parse(root, words)
+            with contextlib.suppress(Refused):  # no NVLink or no fabric on this profile
+                apply(root, mutate, surfaces=surfaces(), fast=True)
+        record = NodeRecord(snapshot.load(root).data["node"])
+        assert node_summary(record, root) == node_summary(full_resolve(root), root)
 
 
 def test_stale_missing_or_corrupt_snapshots_take_the_full_path(tmp_path: Path) -> None:
