@@ -112,11 +112,13 @@ def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
 
 def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], ctx: StageContext,
                 stop: threading.Event | None = None) -> dict[str, list[Entry]]:
-    """Every surface's plan, built concurrently; the first failure names its surface.
+    """Every surface's plan; the first failure names its surface.
 
-    Plans are pure, so the threads only overlap where a plan does I/O (reading a
-    library to copy, say).  A set ``stop`` abandons the wave without waiting for
-    stragglers (they are daemon threads and touch nothing on disk).
+    With a ``stop`` event (the node daemon) the plans are built concurrently, and a
+    set ``stop`` abandons the wave without waiting for stragglers (they are daemon
+    threads and touch nothing on disk); plans are pure, so the threads only overlap
+    where a plan does I/O.  Without one (nvml-mock-ctl) they are built one after
+    another: they are CPU-bound, and threads would only add GIL hand-offs.
     """
     results: dict[str, list[Entry]] = {}
     errors: dict[str, BaseException] = {}
@@ -131,8 +133,9 @@ def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], c
             done.release()
 
     items = list(surfaces.items())
-    if len(items) == 1:
-        build(*items[0])
+    if len(items) == 1 or stop is None:
+        for item in items:
+            build(*item)
     else:
         for name, surface in items:
             threading.Thread(target=build, args=(name, surface), name=f"plan-{name}", daemon=True).start()
