@@ -172,6 +172,13 @@ def test_stale_missing_or_corrupt_snapshots_take_the_full_path(tmp_path: Path) -
         assert snapshot.load(root) is None
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
 
+        data = json.loads((root / snapshot.SNAPSHOT_FILE).read_text())  # well-formed, fresh, but nonsense
+        for gpu in data["node"]["gpus"]:
+            del gpu["uuid"]
+        (root / snapshot.SNAPSHOT_FILE).write_text(json.dumps(data))
+        assert snapshot.load(root) is not None
+        assert not apply(root, mutate, surfaces=chosen, fast=True).fast
+
         (root / snapshot.SNAPSHOT_FILE).unlink()
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
 

@@ -109,9 +109,12 @@ def load(root: Path) -> Snapshot | None:
         for path, recorded in inputs.items():
             if fingerprint(path) != recorded:
                 return None
-        if not isinstance(data["override_doc"], dict) or len(data["base_configs"]) != len(data["node"]["gpus"]):
-            return None
-        if not isinstance(data["shapes"], dict) or not isinstance(data["rendered_with"], list):
+        node, bases = data["node"], data["base_configs"]
+        if not (isinstance(data["override_doc"], dict) and isinstance(data["shapes"], dict)
+                and isinstance(data["rendered_with"], list) and isinstance(node["surfaces"], dict)
+                and isinstance(bases, list) and len(bases) == len(node["gpus"])
+                and all(isinstance(gpu, dict) and isinstance(gpu["config"], dict) for gpu in node["gpus"])
+                and all(isinstance(base, dict) for base in bases)):
             return None
         return Snapshot(root, data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

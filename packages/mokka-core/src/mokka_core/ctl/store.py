@@ -133,7 +133,12 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
     """
     with node_lock(root):
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
-        change = prepare_fast(root, mutate) if fast and not start_empty else None
+        change = None
+        if fast and not start_empty:
+            try:
+                change = prepare_fast(root, mutate)
+            except (LookupError, TypeError, ValueError, AttributeError):
+                change = None  # a snapshot edited into nonsense: the full path reads the real inputs
         if change is None:
             change = prepare_full(root, mutate, start_empty=start_empty)
         # render first: a surface that cannot render the change refuses it with the file untouched
