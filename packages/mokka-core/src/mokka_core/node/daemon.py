@@ -187,7 +187,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
             fresh = snapshot.load(root)
             if fresh is not None and fresh.rendered_with(chosen):
                 node = NodeRecord(fresh.data["node"])
-                log.info("re-rendered: nothing changed (rendered by nvml-mock-ctl)")
+                log.info("re-rendered: nothing changed (the writer of the change rendered it)")
             else:
                 inputs = spec.inputs()
                 node = resolve_with(inputs, inputs.override)
