@@ -9,7 +9,7 @@ PACKAGES := mokka-core sim-gpu sim-pci sim-cdi sim-imex sim-nvlink sim-fabricman
 $(VENV)/.installed: tools/bootstrap-venv.sh $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	sh tools/bootstrap-venv.sh $(PYTHON) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(foreach p,$(PACKAGES),-e packages/$(p)[test]) tox ruff mypy
+	$(PY) -m pip install -q $(foreach p,$(PACKAGES),-e packages/$(p)[test]) tox ruff mypy import-linter
 	touch $@
 
 setup: $(VENV)/.installed native

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "packages" / "mokka-core" / "src" / "mokka_core" / "profiles"
+SOURCE = REPO / "packages" / "mokka-core" / "src" / "mokka_core" / "schema" / "profiles"
 TARGET = REPO / "charts" / "mokka" / "profiles"
 
 

@@ -32,9 +32,9 @@ try:
 except ImportError:  # a checkout without mokka-core installed: use the source tree
     sys.path.insert(0, str(REPO / "packages" / "mokka-core" / "src"))
 
-from mokka_core.builtin import BUILTIN_PROFILES  # noqa: E402
-from mokka_core.overlays import SURFACES, SurfaceHealth, TopologyOverlay  # noqa: E402
-from mokka_core.profile import Profile as ProfileModel  # noqa: E402
+from mokka_core.schema.builtin import BUILTIN_PROFILES  # noqa: E402
+from mokka_core.schema.overlays import SURFACES, SurfaceHealth, TopologyOverlay  # noqa: E402
+from mokka_core.schema.profile import Profile as ProfileModel  # noqa: E402
 
 MAX_GPUS = 255  # /dev/nvidia<minor> uses minors 0-254; 255 is nvidiactl
 

@@ -72,8 +72,8 @@ def main() -> int:
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(trivial), str(tmp / "trivial.c")], check=True)
     state = tmp / "mokka-nvml.state"
     try:  # the real renderer when mokka-core is importable, else the tests' hand-written h100 file
-        from mokka_core.nvml_view import render_nvml_state
-        from mokka_core.spec import NodeSpec
+        from mokka_core.model.spec import NodeSpec
+        from mokka_core.stage.nvml_view import render_nvml_state
 
         h100 = render_nvml_state(NodeSpec(profile="h100").resolve())
     except ImportError:

@@ -93,8 +93,8 @@ def test_custom_profile_needs_version_and_system(helm: Helm) -> None:
 def test_custom_profile_map_is_checked_against_the_profile_model(helm: Helm) -> None:
     """What the node would refuse, helm refuses first, naming the key path and the valid choices."""
     from mokka_core.errors import ConfigError
-    from mokka_core.loader import validate
-    from mokka_core.profile import Profile
+    from mokka_core.schema.loader import validate
+    from mokka_core.schema.profile import Profile
 
     body = yaml.safe_load((CHART / "profiles" / "h100.yaml").read_text())
     body["device_defaults"]["memory"]["total_bytes"] = -1

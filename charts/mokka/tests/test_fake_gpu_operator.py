@@ -74,7 +74,7 @@ def test_non_string_label_values_become_strings(helm: Helm, value: Any) -> None:
 
 def test_fgo_profiles_load_in_mokka(helm: Helm) -> None:
     """What FGO hands to its mock backend is a profile Mokka itself accepts."""
-    from mokka_core.loader import load_profile_text
+    from mokka_core.schema.loader import load_profile_text
 
     for name, cm in fgo_maps(helm, {"enabled": True}).items():
         profile = load_profile_text(cm["data"]["profile.yaml"], f"{name}:profile.yaml")

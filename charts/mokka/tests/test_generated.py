@@ -61,8 +61,8 @@ def test_schema_and_readme_table_are_generated() -> None:
 def test_schema_enums_come_from_mokka_core() -> None:
     import json
 
-    from mokka_core.builtin import BUILTIN_PROFILES
-    from mokka_core.overlays import SURFACES
+    from mokka_core.schema.builtin import BUILTIN_PROFILES
+    from mokka_core.schema.overlays import SURFACES
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert schema["properties"]["gpu"]["properties"]["profile"]["enum"] == list(BUILTIN_PROFILES)

@@ -232,7 +232,7 @@ def test_topology_configmap_is_the_overlay_the_node_reads(helm: Helm) -> None:
     docs = documents(helm.render({"topology": TOPOLOGY}))
     overlay = yaml.safe_load(find(docs, "ConfigMap", "mokka-test-topology")["data"]["topology.yaml"])
     assert overlay == {"version": 1, **TOPOLOGY}
-    from mokka_core.overlays import TopologyOverlay
+    from mokka_core.schema.overlays import TopologyOverlay
 
     placement = TopologyOverlay.model_validate(overlay).placement("gpu-node-2")
     assert placement == ("8c4f3b1e-5d2a-4e6f-9a7b-0c1d2e3f4a5b", 1)

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mokka_core.node.render import DIGEST_FILE
+from mokka_core.model.spec import NodeSpec
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
-from mokka_core.paths import NVML_STATE_FILE
-from mokka_core.snapshot import SNAPSHOT_FILE
-from mokka_core.spec import NodeSpec
+from mokka_core.stage.paths import NVML_STATE_FILE
+from mokka_core.stage.render import DIGEST_FILE
+from mokka_core.stage.snapshot import SNAPSHOT_FILE
 from mokka_core.testing.runner import DaemonRunner
 
 
@@ -138,7 +138,7 @@ def bench_import_floor(runs: int) -> tuple[list[float], list[float]]:
     """What any process that resolves a node pays before doing anything: interpreter + node-state imports."""
     bare, state = [], []
     for _ in range(runs):
-        for code, out in (("pass", bare), ("import mokka_core.state", state)):
+        for code, out in (("pass", bare), ("import mokka_core.model.resolve", state)):
             started = time.monotonic()
             subprocess.run([sys.executable, "-c", code], check=True,
                            env={**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"})
@@ -178,7 +178,7 @@ def main() -> None:
         print(figures("ctl: exit to visible", after_exit, 0.02))
     bare, state = bench_import_floor(max(3, args.runs // 2))
     print(figures("floor: python -c pass", bare))
-    print(figures("floor: python -c 'import mokka_core.state'", state))
+    print(figures("floor: python -c 'import mokka_core.model.resolve'", state))
 
 
 if __name__ == "__main__":

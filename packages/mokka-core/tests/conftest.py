@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.builtin import builtin_text
+from mokka_core.schema.builtin import builtin_text
 
 
 @pytest.fixture

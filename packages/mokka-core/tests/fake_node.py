@@ -16,11 +16,11 @@ import argparse
 import struct
 import sys
 
-from mokka_core.paths import LIB_DIR
-from mokka_core.run import main_run
-from mokka_core.spec import NodeSpec, surface_settings
-from mokka_core.state import NodeState
-from mokka_core.surface import CharDevice, Copy, Dir, Entry, File, StageContext, Surface, Symlink
+from mokka_core.model.resolve import NodeState
+from mokka_core.model.spec import NodeSpec, surface_settings
+from mokka_core.run.command import main_run
+from mokka_core.stage.paths import LIB_DIR
+from mokka_core.stage.surface import CharDevice, Copy, Dir, Entry, File, StageContext, Surface, Symlink
 
 VENDOR, DEVICE, CLASS = 0x10DE, 0x2330, 0x030200
 

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mokka_core import nodefile
 from mokka_core.cluster.allocwatch import PID_BASE, AllocationWatcher, WatchSettings, match_gpu, process_ids
 from mokka_core.cluster.podresources import Claim
 from mokka_core.cluster.testing import FakeKubelet
-from mokka_core.node.render import resolve_with
-from mokka_core.paths import OVERRIDE_FILE
-from mokka_core.spec import NodeSpec
-from mokka_core.state import NodeState
+from mokka_core.model.resolve import NodeState
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import nodefile
+from mokka_core.stage.paths import OVERRIDE_FILE
+from mokka_core.stage.render import resolve_with
 from mokka_core.testing import consumers
 
 GIB = 1 << 30
@@ -194,8 +194,8 @@ def test_command_publishes_and_stops_cleanly_on_sigterm(root: Path, kubelet: Fak
 
 
 def test_nvidia_smi_lists_the_allocated_containers(root: Path, kubelet: FakeKubelet, tmp_path: Path) -> None:
-    from mokka_core.native import native_dir
-    from mokka_core.nvml_view import write_nvml_state
+    from mokka_core.stage.native import native_dir
+    from mokka_core.stage.nvml_view import write_nvml_state
 
     smi = consumers.require("nvidia-smi", version="550")
     library = native_dir()
@@ -248,7 +248,7 @@ def test_mokka_core_works_without_the_cluster_extra() -> None:
     code = """
 import sys
 sys.modules["grpc"] = None
-import mokka_core.cli, mokka_core.cluster.allocwatch
+import mokka_core.cli.mokka, mokka_core.cluster.allocwatch
 from mokka_core.cluster.cli import allocwatch_main
 try:
     allocwatch_main(["--once"])
@@ -307,8 +307,8 @@ print(json.dumps(out))
 def test_pynvml_sees_the_allocated_containers(root: Path, kubelet: FakeKubelet, tmp_path: Path) -> None:
     import json
 
-    from mokka_core.native import native_dir
-    from mokka_core.nvml_view import write_nvml_state
+    from mokka_core.stage.native import native_dir
+    from mokka_core.stage.nvml_view import write_nvml_state
 
     consumers.pynvml()
     library = native_dir()

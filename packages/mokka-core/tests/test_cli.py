@@ -4,7 +4,7 @@ import json
 
 from typer.testing import CliRunner
 
-from mokka_core.cli import app
+from mokka_core.cli.mokka import app
 
 runner = CliRunner()
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core import nodefile
 from mokka_core.ctl.cli import execute
-from mokka_core.node.render import resolve_with
+from mokka_core.model.spec import NodeSpec
 from mokka_core.node.settings import NodeSettings
-from mokka_core.spec import NodeSpec
+from mokka_core.stage import nodefile
+from mokka_core.stage.render import resolve_with
 from mokka_core.testing.runner import PROBE_FILE, DaemonRunner, ProbeSurface
 
 STEP = 2**29  # half a GiB per change

@@ -19,23 +19,23 @@ from typing import Any
 
 import pytest
 
-from mokka_core import nodefile, snapshot
-from mokka_core.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.ctl.cli import build_parser, execute, mutation
 from mokka_core.ctl.report import node_summary
 from mokka_core.ctl.store import Refused, apply, prepare_fast, prepare_full
 from mokka_core.ctl.verbs import FAST_VERBS
-from mokka_core.merge import merge_all
-from mokka_core.node.lock import node_lock
-from mokka_core.node.render import build_plans, context, installed_surfaces, plan_digest, resolve_with, services
+from mokka_core.model.records import NodeRecord, plain
+from mokka_core.model.resolve import base_configs
+from mokka_core.model.shapes import NotFast, device_shapes, lay_over
+from mokka_core.model.spec import NodeSpec
 from mokka_core.node.settings import NodeSettings
-from mokka_core.paths import OVERRIDE_FILE
-from mokka_core.profile import DeviceConfig
-from mokka_core.records import NodeRecord, plain
-from mokka_core.shapes import NotFast, device_shapes, lay_over
-from mokka_core.spec import NodeSpec
-from mokka_core.state import base_configs
-from mokka_core.surface import Surface
+from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
+from mokka_core.schema.merge import merge_all
+from mokka_core.schema.profile import DeviceConfig
+from mokka_core.stage import nodefile, snapshot
+from mokka_core.stage.lock import node_lock
+from mokka_core.stage.paths import OVERRIDE_FILE
+from mokka_core.stage.render import build_plans, context, installed_surfaces, plan_digest, resolve_with, services
+from mokka_core.stage.surface import Surface
 from mokka_core.testing.runner import DaemonRunner, ProbeSurface, nvml_surface
 
 # GPU 0 and 1 of a two-GPU node; {uuid1} and {bus0} are filled in from the node
@@ -93,7 +93,7 @@ def outcome_of(prepare: Any, *args: Any) -> Any:
 
 def digests(node: Any, chosen: dict[str, Surface], root: Path) -> dict[str, str]:
     with pytest.MonkeyPatch.context() as frozen:  # an NVLink error clock starts now: the same now for both
-        frozen.setattr("mokka_core.nvml_view.time.time_ns", lambda: 1_800_000_000 * 10**9)
+        frozen.setattr("mokka_core.stage.nvml_view.time.time_ns", lambda: 1_800_000_000 * 10**9)
         return {name: plan_digest(plan) for name, plan in build_plans(node, chosen, context(root)).items()}
 
 

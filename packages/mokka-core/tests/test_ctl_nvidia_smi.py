@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core import nodefile
 from mokka_core.ctl.cli import execute
-from mokka_core.native import native_dir
-from mokka_core.paths import LIB_DIR
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import nodefile
+from mokka_core.stage.native import native_dir
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 from mokka_core.testing.runner import nvml_surface
 
-pytest.importorskip("mokka_core.nvml_view")
+pytest.importorskip("mokka_core.stage.nvml_view")
 if native_dir() is None:
     pytest.skip("mock libnvidia-ml not built (make -C native install)", allow_module_level=True)
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from mokka_core.ctl.cli import execute
-from mokka_core.native import native_dir
+from mokka_core.model.spec import NodeSpec
 from mokka_core.node.settings import NodeSettings
-from mokka_core.paths import LIB_DIR
-from mokka_core.spec import NodeSpec
+from mokka_core.stage.native import native_dir
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing.runner import DaemonRunner, nvml_surface
 
 pytest.importorskip("pynvml")
-pytest.importorskip("mokka_core.nvml_view")
+pytest.importorskip("mokka_core.stage.nvml_view")
 if native_dir() is None:
     pytest.skip("mock libnvidia-ml not built (make -C native install)", allow_module_level=True)
 
@@ -147,8 +147,8 @@ def test_fallen_off_bus_reaches_nvml_pci_and_the_event_waiter_alike(tmp_path: Pa
         assert "gpu 0 ok" in out and "gpu 2 ok" in out
         assert f"gpu 3 {15}" in out  # NVML_ERROR_GPU_IS_LOST
         if pci is not None:
-            from mokka_core import nodefile
-            from mokka_core.node.render import resolve_with
+            from mokka_core.stage import nodefile
+            from mokka_core.stage.render import resolve_with
 
             inputs = nodefile.load(root).inputs()
             bus_id = resolve_with(inputs, inputs.override).gpus[3].bus_id

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mokka_core import nodefile
 from mokka_core.ctl.cli import EXAMPLES, build_parser, execute
-from mokka_core.node.render import resolve_with
-from mokka_core.paths import OVERRIDE_FILE
-from mokka_core.spec import NodeSpec
-from mokka_core.state import NodeState
+from mokka_core.model.resolve import NodeState
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import nodefile
+from mokka_core.stage.paths import OVERRIDE_FILE
+from mokka_core.stage.render import resolve_with
 from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core import nodefile
+from mokka_core.model.spec import NodeSpec
 from mokka_core.node.daemon import run
-from mokka_core.node.render import DIGEST_FILE
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
-from mokka_core.paths import NODE_FILE, OVERRIDE_FILE
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import StagingError, staged_surfaces
+from mokka_core.stage import nodefile
+from mokka_core.stage.paths import NODE_FILE, OVERRIDE_FILE
+from mokka_core.stage.render import DIGEST_FILE
+from mokka_core.stage.staging import StagingError, staged_surfaces
 from mokka_core.testing.runner import (
     PROBE_FILE,
     BrokenSurface,
@@ -136,7 +136,7 @@ class TwoFileSurface(StaticSurface):
     name = "two"
 
     def plan(self, node, ctx):
-        from mokka_core.surface import File
+        from mokka_core.stage.surface import File
 
         return [File("etc/two/fixed", "same\n"),
                 File("etc/two/temp", f"{node.gpus[0].config.thermal.temperature_gpu_c}\n")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mokka_core.cli import app
+from mokka_core.cli.mokka import app
 from mokka_core.node.runstate import RunState
 from mokka_core.node.status import node_status
 from mokka_core.node.supervise import read_pid
@@ -142,9 +142,9 @@ def test_status_ready_probe(root: Path, tmp_path: Path) -> None:
 def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tmp_path: Path, by: str) -> None:
     """By hand the daemon renders the change; nvml-mock-ctl renders it itself and the daemon only follows."""
     from mokka_core.ctl.cli import execute
+    from mokka_core.model.spec import NodeSpec
     from mokka_core.node.settings import NodeSettings
-    from mokka_core.paths import OVERRIDE_FILE
-    from mokka_core.spec import NodeSpec
+    from mokka_core.stage.paths import OVERRIDE_FILE
     from mokka_core.testing.runner import DaemonRunner, ServiceSurface
 
     pid_dir = tmp_path / "pids"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.staging import StagingError, stage_wave, teardown
-from mokka_core.surface import File, Symlink
+from mokka_core.stage.staging import StagingError, stage_wave, teardown
+from mokka_core.stage.surface import File, Symlink
 
 
 @pytest.mark.parametrize("bad", ["/etc/x", "..", "../x", "a/../b", "./a", "a//b", "a/", "a/."])

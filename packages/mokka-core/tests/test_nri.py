@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mokka_core.paths import LIB_DIR
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 
 API = "nri.pkg.api.v1alpha1"

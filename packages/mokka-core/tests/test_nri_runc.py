@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from mokka_core import nodefile
-from mokka_core.native import native_dir
-from mokka_core.node.render import resolve_with
-from mokka_core.nvml_view import write_nvml_state
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import nodefile
+from mokka_core.stage.native import native_dir
+from mokka_core.stage.nvml_view import write_nvml_state
+from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
+from mokka_core.stage.render import resolve_with
 from mokka_core.testing import consumers
 
 pytestmark = [pytest.mark.root, pytest.mark.consumer]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.paths import LIB_DIR
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing
 

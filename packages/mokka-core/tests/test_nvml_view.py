@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.builtin import BUILTIN_PROFILES
-from mokka_core.native import native_dir
-from mokka_core.nvml_view import HEADER, nvml_bus_id, render_nvml_state, write_nvml_state
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
+from mokka_core.schema.builtin import BUILTIN_PROFILES
+from mokka_core.stage.native import native_dir
+from mokka_core.stage.nvml_view import HEADER, nvml_bus_id, render_nvml_state, write_nvml_state
 from mokka_core.testing import consumers
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -200,8 +200,8 @@ def node_uuid(index: int) -> str:
 
 
 def test_nvlink_error_clock_carries_over_rerenders(tmp_path: Path) -> None:
-    from mokka_core.nvml_view import read_nvlink_error_clocks
-    from mokka_core.paths import NVML_STATE_FILE
+    from mokka_core.stage.nvml_view import read_nvlink_error_clocks
+    from mokka_core.stage.paths import NVML_STATE_FILE
 
     state = tmp_path / NVML_STATE_FILE
     state.parent.mkdir(parents=True)
@@ -241,7 +241,7 @@ def _mokka_run(smi: Path, *args: str, timeout: float = 120) -> subprocess.Comple
     """``mokka run ARGS`` with the consumer nvidia-smi and this interpreter's scripts first on PATH."""
     if not IS_ROOT and not consumers.required():
         pytest.skip("mount namespaces need root (CI runs as root)")
-    from mokka_core.surface import discover
+    from mokka_core.stage.surface import discover
 
     wanted = {"gpu", "pci", "ib", "fabricmanager"}
     if not wanted <= set(discover()):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.builtin import BUILTIN_PROFILES, load_builtin
 from mokka_core.errors import ConfigError
-from mokka_core.loader import load_override, load_profile, load_profile_text
+from mokka_core.schema.builtin import BUILTIN_PROFILES, load_builtin
+from mokka_core.schema.loader import load_override, load_profile, load_profile_text
 
 
 @pytest.mark.parametrize("name", BUILTIN_PROFILES)

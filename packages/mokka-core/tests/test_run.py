@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mokka_core import namespace
-from mokka_core.cli import app
-from mokka_core.namespace import Bind, Captured, MakeSymlink, Overlay, Tmpfs
-from mokka_core.paths import LIB_DIR
+from mokka_core.cli.mokka import app
+from mokka_core.run import namespace
+from mokka_core.run.namespace import Bind, Captured, MakeSymlink, Overlay, Tmpfs
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing, required
 
@@ -263,7 +263,7 @@ def test_static_binary_sees_the_same_tree() -> None:
 
 @needs_root
 def test_mock_library_found_by_plain_dlopen(tmp_path: Path) -> None:
-    from mokka_core.native import native_dir
+    from mokka_core.stage.native import native_dir
 
     if native_dir() is None or not list(native_dir().glob("libnvidia-ml.so.*.*")):
         missing("mock libnvidia-ml not built (make -C native install)")
@@ -416,10 +416,10 @@ def surfaces_unavailable(reason: str) -> None:
 
 
 def require_real_surfaces() -> None:
-    from mokka_core.native import native_dir
-    from mokka_core.paths import NVML_STATE_FILE
-    from mokka_core.spec import NodeSpec
-    from mokka_core.surface import StageContext, discover
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.stage.native import native_dir
+    from mokka_core.stage.paths import NVML_STATE_FILE
+    from mokka_core.stage.surface import StageContext, discover
 
     installed = discover()
     if not {"gpu", "pci"} <= set(installed):
@@ -527,7 +527,7 @@ def test_acceptance_pci_failed_reads_ff(real_node: None) -> None:
 @pytest.mark.consumer
 def test_acceptance_shim_without_namespaces() -> None:
     """mokka shim -- lspci -nn, directly and through a shell, shows the profile's GPUs."""
-    from mokka_core.run import preload_library
+    from mokka_core.run.command import preload_library
 
     require_real_surfaces()
     apt_tool("lspci", "pciutils")

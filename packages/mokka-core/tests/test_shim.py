@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core import run
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
+from mokka_core.run import command as run
 from mokka_core.testing.consumers import missing
 
 HERE = Path(__file__).parent

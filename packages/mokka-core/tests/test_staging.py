@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.staging import StagingError, stage_wave, staged_surfaces, teardown
-from mokka_core.surface import CharDevice, Dir, File, Symlink
+from mokka_core.stage.staging import StagingError, stage_wave, staged_surfaces, teardown
+from mokka_core.stage.surface import CharDevice, Dir, File, Symlink
 from mokka_core.testing.tree import tree_snapshot as snapshot
 
 
@@ -56,7 +56,7 @@ def test_conflict_with_foreign_file_publishes_nothing(root: Path) -> None:
 
 
 def test_unbuildable_entry_publishes_nothing(root: Path, tmp_path: Path) -> None:
-    from mokka_core.surface import Copy
+    from mokka_core.stage.surface import Copy
 
     before = snapshot(root)
     with pytest.raises(StagingError, match="surface b: cannot build /usr/lib/x"):

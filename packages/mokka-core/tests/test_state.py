@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.builtin import BUILTIN_PROFILES
 from mokka_core.errors import ConfigError
-from mokka_core.spec import NodeSpec, surface_settings
+from mokka_core.model.spec import NodeSpec, surface_settings
+from mokka_core.schema.builtin import BUILTIN_PROFILES
 
 
 @pytest.mark.parametrize("name", BUILTIN_PROFILES)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import stage_wave
-from mokka_core.surface import StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
+from mokka_core.stage.staging import stage_wave
+from mokka_core.stage.surface import StageContext
 from mokka_sim_cdi.spec import SPEC_FILE, STATE_MOUNT
 from mokka_sim_cdi.surface import CdiSurface
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from mokka_core.paths import LIB_DIR
-from mokka_core.spec import NodeSpec
-from mokka_core.surface import StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.paths import LIB_DIR
+from mokka_core.stage.surface import StageContext
 from mokka_sim_cdi import spec as cdi
 from mokka_sim_cdi.surface import CdiSurface
 

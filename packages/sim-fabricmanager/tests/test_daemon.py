@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.spec import NodeSpec
-from mokka_core.surface import StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.surface import StageContext
 from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
 

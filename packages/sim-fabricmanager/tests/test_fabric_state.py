@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.spec import NodeSpec
-from mokka_core.surface import StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.surface import StageContext
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
 from mokka_core.testing.nvml import stage_nvml_view
 from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from mokka_core.builtin import load_builtin
-from mokka_core.identity import legacy_irq
-from mokka_core.overlays import Override
-from mokka_core.state import Inputs, resolve
+from mokka_core.model.identity import legacy_irq
+from mokka_core.model.inputs import Inputs
+from mokka_core.model.resolve import resolve
+from mokka_core.schema.builtin import load_builtin
+from mokka_core.schema.overlays import Override
 from mokka_sim_gpu.modules import loaded_modules, render_proc_modules
 from mokka_sim_gpu.render_proc import render_information, render_params, render_version
 

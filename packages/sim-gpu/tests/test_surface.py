@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core import paths
 from mokka_core.errors import MokkaError
-from mokka_core.staging import stage_wave, teardown
-from mokka_core.surface import CharDevice, Copy, StageContext
+from mokka_core.stage import paths
+from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.surface import CharDevice, Copy, StageContext
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_gpu.library import built_library
 from mokka_sim_gpu.surface import GpuSurface
 
-HAS_NVML_VIEW = importlib.util.find_spec("mokka_core.nvml_view") is not None
+HAS_NVML_VIEW = importlib.util.find_spec("mokka_core.stage.nvml_view") is not None
 
 
 def test_healthy_h100_footprint(staged) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.staging import stage_wave, teardown
-from mokka_core.surface import StageContext
+from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.surface import StageContext
 from mokka_sim_gpu.surface import GpuSurface
 
 pci_surface = pytest.importorskip("mokka_sim_pci.surface", reason="sim-pci is not installed in this environment")

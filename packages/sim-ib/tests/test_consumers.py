@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.identity import format_guid, hca_lid
+from mokka_core.model.identity import format_guid, hca_lid
 from mokka_sim_ib.namespace import namespaced, run_on_node
 from mokka_sim_ib.shim import shim_environment
 from mokka_sim_ib.testing import SimNode, stage_node

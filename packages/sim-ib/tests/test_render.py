@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.identity import format_guid
-from mokka_core.spec import NodeSpec
-from mokka_core.surface import CharDevice, File, StageContext, Symlink
+from mokka_core.model.identity import format_guid
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.surface import CharDevice, File, StageContext, Symlink
 from mokka_sim_ib.config import NODE_CONFIG
 from mokka_sim_ib.surface import IbSurface
 
@@ -123,9 +123,10 @@ def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
 
 
 def test_bad_node_desc_template_names_the_key() -> None:
-    from mokka_core.builtin import load_builtin
     from mokka_core.errors import ConfigError
-    from mokka_core.state import Inputs, resolve
+    from mokka_core.model.inputs import Inputs
+    from mokka_core.model.resolve import resolve
+    from mokka_core.schema.builtin import load_builtin
 
     profile = load_builtin("h100")
     assert profile.infiniband is not None
@@ -138,8 +139,8 @@ def test_bad_node_desc_template_names_the_key() -> None:
 
 def test_other_surfaces_do_not_change_when_ib_is_disabled_or_failed(tmp_path: Path) -> None:
     from mokka_core.errors import MokkaError
-    from mokka_core.native import native_dir
-    from mokka_core.surface import discover
+    from mokka_core.stage.native import native_dir
+    from mokka_core.stage.surface import discover
 
     # pci is the exception by design: the HCAs' PCI functions go with the surface; and the NVML view
     # lists the node's NICs (pcifn.* records, for nvidia-smi topo -m), which go with it too

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import stage_wave, teardown
-from mokka_core.surface import CharDevice, StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.surface import CharDevice, StageContext
 from mokka_sim_imex import procdevices
 from mokka_sim_imex.config import CONFIG_FILE
 from mokka_sim_imex.surface import CAPABILITY_FILE, CHANNEL_COUNT, PROC_DEVICES_FILE, ImexSurface

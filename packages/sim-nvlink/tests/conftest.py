@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.paths import LIB_DIR
-from mokka_core.state import NodeState
+from mokka_core.model.resolve import NodeState
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
 from mokka_core.testing.nvml import stage_nvml_view
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.spec import NodeSpec
-from mokka_core.surface import StageContext
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.surface import StageContext
 from mokka_sim_nvlink.surface import NvlinkSurface
 
 pytestmark = pytest.mark.consumer

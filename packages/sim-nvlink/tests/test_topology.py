@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
 from mokka_sim_nvlink.cli import app
 from mokka_sim_nvlink.topology import fabric_placement, link_rows, nv_matrix
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import stage_wave, teardown
-from mokka_core.state import NodeState
-from mokka_core.surface import StageContext
+from mokka_core.model.resolve import NodeState
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.surface import StageContext
 from mokka_core.testing import consumers
 from mokka_sim_pci.surface import PciSurface
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mokka_core.errors import MokkaError
-from mokka_core.staging import stage_wave, teardown
-from mokka_core.surface import StageContext
+from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.surface import StageContext
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_pci.surface import PciSurface
 

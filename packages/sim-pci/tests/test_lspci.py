@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from mokka_core.spec import NodeSpec
+from mokka_core.model.spec import NodeSpec
 
 pytestmark = pytest.mark.consumer
 

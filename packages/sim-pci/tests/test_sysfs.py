@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mokka_core.identity import legacy_irq
+from mokka_core.model.identity import legacy_irq
 from mokka_sim_pci.devices import cpu_count, pci_functions
 from mokka_sim_pci.sysfs import cpumask, resource_table
 
@@ -95,9 +95,10 @@ def test_pci_failed_reads_all_ones_but_keeps_cached_ids(staged) -> None:
 
 
 def test_fallen_off_bus_gpu_reads_all_ones() -> None:
-    from mokka_core.builtin import load_builtin
-    from mokka_core.overlays import Override
-    from mokka_core.state import Inputs, resolve
+    from mokka_core.model.inputs import Inputs
+    from mokka_core.model.resolve import resolve
+    from mokka_core.schema.builtin import load_builtin
+    from mokka_core.schema.overlays import Override
 
     override = Override.model_validate({"devices": {"2": {"failure": {"mode": "fallen_off_bus"}}}})
     state = resolve(Inputs(profile=load_builtin("h100"), profile_source="h100.yaml", override=override))
@@ -115,7 +116,7 @@ def test_gpu_count_and_cpu_count_scale(make_node) -> None:
 
 
 def test_disabled_surface_stages_nothing(make_node) -> None:
-    from mokka_core.surface import StageContext
+    from mokka_core.stage.surface import StageContext
     from mokka_sim_pci.surface import PciSurface
 
     assert PciSurface().plan(make_node("h100", pci={"enabled": False}), StageContext(root=Path("/"))) == []

@@ -1,6 +1,6 @@
 """``mokka-sim-cdi``: stage, tear down, serve and check the cdi surface alone."""
 
-from mokka_core.simcli import make_app, run
+from mokka_core.cli.sim import make_app, run
 
 from .surface import CdiSurface
 

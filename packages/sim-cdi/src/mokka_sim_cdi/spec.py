@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mokka_core.paths import LIB_DIR, NVML_STATE_FILE
+from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 SPEC_FILE = "var/run/cdi/nvidia.yaml"
 KIND = "nvidia.com/gpu"

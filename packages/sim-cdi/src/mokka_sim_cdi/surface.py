@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mokka_core.surface import Entry, File, StageContext, Surface
+from mokka_core.stage.surface import Entry, File, StageContext, Surface
 
 from . import spec as cdi
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class CdiSurface(Surface):

@@ -1,6 +1,6 @@
 """``mokka-sim-fabricmanager``: stage, tear down, serve and check the fabricmanager surface alone."""
 
-from mokka_core.simcli import make_app, run
+from mokka_core.cli.sim import make_app, run
 
 from .surface import FabricmanagerSurface
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from mokka_core.paths import find_root
+from mokka_core.stage.paths import find_root
 
 from .daemon import marker_path
 

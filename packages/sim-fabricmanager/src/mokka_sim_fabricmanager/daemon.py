@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from mokka_core.paths import find_root
+from mokka_core.stage.paths import find_root
 
 from .paths import FABRICMANAGER_READY_FILE
 

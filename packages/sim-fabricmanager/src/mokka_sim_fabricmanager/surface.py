@@ -9,12 +9,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Dir, Entry, Service, StageContext, Surface
+from mokka_core.stage.surface import Dir, Entry, Service, StageContext, Surface
 
 from .paths import RUN_DIR
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class FabricmanagerSurface(Surface):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import CharDevice, Entry
+from mokka_core.stage.surface import CharDevice, Entry
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 NVIDIA_MAJOR = 195
 NVIDIACTL_MINOR = 255

@@ -13,13 +13,13 @@ import os
 import struct
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Entry, File
+from mokka_core.stage.surface import Entry, File
 
 from .device_nodes import NVIDIA_MAJOR
 from .render_proc import PARAMS, STRING_PARAMS
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 MODULE_DIR = "kernel/drivers/video"  # where NVIDIA's installer puts its modules
 #: module name -> (file name, the modules it depends on)

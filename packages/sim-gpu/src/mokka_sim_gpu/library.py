@@ -6,12 +6,12 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokka_core import paths
 from mokka_core.errors import MokkaError
-from mokka_core.surface import Copy, Entry, File, StageContext, Symlink
+from mokka_core.stage import paths
+from mokka_core.stage.surface import Copy, Entry, File, StageContext, Symlink
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 LIBRARY = "libnvidia-ml.so"
 SONAME = f"{LIBRARY}.1"
@@ -57,9 +57,9 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
 def state_file_entries(node: NodeState, root: Path | None = None) -> list[Entry]:
     """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
     try:
-        view = importlib.import_module("mokka_core.nvml_view")
+        view = importlib.import_module("mokka_core.stage.nvml_view")
     except ModuleNotFoundError as exc:
-        if exc.name != "mokka_core.nvml_view":
+        if exc.name != "mokka_core.stage.nvml_view":
             raise
         return []  # a mokka-core without the NVML view: the library reports no state file
     return [File(paths.NVML_STATE_FILE, view.render_nvml_state(node, root), mode=0o644)]

@@ -11,12 +11,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Dir, Entry, File, Symlink
+from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 from .render_proc import PARAMS, STRING_PARAMS
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 PROC_MODULES = "proc/modules"
 SYS_MODULE = "sys/module"

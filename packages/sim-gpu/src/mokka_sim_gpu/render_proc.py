@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from mokka_core.identity import gpu_dma_bits, legacy_irq
-from mokka_core.surface import Entry, File
+from mokka_core.model.identity import gpu_dma_bits, legacy_irq
+from mokka_core.stage.surface import Entry, File
 
 if TYPE_CHECKING:
-    from mokka_core.state import GpuState, NodeState
+    from mokka_core.model.resolve import GpuState, NodeState
 
 PROC_DIR = "proc/driver/nvidia"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.stage.surface import Entry, StageContext, Surface
 
 from .device_nodes import device_node_entries
 from .kernel_objects import kernel_object_entries
@@ -27,7 +27,7 @@ from .modules import module_entries
 from .render_proc import proc_entries
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class GpuSurface(Surface):

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mokka_core.simcli import RootOpt, make_app, run
+from mokka_core.cli.sim import RootOpt, make_app, run
 
 from . import config, responder
 from .namespace import namespaced

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokka_core.paths import STATE_DIR
+from mokka_core.stage.paths import STATE_DIR
 
 from .hca import CAP_MASK, GID_PREFIX, MELLANOX_VENDOR_ID, PHYS_STATES, RATES, SM_LID, PortView
 from .mad import PortModel
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 IB_STATE_DIR = f"{STATE_DIR}/ib"
 NODE_CONFIG = f"{IB_STATE_DIR}/node.json"

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mokka_core.errors import ConfigError
-from mokka_core.identity import format_guid
+from mokka_core.model.identity import format_guid
 
 if TYPE_CHECKING:
-    from mokka_core.state import HcaState, NodeState
+    from mokka_core.model.resolve import HcaState, NodeState
 
 #: IB port states (IBA 14.2.5.6 PortInfo:PortState) as the kernel names them in ``ports/N/state``.
 PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Dir, Entry, File, Service, StageContext, Surface
+from mokka_core.stage.surface import Dir, Entry, File, Service, StageContext, Surface
 
 from . import config, hca, sysfs
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class IbSurface(Surface):

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.identity import format_guid
-from mokka_core.surface import CharDevice, Dir, Entry, File, Symlink
+from mokka_core.model.identity import format_guid
+from mokka_core.stage.surface import CharDevice, Dir, Entry, File, Symlink
 
 from .hca import CAP_MASK, COUNTERS, PHYS_STATES, PortView
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 #: The RDMA core's char-device major and the minor bases of its three device kinds.
 RDMA_MAJOR = 231

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mokka_core.spec import NodeSpec
-from mokka_core.staging import stage_wave
-from mokka_core.state import NodeState
-from mokka_core.surface import StageContext
+from mokka_core.model.resolve import NodeState
+from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.staging import stage_wave
+from mokka_core.stage.surface import StageContext
 
 from .config import NODE_CONFIG, SOCKET, NodeConfig
 from .surface import IbSurface

@@ -1,6 +1,6 @@
 """``mokka-sim-imex``: stage, tear down, serve and check the imex surface alone."""
 
-from mokka_core.simcli import make_app, run
+from mokka_core.cli.sim import make_app, run
 
 from .surface import ImexSurface
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from mokka_core.errors import MokkaError
-from mokka_core.paths import find_root
+from mokka_core.stage.paths import find_root
 
 from .config import CONFIG_FILE, load_config, load_nodes, own_address
 from .daemon import PROBE_TIMEOUT, QUERY

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mokka_core.errors import MokkaError
-from mokka_core.paths import find_root
+from mokka_core.stage.paths import find_root
 
 from .config import CONFIG_FILE, ImexConfig, load_config, load_nodes, own_address
 

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import CharDevice, Dir, Entry, File, Service, StageContext, Surface
+from mokka_core.stage.surface import CharDevice, Dir, Entry, File, Service, StageContext, Surface
 
 from . import procdevices
 from .config import CONFIG_DIR, CONFIG_FILE, DEFAULT_NODE_IP, NODES_CONFIG_FILE, render_config, render_nodes_config
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 CHANNEL_DIR = "dev/nvidia-caps-imex-channels"
 CAPS_DIR = "dev/nvidia-caps"

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mokka_core.simcli import GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, make_app, run
-from mokka_core.spec import NodeSpec
+from mokka_core.cli.sim import GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, make_app, run
+from mokka_core.model.spec import NodeSpec
 
 from .surface import NvlinkSurface
 from .topology import fabric_placement, render_links, render_matrix

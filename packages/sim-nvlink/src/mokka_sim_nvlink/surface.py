@@ -1,6 +1,6 @@
 """The nvlink surface: NVLink lives in NVML only, so this surface stages nothing.
 
-Its settings shape the node state (``mokka_core.state``: failed -> every link inactive,
+Its settings shape the node state (``mokka_core.model.resolve``: failed -> every link inactive,
 disabled -> no links), which the gpu surface renders into the NVML state file.  ``check``
 verifies that the staged NVML view shows this node's links, NV# matrix and fabric placement.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.paths import NVML_STATE_FILE
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.stage.paths import NVML_STATE_FILE
+from mokka_core.stage.surface import Entry, StageContext, Surface
 
 from . import statefile
 from .topology import fabric_placement, nv_matrix
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class NvlinkSurface(Surface):

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mokka_core.nvml_view import nvlink_matrix
+from mokka_core.stage.nvml_view import nvlink_matrix
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 @dataclass(frozen=True)

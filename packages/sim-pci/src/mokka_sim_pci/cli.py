@@ -1,6 +1,6 @@
 """``mokka-sim-pci``: stage, tear down, serve and check the pci surface alone."""
 
-from mokka_core.simcli import make_app, run
+from mokka_core.cli.sim import make_app, run
 
 from .surface import PciSurface
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mokka_core.identity import gpu_dma_bits, legacy_irq
+from mokka_core.model.identity import gpu_dma_bits, legacy_irq
 
 from .config_space import Bar, Function, Link
 
 if TYPE_CHECKING:
-    from mokka_core.state import GpuState, HcaState, NodeState, RootComplexState, SwitchState
+    from mokka_core.model.resolve import GpuState, HcaState, NodeState, RootComplexState, SwitchState
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.surface import Entry, StageContext, Surface
+from mokka_core.stage.surface import Entry, StageContext, Surface
 
 from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
 from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
 
 if TYPE_CHECKING:
-    from mokka_core.state import NodeState
+    from mokka_core.model.resolve import NodeState
 
 
 class PciSurface(Surface):

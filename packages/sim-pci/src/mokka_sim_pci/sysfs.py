@@ -16,7 +16,7 @@ all ones, as on a GPU that fell off the bus.
 
 from __future__ import annotations
 
-from mokka_core.surface import Dir, Entry, File, Symlink
+from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 __all__ = ["Dir", "driver_entries", "function_entries", "root_complex_entries"]
 

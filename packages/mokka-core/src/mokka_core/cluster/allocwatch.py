@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .. import nodefile
 from ..errors import MokkaError
-from ..state import GpuState, NodeState
+from ..model.resolve import GpuState, NodeState
+from ..stage import nodefile
 
 if TYPE_CHECKING:
-    from ..records import NodeRecord
+    from ..model.records import NodeRecord
 from .podresources import DEFAULT_SOCKET, GPU_RESOURCE, Claim, KubeletUnavailable, PodResourcesClient
 
 log = logging.getLogger("mokka.allocwatch")
@@ -203,7 +203,7 @@ class AllocationWatcher:
 
     def publish(self, claims: list[Claim]) -> bool:
         from ..ctl import store
-        from ..node.render import resolve_with
+        from ..stage.render import resolve_with
 
         root = self.settings.root
         try:

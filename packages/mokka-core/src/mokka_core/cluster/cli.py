@@ -70,7 +70,7 @@ def allocwatch_main(argv: Sequence[str] | None = None) -> int:
     from . import require_extra
 
     require_extra("grpc")
-    from ..paths import find_root
+    from ..stage.paths import find_root
     from .allocwatch import AllocationWatcher, WatchSettings
 
     _logging(args.verbose)
@@ -131,7 +131,7 @@ def nri_main(argv: Sequence[str] | None = None) -> int:
 
     args = nri_parser().parse_args(argv)
     require_extra("google.protobuf")
-    from ..paths import CLUSTER_ROOT
+    from ..stage.paths import CLUSTER_ROOT
     from .nri.inject import InjectConfig
     from .nri.plugin import NriPlugin, PluginSettings
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..surface import Surface
+    from ..stage.surface import Surface
 
 PROG = "nvml-mock-ctl"
 TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id"
@@ -195,7 +195,7 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
     except SystemExit as exc:
         return int(exc.code or 0)
     from ..errors import MokkaError
-    from ..paths import find_root
+    from ..stage.paths import find_root
 
     root = find_root(getattr(args, "root", None)).absolute()
     try:
@@ -230,16 +230,16 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
 def show_status(root: Path, as_json: bool) -> int:
     import json
 
-    from .. import snapshot
-    from ..records import NodeRecord
+    from ..model.records import NodeRecord
+    from ..stage import snapshot
     from .report import node_summary, table
 
     snap = snapshot.load(root)
     if snap is not None:
         node: Any = NodeRecord(snap.data["node"])
     else:
-        from .. import nodefile
-        from ..node.render import resolve_with
+        from ..stage import nodefile
+        from ..stage.render import resolve_with
 
         inputs = nodefile.load(root).inputs()
         node = resolve_with(inputs, inputs.override)

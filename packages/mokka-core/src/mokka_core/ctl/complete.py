@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..records import plain
-from ..shapes import Shapes, fill_required
+from ..model.records import plain
+from ..model.shapes import Shapes, fill_required
 
 if TYPE_CHECKING:
-    from ..records import NodeRecord
-    from ..state import NodeState
+    from ..model.records import NodeRecord
+    from ..model.resolve import NodeState
 
 
 def complete(doc: dict[str, Any], node: NodeState | NodeRecord, shapes: Shapes) -> None:

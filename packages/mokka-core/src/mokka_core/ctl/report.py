@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..records import plain
+from ..model.records import plain
 
 if TYPE_CHECKING:
-    from ..records import GpuRecord, NodeRecord
-    from ..state import GpuState, NodeState
+    from ..model.records import GpuRecord, NodeRecord
+    from ..model.resolve import GpuState, NodeState
 
 
 def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
 
 
 def node_summary(node: NodeState | NodeRecord, root: Path) -> dict[str, Any]:
-    from .. import staging
+    from ..stage import staging
 
     staged = set(staging.staged_surfaces(root))
     return {

@@ -14,7 +14,7 @@ Two ways to the changed node, one outcome:
 * the full path reads and validates every input with pydantic and resolves the node;
 * the fast path, for verbs whose values are range-checked by the verb itself
   (:data:`~.verbs.FAST_VERBS`), starts from the node's snapshot (see
-  :mod:`mokka_core.snapshot`) and lays the changed document over it, without
+  :mod:`mokka_core.stage.snapshot`) and lays the changed document over it, without
   importing pydantic: it is what keeps a change within 250 ms of the command
   starting.  Where the snapshot is missing or stale, or the change needs the full
   validation (a block the override creates lacks required fields, the surfaces
@@ -34,20 +34,21 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .. import snapshot
 from ..errors import ConfigError, MokkaError
-from ..node.lock import node_lock
-from ..node.render import RenderResult, installed_surfaces, render
-from ..paths import OVERRIDE_FILE
-from ..records import NodeRecord
-from ..shapes import NotFast
-from ..staging import StagingError
+from ..model.inputs import Fingerprint, fingerprint
+from ..model.records import NodeRecord
+from ..model.shapes import NotFast
+from ..stage import snapshot
+from ..stage.lock import node_lock
+from ..stage.paths import OVERRIDE_FILE
+from ..stage.render import RenderResult, installed_surfaces, render
+from ..stage.staging import StagingError
 from .complete import complete
 
 if TYPE_CHECKING:
-    from ..overlays import Override
-    from ..state import NodeState
-    from ..surface import Surface
+    from ..model.resolve import NodeState
+    from ..schema.overlays import Override
+    from ..stage.surface import Surface
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -69,7 +70,7 @@ class Outcome:
 
 
 def override_path(root: Path) -> Path:
-    from .. import nodefile
+    from ..stage import nodefile
 
     spec = nodefile.load(root)
     return spec.override_file or root / OVERRIDE_FILE
@@ -100,15 +101,15 @@ def corrupt_message(path: Path, why: str) -> str:
 
 
 def validate_document(doc: Document, path: Path) -> Override | None:
-    from ..loader import validate
-    from ..overlays import Override
+    from ..schema.loader import validate
+    from ..schema.overlays import Override
 
     if not doc:
         return None
     return validate(Override, doc, str(path), strict_keys=True)
 
 
-def write_document(path: Path, doc: Document) -> snapshot.Fingerprint:
+def write_document(path: Path, doc: Document) -> Fingerprint:
     """Replace the file with ``doc``; returns the new file's fingerprint (taken before it is visible)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if doc else ""
@@ -117,7 +118,7 @@ def write_document(path: Path, doc: Document) -> snapshot.Fingerprint:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(tmp, 0o644)  # consumers may read as another user
-        written = snapshot.fingerprint(tmp)  # rename keeps inode, size and mtime
+        written = fingerprint(tmp)  # rename keeps inode, size and mtime
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -169,15 +170,15 @@ class Change:
     node: NodeState | NodeRecord  # the node with the change
     current: NodeState | NodeRecord  # the node without it
     #: update the snapshot once the file is written and the node rendered with these surfaces
-    record: Callable[[snapshot.Fingerprint, Mapping[str, Surface]], None]
+    record: Callable[[Fingerprint, Mapping[str, Surface]], None]
     fast: bool
 
 
 def prepare_full(root: Path, mutate: Mutation, *, start_empty: bool = False) -> Change:
     """The change, validated by resolving the whole node with pydantic (caller holds the node lock)."""
-    from .. import nodefile
-    from ..node.render import resolve_with
-    from ..shapes import device_shapes
+    from ..model.shapes import device_shapes
+    from ..stage import nodefile
+    from ..stage.render import resolve_with
 
     spec = nodefile.load(root)
     path = spec.override_file or root / OVERRIDE_FILE
@@ -196,7 +197,7 @@ def prepare_full(root: Path, mutate: Mutation, *, start_empty: bool = False) -> 
     except ConfigError as exc:
         raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
 
-    def record(written: snapshot.Fingerprint, rendered_with: Mapping[str, Surface]) -> None:
+    def record(written: Fingerprint, rendered_with: Mapping[str, Surface]) -> None:
         fingerprints = {**(inputs.fingerprints or {}), str(path): written}
         snapshot.save(root, replace(inputs, override_doc=changed, override_source=str(path),
                                     fingerprints=fingerprints), node, rendered_with)

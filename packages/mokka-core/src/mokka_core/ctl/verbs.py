@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
-    from ..records import GpuRecord, NodeRecord
-    from ..state import GpuState, NodeState
+    from ..model.records import GpuRecord, NodeRecord
+    from ..model.resolve import GpuState, NodeState
 
     Node = NodeState | NodeRecord  # the full path's models or the fast path's records: read the same
     Gpu = GpuState | GpuRecord
@@ -397,7 +397,7 @@ SURFACE_ACTIONS: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def surface(action: str, name: str) -> Mutation:
-    from ..overlays import SURFACES
+    from ..schema.overlays import SURFACES
 
     if name not in SURFACES:
         raise Refused(f"unknown surface {name!r}; surfaces: {', '.join(SURFACES)}")

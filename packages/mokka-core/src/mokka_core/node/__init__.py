@@ -3,11 +3,11 @@
 Layout:
 
 * :mod:`.settings` - what a node daemon run is configured with (explicit, no globals)
-* :mod:`.render` - plans in parallel, restage exactly the surfaces whose plan changed (shared with the ctl)
-* :mod:`.lock` - the node lock every writer of a root's rendered state takes
 * :mod:`.supervise` - the generated supervisord config and a small client for it
 * :mod:`.runstate` - the daemon's bookkeeping file (pid, phase), read by ``status`` and ``down``
 * :mod:`.daemon` - ``run(settings, stop_flag, ready_flag)``: the one run loop
 * :mod:`.teardown` - stop services and remove every trace of a node, even after SIGKILL
 * :mod:`.cli` - the thin ``mokka node up|down|status`` typer app
+
+The render engine and the node lock it shares with ``nvml-mock-ctl`` live in :mod:`mokka_core.stage`.
 """

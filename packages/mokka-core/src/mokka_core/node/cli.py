@@ -16,10 +16,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..builtin import BUILTIN_PROFILES
-from ..overlays import SURFACES
-from ..paths import find_root
-from ..spec import NodeSpec, surface_settings
+from ..model.spec import NodeSpec, surface_settings
+from ..schema.builtin import BUILTIN_PROFILES
+from ..schema.overlays import SURFACES
+from ..stage.paths import find_root
 
 node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render.",
                        no_args_is_help=True)

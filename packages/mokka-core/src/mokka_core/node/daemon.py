@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import nodefile, snapshot
 from ..errors import MokkaError
-from ..paths import OVERRIDE_FILE, STATE_DIR
-from ..records import NodeRecord
-from ..spec import NodeSpec
-from ..state import NodeState
-from ..surface import Service, Surface
+from ..model.records import NodeRecord
+from ..model.resolve import NodeState
+from ..model.spec import NodeSpec
+from ..stage import nodefile, snapshot
+from ..stage.lock import node_lock
+from ..stage.paths import OVERRIDE_FILE, STATE_DIR
+from ..stage.render import Interrupted, installed_surfaces, render, resolve_with, services
+from ..stage.surface import Service, Surface
 from . import runstate
-from .lock import node_lock
-from .render import Interrupted, installed_surfaces, render, resolve_with, services
 from .runstate import RunState, process_start_ticks
 from .settings import NodeSettings
 from .supervise import Supervisor

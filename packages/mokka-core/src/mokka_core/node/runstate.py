@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..paths import STATE_DIR
+from ..stage.paths import STATE_DIR
 
 RUN_FILE = f"{STATE_DIR}/daemon.json"
 

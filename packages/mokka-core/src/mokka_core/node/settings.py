@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..spec import NodeSpec
+from ..model.spec import NodeSpec
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import nodefile, staging
 from ..errors import MokkaError
-from ..overlays import SURFACES
+from ..schema.overlays import SURFACES
+from ..stage import nodefile, staging
 from . import runstate
 from .runstate import RunState
 from .supervise import process_states
@@ -19,7 +19,7 @@ def node_status(root: Path) -> dict[str, Any]:
     node = None
     try:
         spec = nodefile.load(root)
-        from .render import resolve_with
+        from ..stage.render import resolve_with
 
         inputs = spec.inputs()
         node = resolve_with(inputs, inputs.override)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MokkaError
-from ..paths import STATE_DIR
-from ..surface import Service
+from ..stage.paths import STATE_DIR
+from ..stage.surface import Service
 
 log = logging.getLogger(__name__)
 

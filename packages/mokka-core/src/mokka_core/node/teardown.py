@@ -12,10 +12,10 @@ import logging
 import time
 from pathlib import Path
 
-from .. import staging
-from ..paths import LOCK_FILE, NODE_FILE, OVERRIDE_FILE
-from ..snapshot import SNAPSHOT_FILE
-from .render import DIGEST_FILE, SURFACES_FILE
+from ..stage import staging
+from ..stage.paths import LOCK_FILE, NODE_FILE, OVERRIDE_FILE
+from ..stage.render import DIGEST_FILE, SURFACES_FILE
+from ..stage.snapshot import SNAPSHOT_FILE
 from .runstate import RUN_FILE, RunState
 from .supervise import CONFIG_FILE, PID_FILE, Supervisor, socket_path
 

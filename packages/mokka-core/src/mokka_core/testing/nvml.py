@@ -6,10 +6,10 @@ import os
 import shutil
 from pathlib import Path
 
-from ..native import native_dir
-from ..nvml_view import render_nvml_state
-from ..paths import LIB_DIR, NVML_STATE_FILE
-from ..state import NodeState
+from ..model.resolve import NodeState
+from ..stage.native import native_dir
+from ..stage.nvml_view import render_nvml_state
+from ..stage.paths import LIB_DIR, NVML_STATE_FILE
 from .consumers import missing
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..model.records import plain
+from ..model.resolve import NodeState
 from ..node.daemon import run
 from ..node.settings import NodeSettings
-from ..records import plain
-from ..state import NodeState
-from ..surface import Entry, File, Service, StageContext, Surface
+from ..stage.surface import Entry, File, Service, StageContext, Surface
 
 
 class DaemonRunner:
@@ -168,15 +168,15 @@ class NvmlSurface(Surface):
     """The NVML part of the gpu surface alone: the mock library chain and its state file.
 
     For mokka-core's own tests of consumers (pynvml, nvidia-smi) where the sim-gpu
-    package is not installed; needs the built library (``mokka_core.native``).
+    package is not installed; needs the built library (``mokka_core.stage.native``).
     """
 
     name = "gpu"
 
     def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
-        from ..nvml_view import render_nvml_state  # type: ignore[import-not-found,unused-ignore]
-        from ..paths import LIB_DIR, NVML_STATE_FILE
-        from ..surface import Copy, Symlink
+        from ..stage.nvml_view import render_nvml_state  # type: ignore[import-not-found,unused-ignore]
+        from ..stage.paths import LIB_DIR, NVML_STATE_FILE
+        from ..stage.surface import Copy, Symlink
 
         if ctx.native_dir is None:
             raise RuntimeError("the mock libnvidia-ml is not built (make -C native install)")
@@ -190,12 +190,11 @@ class NvmlSurface(Surface):
 
 
 def nvml_surface() -> Surface:
-    """sim-gpu's surface when installed, else :class:`NvmlSurface`."""
-    try:
-        from mokka_sim_gpu.surface import GpuSurface  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return NvmlSurface()
-    return GpuSurface()  # type: ignore[no-any-return,unused-ignore]
+    """The installed gpu surface (sim-gpu, found through its entry point), else :class:`NvmlSurface`."""
+    from ..stage.surface import discover
+
+    gpu = discover().get("gpu")
+    return gpu() if gpu is not None else NvmlSurface()
 
 
 def serve(argv: list[str] | None = None) -> None:
@@ -205,8 +204,8 @@ def serve(argv: list[str] | None = None) -> None:
     """
     import argparse
 
+    from ..model.spec import NodeSpec
     from ..node.cli import _install_signal_handlers, _log_to_stdout
-    from ..spec import NodeSpec
 
     parser = argparse.ArgumentParser(prog="python -m mokka_core.testing.runner")
     parser.add_argument("--root", type=Path, required=True)

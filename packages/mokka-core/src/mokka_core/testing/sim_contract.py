@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import typer
 from typer.testing import CliRunner
 
-from ..surface import Surface, discover
+from ..stage.surface import Surface, discover
 
 runner = CliRunner()
 

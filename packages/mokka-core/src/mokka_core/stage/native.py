@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-NATIVE_DIR = Path(__file__).parent / "_native"
+NATIVE_DIR = Path(__file__).parent.parent / "_native"
 
 
 def native_dir() -> Path | None:

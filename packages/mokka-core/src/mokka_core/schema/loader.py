@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, describe, key_path
+from ..errors import ConfigError, describe, key_path
 from .overlays import KeysOf, Override, TopologyOverlay
 from .profile import Profile
 

@@ -1,7 +1,7 @@
 """``mokka run`` and ``mokka shim``: stage a node into a private root and run one command against it.
 
 ``run`` shows the root at the real paths in a private mount namespace (see
-:mod:`mokka_core.namespace`); ``shim`` needs no namespace and redirects paths with
+:mod:`mokka_core.run.namespace`); ``shim`` needs no namespace and redirects paths with
 the LD_PRELOAD shim instead (C programs only).  Both remove the root when the
 command exits, also on Ctrl-C and SIGTERM, and return the command's exit status.
 """
@@ -21,15 +21,17 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import namespace, nodefile, snapshot
-from .errors import MokkaError
-from .native import native_dir
-from .node.render import plan_digest, save_digests
-from .paths import LIB_DIR
-from .spec import NodeSpec
-from .staging import stage_wave
-from .state import Inputs, NodeState, resolve
-from .surface import Entry, StageContext, Surface, discover
+from ..errors import MokkaError
+from ..model.inputs import Inputs
+from ..model.resolve import NodeState, resolve
+from ..model.spec import NodeSpec
+from ..stage import nodefile, snapshot
+from ..stage.native import native_dir
+from ..stage.paths import LIB_DIR
+from ..stage.render import plan_digest, save_digests
+from ..stage.staging import stage_wave
+from ..stage.surface import Entry, StageContext, Surface, discover
+from . import namespace
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ def staged_node(spec: NodeSpec, surfaces: Mapping[str, type[Surface]] | None = N
 
 @contextlib.contextmanager
 def _quiet_rootless_staging() -> Iterator[None]:
-    staging_log = logging.getLogger("mokka_core.staging")
+    staging_log = logging.getLogger("mokka_core.stage.staging")
     level = staging_log.level
     if os.geteuid() != 0:
         # one line instead of one warning per device node

@@ -34,8 +34,8 @@ def join(path: str, name: str) -> str:
 @functools.cache
 def device_shapes() -> Shapes:
     """Every block of ``DeviceConfig`` (imports pydantic)."""
-    from .loader import _nested_model
-    from .profile import DeviceConfig
+    from ..schema.loader import _nested_model
+    from ..schema.profile import DeviceConfig
 
     shapes: Shapes = {}
 

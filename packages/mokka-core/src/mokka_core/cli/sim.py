@@ -17,12 +17,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .builtin import BUILTIN_PROFILES
-from .errors import MokkaError
-from .native import native_dir
-from .spec import NodeSpec
-from .staging import stage_wave, teardown
-from .surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
+from ..errors import MokkaError
+from ..model.spec import NodeSpec
+from ..schema.builtin import BUILTIN_PROFILES
+from ..stage.native import native_dir
+from ..stage.staging import stage_wave, teardown
+from ..stage.surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
 
 RootOpt = Annotated[
     Path, typer.Option("--root", envvar="MOKKA_ROOT", help="Directory the node is staged under ($MOKKA_ROOT).")

@@ -9,19 +9,18 @@ is lost in NVML *and* reads 0xff in PCI config space).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..errors import ConfigError
+from ..schema.loader import _problems
+from ..schema.merge import merge_all
+from ..schema.overlays import SURFACES, Override, SurfaceHealth, SurfaceName
+from ..schema.profile import DeviceConfig, Infiniband, Model, Nvlink, Profile, System
 from . import identity
-from .errors import ConfigError
-from .loader import _problems
-from .merge import merge_all
-from .overlays import SURFACES, Override, SurfaceHealth, SurfaceName, TopologyOverlay
-from .profile import DeviceConfig, Infiniband, Model, Nvlink, Profile, System
+from .inputs import Inputs
 from .records import GpuBehaviour, NodeBehaviour, SurfaceBehaviour, normalise_bus_id
-from .snapshot import Fingerprint
 
 DEFAULT_NODE_NAME = "mokka-node"
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
@@ -102,24 +101,6 @@ class NodeState(NodeBehaviour, Model):
 
     def gpu(self, target: str | int) -> GpuState:
         return super().gpu(target)  # type: ignore[no-any-return]
-
-
-@dataclass
-class Inputs:
-    """Everything a node is resolved from, with where each part came from (for error messages)."""
-
-    profile: Profile
-    profile_source: str
-    gpus: int | None = None
-    node_name: str | None = None
-    overlay: TopologyOverlay | None = None
-    override: Override | None = None
-    override_source: str = "override"
-    surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: the override file's document as written (what ``override`` was validated from)
-    override_doc: dict[str, Any] | None = None
-    #: each input file's fingerprint, taken before it was read (see ``snapshot``); None when built in memory
-    fingerprints: dict[str, Fingerprint] | None = None
 
 
 def resolve(inputs: Inputs) -> NodeState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from .errors import ConfigError
+from ..errors import ConfigError
 from .loader import load_profile_text
 from .profile import Profile
 

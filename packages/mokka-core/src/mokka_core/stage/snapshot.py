@@ -5,10 +5,10 @@ Importing pydantic and building the profile models costs more than the ctl's who
 inputs (``mokka node up`` and its re-renders, the ctl's full path, ``mokka run``) the node is
 written down as plain data under the node lock:
 
-* ``node``: the resolved :class:`~mokka_core.state.NodeState` (``model_dump(mode="json")``);
+* ``node``: the resolved :class:`~mokka_core.model.resolve.NodeState` (``model_dump(mode="json")``);
 * ``base_configs``: each GPU's configuration before the override file, validated;
 * ``override_doc``: the override document the node was resolved with;
-* ``shapes``: the blocks of a GPU configuration (see :mod:`mokka_core.shapes`);
+* ``shapes``: the blocks of a GPU configuration (see :mod:`mokka_core.model.shapes`);
 * ``inputs``: a fingerprint (inode, size, mtime) of every file the node was read from;
 * ``rendered_with``: the surfaces the writer rendered the node with (a node daemon whose own
   surfaces are these need not render a change again).
@@ -16,7 +16,7 @@ written down as plain data under the node lock:
 :func:`load` returns the snapshot only while every input file is unchanged and the snapshot was
 written by this version of Mokka; anything else (missing, corrupt, stale) gives None, and the
 ctl takes the full path.  :meth:`Snapshot.node_with` lays a new override document over the base
-configurations, as resolving would, and gives a :class:`~mokka_core.records.NodeRecord` that every
+configurations, as resolving would, and gives a :class:`~mokka_core.model.records.NodeRecord` that every
 surface renders from.  Only GPU configurations may differ from the snapshot's node: the ctl uses
 it for the verbs that change nothing else (see ``ctl/verbs.py``).
 """
@@ -32,31 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .merge import merge_all
+from ..model.inputs import Fingerprint, fingerprint
+from ..model.records import NodeRecord
+from ..model.shapes import Shapes, lay_over
+from ..schema.merge import merge_all
+from ..version import __version__
 from .paths import NODE_FILE, STATE_DIR
-from .records import NodeRecord
-from .shapes import Shapes, lay_over
-from .version import __version__
 
 if TYPE_CHECKING:
-    from .state import Inputs, NodeState
+    from ..model.inputs import Inputs
+    from ..model.resolve import NodeState
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
 FORMAT_VERSION = 1
-
-#: (inode, size, mtime in ns) of a file, or None where there is no file
-Fingerprint = list[int] | None
-
-
-def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
-
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -76,7 +66,7 @@ class Snapshot:
         return self.data["shapes"]  # type: ignore[no-any-return]
 
     def node_with(self, doc: dict[str, Any]) -> NodeRecord:
-        """The node with override document ``doc``; raises :class:`~mokka_core.shapes.NotFast`."""
+        """The node with override document ``doc``; raises :class:`~mokka_core.model.shapes.NotFast`."""
         everyone = doc.get("all")
         devices = doc.get("devices") or {}
         gpus = []
@@ -128,8 +118,8 @@ def save(root: Path, inputs: Inputs, node: NodeState, surfaces: Mapping[str, obj
     file changed since makes the snapshot stale at once.  Inputs without fingerprints (built in
     memory, or read without the override file) remove the snapshot instead.
     """
-    from .shapes import device_shapes
-    from .state import base_configs
+    from ..model.resolve import base_configs
+    from ..model.shapes import device_shapes
 
     path = root / SNAPSHOT_FILE
     known = inputs.fingerprints or {}

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..paths import LOCK_FILE
+from .paths import LOCK_FILE
 
 
 @contextmanager

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .builtin import DEFAULT_PROFILE, builtin_path, load_builtin
-from .errors import ConfigError
-from .loader import load_overlay, load_profile, read_override
-from .overlays import SURFACES
-from .snapshot import Fingerprint, fingerprint
-from .state import Inputs, NodeState, resolve
+from ..errors import ConfigError
+from ..schema.builtin import DEFAULT_PROFILE, builtin_path, load_builtin
+from ..schema.loader import load_overlay, load_profile, read_override
+from ..schema.overlays import SURFACES
+from .inputs import Fingerprint, Inputs, fingerprint
+from .resolve import NodeState, resolve
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
-from .errors import ConfigError, MokkaError
-from .loader import load_profile
-from .spec import NodeSpec, surface_settings
-from .state import NodeState
+from ..errors import ConfigError, MokkaError
+from ..model.resolve import NodeState
+from ..model.spec import NodeSpec, surface_settings
+from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
+from ..schema.loader import load_profile
 
 app = typer.Typer(
     name="mokka",
@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
-from .node.cli import node_app  # noqa: E402 - the `mokka node` daemon commands
+from ..node.cli import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
 
@@ -82,7 +82,7 @@ def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile Y
 @profile_app.command("schema")
 def profile_schema() -> None:
     """Print the JSON Schema of the profile format (for editor completion and validation)."""
-    from .profile import Profile
+    from ..schema.profile import Profile
 
     typer.echo(json.dumps(Profile.model_json_schema(), indent=2))
 
@@ -137,7 +137,7 @@ def run_cmd(
 
     Example: mokka run --profile h100 -- nvidia-smi
     """
-    from .run import main_run
+    from ..run.command import main_run
 
     spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
     raise typer.Exit(main_run(spec, command))
@@ -158,7 +158,7 @@ def shim_cmd(
 
     Example: mokka shim --profile h100 -- lspci -nn
     """
-    from .run import main_run
+    from ..run.command import main_run
 
     spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
     raise typer.Exit(main_run(spec, command, use_shim=True))
@@ -167,7 +167,7 @@ def shim_cmd(
 @app.command("surfaces")
 def surfaces() -> None:
     """List the surface packages installed in this environment."""
-    from .surface import discover
+    from ..stage.surface import discover
 
     for name, surface in discover().items():
         typer.echo(f"{name:<14} {surface.__module__}.{surface.__qualname__}")

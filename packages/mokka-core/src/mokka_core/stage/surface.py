@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Union
 
 if TYPE_CHECKING:
-    from .state import NodeState
+    from ..model.resolve import NodeState
 
 
 ENTRY_POINT_GROUP = "mokka.surfaces"
@@ -80,7 +80,7 @@ class StageContext:
     """Where a surface is staged, and the few facts about this installation a plan may need."""
 
     root: Path
-    native_dir: Path | None = None  # built mock libraries (libnvidia-ml.so.*), see mokka_core.native
+    native_dir: Path | None = None  # built mock libraries (libnvidia-ml.so.*), see mokka_core.stage.native
 
 
 class Surface(ABC):
@@ -115,6 +115,6 @@ def discover() -> dict[str, type[Surface]]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         surface = ep.load()
         if not (isinstance(surface, type) and issubclass(surface, Surface)):
-            raise TypeError(f"entry point {ep.name} = {ep.value} is not a mokka_core.surface.Surface")
+            raise TypeError(f"entry point {ep.name} = {ep.value} is not a mokka_core.stage.surface.Surface")
         found[ep.name] = surface
     return dict(sorted(found.items()))

@@ -9,7 +9,7 @@ Given the staged ``root`` (``render_nvml_state(node, root)``, what the gpu surfa
 runtime couplings are rendered as well:
 
 * fabric state ``auto`` follows the fake fabric manager: the file names its readiness marker
-  (``<root>/`` :data:`~mokka_core.paths.FABRICMANAGER_READY_FILE`) and the library reports
+  (``<root>/`` :data:`~mokka_core.stage.paths.FABRICMANAGER_READY_FILE`) and the library reports
   In Progress until the marker exists, then Completed;
 * NVLink error injection (``nvlink_error.rate`` errors/s per active link, optional ``links``)
   accrues in the library from a wall-clock epoch; the epoch and the errors accrued before it are
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
 
 if TYPE_CHECKING:
-    from .profile import FabricHealth
-    from .state import GpuState, NodeState
+    from ..model.resolve import GpuState, NodeState
+    from ..schema.profile import FabricHealth
 
 __all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
            "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import MokkaError
+from ..errors import MokkaError
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
 
 log = logging.getLogger(__name__)

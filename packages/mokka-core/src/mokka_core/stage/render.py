@@ -5,7 +5,7 @@ after it wrote the override file, so both converge the same way.  A digest of ea
 surface's last published plan is kept in the state directory; a surface is
 restaged when its new plan's digest differs (or it is not staged), torn down when
 the node no longer enables it, and left alone otherwise.  Callers hold
-:func:`mokka_core.node.lock.node_lock`.
+:func:`mokka_core.stage.lock.node_lock`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import staging
 from ..errors import MokkaError
-from ..native import native_dir
-from ..paths import STATE_DIR
-from ..surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
+from . import staging
+from .native import native_dir
+from .paths import STATE_DIR
+from .surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
 
 if TYPE_CHECKING:  # the models are imported only where a node is resolved: the ctl's fast path renders records
-    from ..overlays import Override
-    from ..records import NodeRecord
-    from ..state import Inputs, NodeState
+    from ..model.inputs import Inputs
+    from ..model.records import NodeRecord
+    from ..model.resolve import NodeState
+    from ..schema.overlays import Override
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def context(root: Path) -> StageContext:
 
 
 def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
-    from ..state import resolve
+    from ..model.resolve import resolve
 
     return resolve(replace(inputs, override=override))
 

@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, MokkaError
+from ..errors import ConfigError, MokkaError
+from ..model.resolve import DEFAULT_NODE_NAME
+from ..model.spec import NodeSpec
 from .paths import NODE_FILE, OVERLAY_FILE, OVERRIDE_FILE
-from .spec import NodeSpec
-from .state import DEFAULT_NODE_NAME
 
 FORMAT_VERSION = 1
 

@@ -1,0 +1,1 @@
+"""The command lines: ``mokka`` and the one every ``mokka-sim-<name>`` shares."""

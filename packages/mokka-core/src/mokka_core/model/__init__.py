@@ -1,0 +1,1 @@
+"""The resolved node: resolve, identities, the inputs it is resolved from."""
