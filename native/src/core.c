@@ -359,24 +359,3 @@ MK_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
 MK_API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
     return event_wait(set, data, timeoutms, 0);
 }
-
-/* ------------------------------------------------------- export table */
-
-static const unsigned char export_uuid[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
-                                              0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
-static const void *empty_table[1] = {(const void *)0};
-
-MK_API nvmlReturn_t nvmlInternalGetExportTable(const void **table, const void *uuid) {
-    if (table == NULL || uuid == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    if (memcmp(uuid, export_uuid, 16) == 0) {
-        *table = mk_export_table();
-    } else {
-        if (mk_g_debug) {
-            const unsigned char *u = uuid;
-            mk_debug("export table for unknown uuid %02x%02x%02x%02x-...: empty table", u[0], u[1], u[2], u[3]);
-        }
-        *table = empty_table; /* size 0: every slot is skipped */
-    }
-    return NVML_SUCCESS;
-}
-

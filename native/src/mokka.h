@@ -241,6 +241,8 @@ uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlN
 int mk_bus_match(const char *query, const struct mk_device *d);
 uint64_t mk_now_us(void);
 void mk_pci_fill(const struct mk_device *d, nvmlPciInfo_t *p, size_t upto);
-const void *mk_export_table(void);
+/* topology.levels / topology.nvlinks between GPUs a and b (nvlink.c) */
+unsigned mk_topo_level(const struct mk_snap *s, uint32_t a, uint32_t b);
+unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b);
 
 #endif
