@@ -3,23 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mokka.h"
+#include "dynamic.h"
+#include "util.h"
 
 /* A PCI function of the node, for slot 23: a GPU (index) or another function (HCA, NVSwitch). */
 struct pci_end {
     int gpu;                  /* GPU index, or -1 */
     int32_t root_complex, pcie_switch, numa_node;
 };
-
-static int pcifn_match(const char *q, const struct mk_pcifn *f) {
-    unsigned a[4];
-    char tail;
-    if (sscanf(q, "%x:%x:%x.%x%c", &a[0], &a[1], &a[2], &a[3], &tail) == 4)
-        return a[0] == f->pci_domain && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
-    if (sscanf(q, "%x:%x.%x%c", &a[1], &a[2], &a[3], &tail) == 3)
-        return f->pci_domain == 0 && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
-    return 0;
-}
 
 static int find_end(const struct mk_snap *s, const char *bus, struct pci_end *e) {
     for (uint32_t i = 0; i < s->ndev; i++)
@@ -31,7 +22,8 @@ static int find_end(const struct mk_snap *s, const char *bus, struct pci_end *e)
             return 1;
         }
     for (uint32_t i = 0; i < s->npcifn; i++)
-        if (pcifn_match(bus, &s->pcifn[i])) {
+        if (mk_bus_match_fn(bus, s->pcifn[i].pci_domain, s->pcifn[i].pci_bus, s->pcifn[i].pci_dev,
+                             s->pcifn[i].pci_func)) {
             e->gpu = -1;
             e->root_complex = s->pcifn[i].root_complex;
             e->pcie_switch = s->pcifn[i].pcie_switch;

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mokka.h"
+#include "util.h"
 
 /* kind: 0 compute, 1 graphics, 2 MPS compute; ver: 1, 2, 3 (nvmlProcessInfo_v1_t / _v2_t / nvmlProcessInfo_t) */
 static nvmlReturn_t procs(nvmlDevice_t device, unsigned int *infoCount, void *infos, unsigned kind, int ver) {
@@ -127,7 +127,7 @@ static void cluster_uuid(const char *s, unsigned char out[NVML_GPU_FABRIC_UUID_L
 static _Atomic uint64_t fabric_next_check;
 static _Atomic int fabric_ready;
 
-unsigned mk_fabric_state(const struct mk_snap *s, const struct mk_device *d) {
+static unsigned fabric_state(const struct mk_snap *s, const struct mk_device *d) {
     if (!d->fabric_auto) return d->fabric_state;
     if (!s->fabric_ready_file[0]) return NVML_GPU_FABRIC_STATE_IN_PROGRESS;
     uint64_t now = mk_now_coarse();
@@ -147,7 +147,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     return NVML_SUCCESS;
 }
 
@@ -159,7 +159,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabr
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     f->healthMask = D->fabric_health;
     return NVML_SUCCESS;
 }

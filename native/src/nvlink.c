@@ -2,7 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mokka.h"
+#include "dynamic.h"
+#include "util.h"
 
 static nvmlReturn_t link_of(const struct mk_device *d, unsigned link, const struct mk_link **out) {
     if (link >= MK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
@@ -115,7 +116,7 @@ static uint64_t injected(const struct mk_device *d, const struct mk_link *l) {
 }
 
 /* Each injected error is a CRC-failed flit that the data link layer replays. */
-uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c) {
+static uint64_t link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c) {
     switch (c) {
     case NVML_NVLINK_ERROR_DL_REPLAY: return l->err_replay + injected(d, l);
     case NVML_NVLINK_ERROR_DL_RECOVERY: return l->err_recovery;
@@ -131,7 +132,7 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigne
     NONNULL(v);
     LINK(D, link);
     if ((unsigned)c > NVML_NVLINK_ERROR_DL_ECC_DATA) return NVML_ERROR_INVALID_ARGUMENT;
-    *v = mk_link_error(D, L, c);
+    *v = link_error(D, L, c);
     return NVML_SUCCESS;
 }
 
@@ -154,18 +155,6 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, u
 }
 
 /* ------------------------------------------------------------ topology */
-
-unsigned mk_topo_level(const struct mk_snap *s, uint32_t a, uint32_t b) {
-    if (a == b) return NVML_TOPOLOGY_INTERNAL;
-    const struct mk_device *d = &s->dev[a];
-    if (b < d->topo_level_n) return d->topo_level[b];
-    return NVML_TOPOLOGY_SINGLE;
-}
-
-unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b) {
-    const struct mk_device *d = &s->dev[a];
-    return a != b && b < d->topo_nvlink_n ? d->topo_nvlink[b] : 0;
-}
 
 MK_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                        nvmlGpuTopologyLevel_t *pathInfo) {
@@ -292,7 +281,7 @@ static uint64_t link_err(const struct mk_device *d, const struct mk_link *l, int
     static const nvmlNvLinkErrorCounter_t by_kind[] = {NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA,
                                                        NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY,
                                                        NVML_NVLINK_ERROR_DL_ECC_DATA};
-    return mk_link_error(d, l, by_kind[kind]);
+    return link_error(d, l, by_kind[kind]);
 }
 
 static int speed_field_link(unsigned id) {
@@ -419,7 +408,7 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: {
         if (v->scopeId >= D->nvlink_count) return NVML_ERROR_NOT_SUPPORTED;
         const struct mk_link *l = &D->link[v->scopeId];
-        ULL(mk_link_error(D, l, id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? NVML_NVLINK_ERROR_DL_REPLAY
+        ULL(link_error(D, l, id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? NVML_NVLINK_ERROR_DL_REPLAY
                                : id == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY ? NVML_NVLINK_ERROR_DL_RECOVERY
                                                                             : NVML_NVLINK_ERROR_DL_CRC_FLIT));
         return NVML_SUCCESS;
