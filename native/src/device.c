@@ -135,10 +135,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, uns
 }
 
 MK_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(onSameBoard);
     *onSameBoard = device1 == device2 || (D->multi_gpu_board && D->board_id == D2->board_id);
     return NVML_SUCCESS;
@@ -177,8 +174,7 @@ MK_API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci
 
 MK_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci) {
     DEV(device);
-    NONNULL(pci);
-    if (pci->version != nvmlPciInfoExt_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(pci, nvmlPciInfoExt_v1);
     pci->domain = D->pci_domain;
     pci->bus = D->pci_bus;
     pci->device = D->pci_dev;
@@ -242,8 +238,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
 
 MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
     DEV(device);
-    NONNULL(m);
-    if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(m, nvmlMemory_v2);
     uint64_t res = D->mem_reserved > D->mem_total ? D->mem_total : D->mem_reserved;
     uint64_t used = D->mem_used > D->mem_total - res ? D->mem_total - res : D->mem_used;
     m->total = D->mem_total;
@@ -677,8 +672,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMem
 
 MK_API nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nvmlEccSramErrorStatus_t *s) {
     DEV(device);
-    NONNULL(s);
-    if (s->version != nvmlEccSramErrorStatus_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(s, nvmlEccSramErrorStatus_v1);
     if (D->ecc_supported <= 0 || !D->ecc_current || D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
     const uint64_t(*v)[7] = D->ecc[0], (*a)[7] = D->ecc[1];
     s->volatileCor = v[0][6];

@@ -49,8 +49,7 @@ PROC_FN(nvmlDeviceGetMPSComputeRunningProcesses_v3, 2, 3, nvmlProcessInfo_t)
 
 MK_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *pl) {
     DEV(device);
-    NONNULL(pl);
-    if (pl->version != nvmlProcessDetailList_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(pl, nvmlProcessDetailList_v1);
     unsigned kind;
     switch (pl->mode) {
     case 0: kind = 0; break;
@@ -153,8 +152,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
 
 MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
     DEV(device);
-    NONNULL(f);
-    if (f->version != nvmlGpuFabricInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(f, nvmlGpuFabricInfo_v2);
     if (!D->fabric_supported) NOTSUP();
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
@@ -188,8 +186,7 @@ static unsigned util_samples(const struct mk_device *D, const struct mk_proc **o
 
 MK_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info) {
     DEV(device);
-    NONNULL(info);
-    if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(info, nvmlProcessesUtilizationInfo_v1);
     const struct mk_proc *list[MK_MAX_PROCS];
     unsigned n = util_samples(D, list, MK_MAX_PROCS);
     if (info->procUtilArray == NULL || info->processSamplesCount < n) {

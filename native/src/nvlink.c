@@ -158,10 +158,7 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, u
 
 MK_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                        nvmlGpuTopologyLevel_t *pathInfo) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(pathInfo);
     *pathInfo = (nvmlGpuTopologyLevel_t)mk_topo_level(S, device1->index, device2->index);
     return NVML_SUCCESS;
@@ -188,10 +185,7 @@ MK_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGp
 
 MK_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t idx,
                                           nvmlGpuP2PStatus_t *status) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(status);
     uint32_t a = device1->index, b = device2->index;
     if (a == b) { *status = NVML_P2P_STATUS_OK; return NVML_SUCCESS; }
