@@ -1,77 +1,22 @@
 /* Init/shutdown, errors, system queries, handle lookup, events. */
-#include <ctype.h>
-#include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/time.h>
 
-#include "mokka.h"
+#include "util.h"
 
-_Atomic int mk_g_refcount;
-int mk_g_debug;
-/* Handles: a static, initialised table (file-backed .data, so pages are only faulted in when used). */
-#define H1(i) {MK_HANDLE_MAGIC, (i), {0, 0}}
-#define H4(i) H1(i), H1((i) + 1), H1((i) + 2), H1((i) + 3)
-#define H16(i) H4(i), H4((i) + 4), H4((i) + 8), H4((i) + 12)
-#define H64(i) H16(i), H16((i) + 16), H16((i) + 32), H16((i) + 48)
-struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES] = {H64(0), H64(64), H64(128), H64(192)};
-_Static_assert(MK_MAX_DEVICES == 256, "handle table initialiser covers 256 devices");
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static void fork_prepare(void) { pthread_mutex_lock(&init_mu); }
 static void fork_release(void) { pthread_mutex_unlock(&init_mu); }
 __attribute__((constructor)) static void core_init(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
-
-void mk_log(const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "mokka-nvml: %s\n", buf);
-}
-
-void mk_debug(const char *fmt, ...) {
-    if (!mk_g_debug) return;
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "mokka-nvml: debug: %s\n", buf);
-}
-
-void mk_stub_called(const char *name) { mk_debug("stub %s -> NOT_SUPPORTED", name); }
-
-nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src) {
-    if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    size_t n = strlen(src);
-    if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(dst, src, n + 1);
-    return NVML_SUCCESS;
-}
-
-uint64_t mk_now_us(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (uint64_t)tv.tv_sec * 1000000ull + (uint64_t)tv.tv_usec;
-}
-
-static int debug_enabled(void) {
-    const char *d = getenv("MOKKA_DEBUG");
-    if (!d) return 0;
-    return strstr(d, "nvml") != NULL || strcmp(d, "all") == 0 || strcmp(d, "1") == 0;
-}
 
 /* ---------------------------------------------------------------- init */
 
 MK_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     pthread_mutex_lock(&init_mu);
     if (atomic_load(&mk_g_refcount) == 0) {
-        mk_g_debug = debug_enabled();
+        mk_debug_init();
         mk_refresh_slow(mk_now_coarse(), 1);
     }
     struct mk_snap *s = atomic_load(&mk_g_snap);
@@ -254,19 +199,6 @@ MK_API nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t
 MK_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device) { return by_string(pciBusId, device, 2); }
 MK_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device) { return by_string(pciBusId, device, 2); }
 
-/* "[domain:]bus:dev.fn", any case, 4- or 8-digit domain */
-int mk_bus_match(const char *q, const struct mk_device *d) {
-    unsigned a[4];
-    int n;
-    char tail;
-    if (!d->bus_id[0]) return 0;
-    n = sscanf(q, "%x:%x:%x.%x%c", &a[0], &a[1], &a[2], &a[3], &tail);
-    if (n == 4) return a[0] == d->pci_domain && a[1] == d->pci_bus && a[2] == d->pci_dev && a[3] == d->pci_func;
-    n = sscanf(q, "%x:%x.%x%c", &a[1], &a[2], &a[3], &tail);
-    if (n == 3) return d->pci_domain == 0 && a[1] == d->pci_bus && a[2] == d->pci_dev && a[3] == d->pci_func;
-    return 0;
-}
-
 /* -------------------------------------------------------------- events */
 
 struct nvmlEventSet_st {
@@ -359,24 +291,3 @@ MK_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
 MK_API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
     return event_wait(set, data, timeoutms, 0);
 }
-
-/* ------------------------------------------------------- export table */
-
-static const unsigned char export_uuid[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
-                                              0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
-static const void *empty_table[1] = {(const void *)0};
-
-MK_API nvmlReturn_t nvmlInternalGetExportTable(const void **table, const void *uuid) {
-    if (table == NULL || uuid == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    if (memcmp(uuid, export_uuid, 16) == 0) {
-        *table = mk_export_table();
-    } else {
-        if (mk_g_debug) {
-            const unsigned char *u = uuid;
-            mk_debug("export table for unknown uuid %02x%02x%02x%02x-...: empty table", u[0], u[1], u[2], u[3]);
-        }
-        *table = empty_table; /* size 0: every slot is skipped */
-    }
-    return NVML_SUCCESS;
-}
-

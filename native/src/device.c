@@ -2,7 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mokka.h"
+#include "dynamic.h"
+#include "util.h"
 
 #define STR_GETTER(fn, field)                                              \
     MK_API nvmlReturn_t fn(nvmlDevice_t device, char *buf, unsigned int length) { \
@@ -20,79 +21,6 @@
         *out = (expr);                                                     \
         return NVML_SUCCESS;                                               \
     }
-
-/* ----------------------------------------------------- dynamic metrics */
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27; x *= 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* uniform integer in [lo, hi] for (device, second, channel): the same in every process */
-static uint32_t dyn_uniform(const struct mk_snap *s, const struct mk_device *d, uint64_t sec, unsigned ch,
-                            uint32_t lo, uint32_t hi) {
-    if (hi <= lo) return lo;
-    uint64_t idx = (uint64_t)(d - s->dev);
-    uint64_t r = mix64(d->dyn_seed ^ mix64((idx + 1) * 0x9E3779B97F4A7C15ull ^ sec) ^ ((uint64_t)ch << 56));
-    return lo + (uint32_t)(r % ((uint64_t)hi - lo + 1));
-}
-
-static uint64_t wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    return (uint64_t)ts.tv_sec;
-}
-
-unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d) {
-    if (!d->dyn_temp) return d->temp_gpu;
-    uint64_t t = wall_seconds();
-    uint32_t period = d->dyn_temp_period ? d->dyn_temp_period : 60;
-    uint32_t phase = (uint32_t)(t % period);
-    /* triangle wave 0..1..0 over the period (no libm) */
-    uint32_t tri2 = phase * 2 < period ? phase * 2 : (period - phase) * 2; /* 0..period */
-    int64_t v = (int64_t)d->dyn_temp_base + ((int64_t)d->dyn_temp_ramp * tri2 + period / 2) / period;
-    v += (int64_t)dyn_uniform(s, d, t, 1, 0, 2 * d->dyn_temp_var) - d->dyn_temp_var;
-    if (v < 0) v = 0;
-    if (d->temp_shutdown && v > d->temp_shutdown) v = d->temp_shutdown;
-    return (unsigned)v;
-}
-
-unsigned mk_power_usage(const struct mk_snap *s, const struct mk_device *d) {
-    if (!d->dyn_power) return d->power_usage;
-    int64_t v = (int64_t)d->dyn_power_base + dyn_uniform(s, d, wall_seconds(), 2, 0, 2 * d->dyn_power_var) -
-                d->dyn_power_var;
-    if (d->power_min && v < d->power_min) v = d->power_min;
-    if (d->power_max && v > d->power_max) v = d->power_max;
-    return v < 0 ? 0 : (unsigned)v;
-}
-
-static uint32_t util_band(const struct mk_snap *s, const struct mk_device *d, uint64_t t, unsigned ch, uint32_t lo,
-                          uint32_t hi) {
-    if (lo == 0 && hi == 0) hi = 100;
-    if (hi > 100) hi = 100;
-    if (lo > hi) lo = hi;
-    uint32_t quarter = (hi - lo) / 4;
-    unsigned pattern = d->dyn_util_pattern; /* 0 steady, 1 idle, 2 busy, 3 burst */
-    if (pattern == 3) {
-        uint32_t p = d->dyn_util_burst_period ? d->dyn_util_burst_period : 30;
-        pattern = (t / p) % 2 ? 2 : 1;
-    }
-    if (pattern == 1) return dyn_uniform(s, d, t, ch, lo, lo + quarter);
-    if (pattern == 2) return dyn_uniform(s, d, t, ch, hi - quarter, hi);
-    return dyn_uniform(s, d, t, ch, lo, hi);
-}
-
-void mk_utilization(const struct mk_snap *s, const struct mk_device *d, unsigned *gpu, unsigned *mem) {
-    if (!d->dyn_util) {
-        *gpu = d->util_gpu;
-        *mem = d->util_mem;
-        return;
-    }
-    uint64_t t = wall_seconds();
-    *gpu = util_band(s, d, t, 3, d->dyn_util_gpu_min, d->dyn_util_gpu_max);
-    *mem = util_band(s, d, t, 4, d->dyn_util_mem_min, d->dyn_util_mem_max);
-}
 
 /* ------------------------------------------------------------ identity */
 STR_GETTER(nvmlDeviceGetName, name)
@@ -207,10 +135,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, uns
 }
 
 MK_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(onSameBoard);
     *onSameBoard = device1 == device2 || (D->multi_gpu_board && D->board_id == D2->board_id);
     return NVML_SUCCESS;
@@ -226,22 +151,6 @@ MK_API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttri
 }
 
 /* ----------------------------------------------------------------- PCI */
-
-/* Fill the leading `upto` bytes of an nvmlPciInfo_t (v1: 36, v2: 52, v3: all). */
-void mk_pci_fill(const struct mk_device *d, nvmlPciInfo_t *p, size_t upto) {
-    nvmlPciInfo_t t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.busIdLegacy, sizeof t.busIdLegacy, "%04X:%02X:%02X.%X", d->pci_domain & 0xffff, d->pci_bus,
-             d->pci_dev, d->pci_func);
-    snprintf(t.busId, sizeof t.busId, "%08X:%02X:%02X.%X", d->pci_domain, d->pci_bus, d->pci_dev, d->pci_func);
-    t.domain = d->pci_domain;
-    t.bus = d->pci_bus;
-    t.device = d->pci_dev;
-    t.pciDeviceId = d->pci_device_id;
-    t.pciSubSystemId = d->pci_subsystem_id;
-    if (upto > sizeof t) upto = sizeof t;
-    memcpy(p, &t, upto);
-}
 
 MK_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
     DEV(device);
@@ -265,8 +174,7 @@ MK_API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci
 
 MK_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci) {
     DEV(device);
-    NONNULL(pci);
-    if (pci->version != nvmlPciInfoExt_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(pci, nvmlPciInfoExt_v1);
     pci->domain = D->pci_domain;
     pci->bus = D->pci_bus;
     pci->device = D->pci_dev;
@@ -330,8 +238,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
 
 MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
     DEV(device);
-    NONNULL(m);
-    if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(m, nvmlMemory_v2);
     uint64_t res = D->mem_reserved > D->mem_total ? D->mem_total : D->mem_reserved;
     uint64_t used = D->mem_used > D->mem_total - res ? D->mem_total - res : D->mem_used;
     m->total = D->mem_total;
@@ -765,8 +672,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMem
 
 MK_API nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nvmlEccSramErrorStatus_t *s) {
     DEV(device);
-    NONNULL(s);
-    if (s->version != nvmlEccSramErrorStatus_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(s, nvmlEccSramErrorStatus_v1);
     if (D->ecc_supported <= 0 || !D->ecc_current || D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
     const uint64_t(*v)[7] = D->ecc[0], (*a)[7] = D->ecc[1];
     s->volatileCor = v[0][6];

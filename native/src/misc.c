@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mokka.h"
+#include "util.h"
 
 /* kind: 0 compute, 1 graphics, 2 MPS compute; ver: 1, 2, 3 (nvmlProcessInfo_v1_t / _v2_t / nvmlProcessInfo_t) */
 static nvmlReturn_t procs(nvmlDevice_t device, unsigned int *infoCount, void *infos, unsigned kind, int ver) {
@@ -49,8 +49,7 @@ PROC_FN(nvmlDeviceGetMPSComputeRunningProcesses_v3, 2, 3, nvmlProcessInfo_t)
 
 MK_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *pl) {
     DEV(device);
-    NONNULL(pl);
-    if (pl->version != nvmlProcessDetailList_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(pl, nvmlProcessDetailList_v1);
     unsigned kind;
     switch (pl->mode) {
     case 0: kind = 0; break;
@@ -127,7 +126,7 @@ static void cluster_uuid(const char *s, unsigned char out[NVML_GPU_FABRIC_UUID_L
 static _Atomic uint64_t fabric_next_check;
 static _Atomic int fabric_ready;
 
-unsigned mk_fabric_state(const struct mk_snap *s, const struct mk_device *d) {
+static unsigned fabric_state(const struct mk_snap *s, const struct mk_device *d) {
     if (!d->fabric_auto) return d->fabric_state;
     if (!s->fabric_ready_file[0]) return NVML_GPU_FABRIC_STATE_IN_PROGRESS;
     uint64_t now = mk_now_coarse();
@@ -147,19 +146,18 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     return NVML_SUCCESS;
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
     DEV(device);
-    NONNULL(f);
-    if (f->version != nvmlGpuFabricInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(f, nvmlGpuFabricInfo_v2);
     if (!D->fabric_supported) NOTSUP();
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
-    f->state = (nvmlGpuFabricState_t)mk_fabric_state(S, D);
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     f->healthMask = D->fabric_health;
     return NVML_SUCCESS;
 }
@@ -188,8 +186,7 @@ static unsigned util_samples(const struct mk_device *D, const struct mk_proc **o
 
 MK_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info) {
     DEV(device);
-    NONNULL(info);
-    if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    VERSIONED(info, nvmlProcessesUtilizationInfo_v1);
     const struct mk_proc *list[MK_MAX_PROCS];
     unsigned n = util_samples(D, list, MK_MAX_PROCS);
     if (info->procUtilArray == NULL || info->processSamplesCount < n) {

@@ -1,4 +1,6 @@
-/* Mokka mock NVML: internal definitions (never exported). */
+/* Mokka mock NVML: the snapshot model every file shares (never exported).
+ * Layers, each file using only those below it (tests/test_static_code.py):
+ *   log.c, dynamic.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
 #ifndef MOKKA_H
 #define MOKKA_H
 
@@ -167,80 +169,5 @@ struct nvmlDevice_st {
     uint64_t reserved[2];
 };
 #define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
-
-/* --- state.c --- */
-int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen);
-void mk_snap_free(struct mk_snap *s);
-MK_HIDDEN extern _Atomic(struct mk_snap *) mk_g_snap;
-MK_HIDDEN extern _Atomic uint64_t mk_g_next_check;
-void mk_refresh_slow(uint64_t now, int force);
-const char *mk_state_path(void);
-
-static inline uint64_t mk_now_coarse(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-static inline struct mk_snap *mk_snapshot(void) {
-    uint64_t now = mk_now_coarse();
-    if (__builtin_expect(now >= atomic_load_explicit(&mk_g_next_check, memory_order_relaxed), 0))
-        mk_refresh_slow(now, 0);
-    return atomic_load_explicit(&mk_g_snap, memory_order_acquire);
-}
-
-/* --- core.c --- */
-MK_HIDDEN extern _Atomic int mk_g_refcount;
-MK_HIDDEN extern int mk_g_debug;
-MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
-void mk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void mk_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void mk_stub_called(const char *name);
-nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
-
-static inline nvmlDevice_t mk_handle(uint32_t idx) { return &mk_g_handles[idx]; }
-
-/* Resolve a handle: init check, handle check, lost check. */
-static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
-    if (__builtin_expect(atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0, 0))
-        return NVML_ERROR_UNINITIALIZED;
-    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_handles;
-    if (__builtin_expect(h == NULL || off % sizeof(struct nvmlDevice_st) != 0 ||
-                         off / sizeof(struct nvmlDevice_st) >= MK_MAX_DEVICES, 0))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    struct mk_snap *S = mk_snapshot();
-    uint32_t i = h->index;
-    if (__builtin_expect(S == NULL || i >= S->ndev, 0))
-        return NVML_ERROR_GPU_IS_LOST;
-    struct mk_device *D = &S->dev[i];
-    if (__builtin_expect(D->lost != 0, 0))
-        return NVML_ERROR_GPU_IS_LOST;
-    *s = S;
-    *d = D;
-    return NVML_SUCCESS;
-}
-
-#define DEV(h)                                         \
-    struct mk_snap *S; struct mk_device *D;            \
-    do { nvmlReturn_t r_ = mk_dev((h), &S, &D);        \
-         if (r_ != NVML_SUCCESS) return r_; } while (0); \
-    (void)S
-#define NONNULL(p) do { if ((p) == NULL) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
-#define NOTSUP() return NVML_ERROR_NOT_SUPPORTED
-
-/* dynamic metrics (device.c): the value a getter reports now */
-unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d);
-unsigned mk_power_usage(const struct mk_snap *s, const struct mk_device *d);
-void mk_utilization(const struct mk_snap *s, const struct mk_device *d, unsigned *gpu, unsigned *mem);
-
-/* fabric (misc.c): state after following the fabric manager's readiness marker */
-unsigned mk_fabric_state(const struct mk_snap *s, const struct mk_device *d);
-/* NVLink error counters (nvlink.c) including the injected errors accrued until now */
-uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c);
-
-/* misc */
-int mk_bus_match(const char *query, const struct mk_device *d);
-uint64_t mk_now_us(void);
-void mk_pci_fill(const struct mk_device *d, nvmlPciInfo_t *p, size_t upto);
-const void *mk_export_table(void);
 
 #endif

@@ -1,9 +1,9 @@
 /* NVLink, topology/affinity, field values. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "mokka.h"
+#include "dynamic.h"
+#include "util.h"
 
 static nvmlReturn_t link_of(const struct mk_device *d, unsigned link, const struct mk_link **out) {
     if (link >= MK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
@@ -116,7 +116,7 @@ static uint64_t injected(const struct mk_device *d, const struct mk_link *l) {
 }
 
 /* Each injected error is a CRC-failed flit that the data link layer replays. */
-uint64_t mk_link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c) {
+static uint64_t link_error(const struct mk_device *d, const struct mk_link *l, nvmlNvLinkErrorCounter_t c) {
     switch (c) {
     case NVML_NVLINK_ERROR_DL_REPLAY: return l->err_replay + injected(d, l);
     case NVML_NVLINK_ERROR_DL_RECOVERY: return l->err_recovery;
@@ -132,7 +132,7 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigne
     NONNULL(v);
     LINK(D, link);
     if ((unsigned)c > NVML_NVLINK_ERROR_DL_ECC_DATA) return NVML_ERROR_INVALID_ARGUMENT;
-    *v = mk_link_error(D, L, c);
+    *v = link_error(D, L, c);
     return NVML_SUCCESS;
 }
 
@@ -156,26 +156,11 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, u
 
 /* ------------------------------------------------------------ topology */
 
-static unsigned topo_level(const struct mk_snap *s, uint32_t a, uint32_t b) {
-    if (a == b) return NVML_TOPOLOGY_INTERNAL;
-    const struct mk_device *d = &s->dev[a];
-    if (b < d->topo_level_n) return d->topo_level[b];
-    return NVML_TOPOLOGY_SINGLE;
-}
-
-static unsigned topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b) {
-    const struct mk_device *d = &s->dev[a];
-    return a != b && b < d->topo_nvlink_n ? d->topo_nvlink[b] : 0;
-}
-
 MK_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                        nvmlGpuTopologyLevel_t *pathInfo) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(pathInfo);
-    *pathInfo = (nvmlGpuTopologyLevel_t)topo_level(S, device1->index, device2->index);
+    *pathInfo = (nvmlGpuTopologyLevel_t)mk_topo_level(S, device1->index, device2->index);
     return NVML_SUCCESS;
 }
 
@@ -187,7 +172,7 @@ MK_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGp
     unsigned n = 0;
     for (uint32_t j = 0; j < S->ndev; j++) {
         if (j == device->index || S->dev[j].lost) continue;
-        if (topo_level(S, device->index, j) <= (unsigned)level) {
+        if (mk_topo_level(S, device->index, j) <= (unsigned)level) {
             if (deviceArray && n < *count) deviceArray[n] = mk_handle(j);
             n++;
         }
@@ -200,19 +185,16 @@ MK_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGp
 
 MK_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t idx,
                                           nvmlGpuP2PStatus_t *status) {
-    DEV(device1);
-    struct mk_snap *S2; struct mk_device *D2;
-    nvmlReturn_t r = mk_dev(device2, &S2, &D2);
-    if (r) return r;
+    DEV2(device1, device2);
     NONNULL(status);
     uint32_t a = device1->index, b = device2->index;
     if (a == b) { *status = NVML_P2P_STATUS_OK; return NVML_SUCCESS; }
     if (idx == NVML_P2P_CAPS_INDEX_NVLINK) {
-        *status = topo_nvlinks(S, a, b) ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+        *status = mk_topo_nvlinks(S, a, b) ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
         return NVML_SUCCESS;
     }
     if (idx == NVML_P2P_CAPS_INDEX_PROP) { *status = NVML_P2P_STATUS_NOT_SUPPORTED; return NVML_SUCCESS; }
-    if (topo_nvlinks(S, a, b) || topo_level(S, a, b) <= NVML_TOPOLOGY_HOSTBRIDGE) *status = NVML_P2P_STATUS_OK;
+    if (mk_topo_nvlinks(S, a, b) || mk_topo_level(S, a, b) <= NVML_TOPOLOGY_HOSTBRIDGE) *status = NVML_P2P_STATUS_OK;
     else *status = NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED;
     return NVML_SUCCESS;
 }
@@ -293,7 +275,7 @@ static uint64_t link_err(const struct mk_device *d, const struct mk_link *l, int
     static const nvmlNvLinkErrorCounter_t by_kind[] = {NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA,
                                                        NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY,
                                                        NVML_NVLINK_ERROR_DL_ECC_DATA};
-    return mk_link_error(d, l, by_kind[kind]);
+    return link_error(d, l, by_kind[kind]);
 }
 
 static int speed_field_link(unsigned id) {
@@ -420,7 +402,7 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: {
         if (v->scopeId >= D->nvlink_count) return NVML_ERROR_NOT_SUPPORTED;
         const struct mk_link *l = &D->link[v->scopeId];
-        ULL(mk_link_error(D, l, id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? NVML_NVLINK_ERROR_DL_REPLAY
+        ULL(link_error(D, l, id == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY ? NVML_NVLINK_ERROR_DL_REPLAY
                                : id == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY ? NVML_NVLINK_ERROR_DL_RECOVERY
                                                                             : NVML_NVLINK_ERROR_DL_CRC_FLIT));
         return NVML_SUCCESS;
@@ -501,193 +483,4 @@ MK_API nvmlReturn_t nvmlDeviceClearFieldValues(nvmlDevice_t device, int valuesCo
     DEV(device);
     NONNULL(values);
     return NVML_ERROR_NO_PERMISSION;
-}
-
-/* -------------------------------------------- export table (nvidia-smi) */
-
-/* A PCI function of the node, for slot 23: a GPU (index) or another function (HCA, NVSwitch). */
-struct pci_end {
-    int gpu;                  /* GPU index, or -1 */
-    int32_t root_complex, pcie_switch, numa_node;
-};
-
-static int pcifn_match(const char *q, const struct mk_pcifn *f) {
-    unsigned a[4];
-    char tail;
-    if (sscanf(q, "%x:%x:%x.%x%c", &a[0], &a[1], &a[2], &a[3], &tail) == 4)
-        return a[0] == f->pci_domain && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
-    if (sscanf(q, "%x:%x.%x%c", &a[1], &a[2], &a[3], &tail) == 3)
-        return f->pci_domain == 0 && a[1] == f->pci_bus && a[2] == f->pci_dev && a[3] == f->pci_func;
-    return 0;
-}
-
-static int find_end(const struct mk_snap *s, const char *bus, struct pci_end *e) {
-    for (uint32_t i = 0; i < s->ndev; i++)
-        if (mk_bus_match(bus, &s->dev[i])) {
-            e->gpu = (int)i;
-            e->root_complex = s->dev[i].root_complex;
-            e->pcie_switch = s->dev[i].pcie_switch;
-            e->numa_node = s->dev[i].numa_node;
-            return 1;
-        }
-    for (uint32_t i = 0; i < s->npcifn; i++)
-        if (pcifn_match(bus, &s->pcifn[i])) {
-            e->gpu = -1;
-            e->root_complex = s->pcifn[i].root_complex;
-            e->pcie_switch = s->pcifn[i].pcie_switch;
-            e->numa_node = s->pcifn[i].numa_node;
-            return 1;
-        }
-    return 0;
-}
-
-/* slot 23: link type between two PCI functions by bus id, for `topo -m` (GPU rows and NIC rows);
- * 0 PIX 1 PXB 2 PHB 3 NODE 4 SYS, 5+k NV(k+1). GPU<->GPU: NVLinks, else topology.levels. Any pair
- * with a non-GPU function: behind the same PCIe switch PXB (a GPU and its NIC share a multi-level
- * switch on DGX/HGX baseboards, where topo -m prints PXB), else same root complex PHB, same NUMA
- * node NODE, else SYS. */
-static int slot23_link_type(const char *a, const char *b, int *out) {
-    if (!a || !b || !out) return NVML_ERROR_INVALID_ARGUMENT;
-    struct mk_snap *s = mk_snapshot();
-    if (!s) return NVML_ERROR_UNINITIALIZED;
-    struct pci_end ea, eb;
-    if (!find_end(s, a, &ea) || !find_end(s, b, &eb)) {
-        mk_debug("slot23(%s, %s) -> NOT_FOUND", a, b);
-        return NVML_ERROR_NOT_FOUND;
-    }
-    if (ea.gpu >= 0 && eb.gpu >= 0) {
-        unsigned nv = topo_nvlinks(s, (uint32_t)ea.gpu, (uint32_t)eb.gpu);
-        if (nv) { *out = 4 + (int)nv; return NVML_SUCCESS; }
-        switch (topo_level(s, (uint32_t)ea.gpu, (uint32_t)eb.gpu)) {
-        case NVML_TOPOLOGY_INTERNAL:
-        case NVML_TOPOLOGY_SINGLE: *out = 0; break;
-        case NVML_TOPOLOGY_MULTIPLE: *out = 1; break;
-        case NVML_TOPOLOGY_HOSTBRIDGE: *out = 2; break;
-        case NVML_TOPOLOGY_NODE: *out = 3; break;
-        default: *out = 4; break;
-        }
-        return NVML_SUCCESS;
-    }
-    if (ea.pcie_switch >= 0 && ea.pcie_switch == eb.pcie_switch) *out = 1;
-    else if (ea.root_complex >= 0 && ea.root_complex == eb.root_complex) *out = 2;
-    else if (ea.numa_node >= 0 && ea.numa_node == eb.numa_node) *out = 3;
-    else *out = 4;
-    return NVML_SUCCESS;
-}
-
-/* slot 81: f(index, char *buf, size): the PCI bus id of GPU `index` in the legacy form
- * (DDDD:BB:DD.F, upper case), known even when the GPU is lost: nvidia-smi names the GPU with it in
- * "Unable to determine the device handle for GPU0000:61:00.0: GPU is lost." */
-static int slot81(uintptr_t index, char *buf, unsigned size) {
-    struct mk_snap *s = mk_snapshot();
-    if (!s) return NVML_ERROR_UNINITIALIZED;
-    if (!buf || size == 0) return NVML_ERROR_INVALID_ARGUMENT;
-    if (index >= s->ndev || !s->dev[index].bus_id[0]) return NVML_ERROR_INVALID_ARGUMENT;
-    const struct mk_device *d = &s->dev[index];
-    if ((unsigned)snprintf(buf, size, "%04X:%02X:%02X.%X", d->pci_domain & 0xFFFF, d->pci_bus, d->pci_dev,
-                           d->pci_func) >= size)
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    return NVML_SUCCESS;
-}
-
-/* slots 213/214/215: compute / MPS compute / graphics process lists for the default view and -q.
- * f(device, unsigned *count (in: capacity), entries, unused); entry stride 4128:
- * pid u32 @0, usedGpuMemory u64 @8, gpuInstanceId u32 @16, computeInstanceId u32 @20,
- * ccProtectedMemory u64 @24, NUL-terminated name @32 (4096 bytes). */
-#define PROC_ENTRY_STRIDE 4128
-#define PROC_NAME_OFF 32
-static int slot_procs(nvmlDevice_t device, unsigned *count, unsigned char *buf, unsigned kind) {
-    struct mk_snap *S; struct mk_device *D;
-    nvmlReturn_t r = mk_dev(device, &S, &D);
-    if (r) return r;
-    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned n = 0;
-    for (unsigned p = 0; p < D->nproc; p++) n += D->proc[p].pid && D->proc[p].type == kind;
-    if (n == 0) { *count = 0; return NVML_SUCCESS; }
-    if (!buf || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
-    unsigned k = 0;
-    for (unsigned p = 0; p < D->nproc; p++) {
-        const struct mk_proc *pr = &D->proc[p];
-        if (!pr->pid || pr->type != kind) continue;
-        unsigned char *e = buf + (size_t)k++ * PROC_ENTRY_STRIDE;
-        uint32_t u32;
-        uint64_t u64;
-        memset(e, 0, PROC_NAME_OFF + sizeof pr->name);
-        u32 = pr->pid; memcpy(e, &u32, 4);
-        u64 = pr->used_bytes; memcpy(e + 8, &u64, 8);
-        u32 = 0xFFFFFFFFu; memcpy(e + 16, &u32, 4); memcpy(e + 20, &u32, 4);
-        memcpy(e + PROC_NAME_OFF, pr->name, strlen(pr->name));
-    }
-    *count = n;
-    return NVML_SUCCESS;
-}
-static int slot213(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 0); }
-static int slot214(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 2); }
-static int slot215(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { return slot_procs(d, c, b, 1); }
-
-/* slot 230: "Host Max" PCIe generation: f(device, unsigned *out, 1, ...) */
-static int slot230(nvmlDevice_t device, unsigned *out) {
-    struct mk_snap *S; struct mk_device *D;
-    nvmlReturn_t r = mk_dev(device, &S, &D);
-    if (r) return r;
-    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!D->pcie_max_gen) return NVML_ERROR_NOT_SUPPORTED;
-    *out = D->pcie_max_gen;
-    return NVML_SUCCESS;
-}
-
-/* slot 240: "GPU T.Limit Temp" (degrees C below the slowdown limit) on T.Limit boards (Ada and
- * newer): f(device, int *out, 1, ...). NOT_SUPPORTED makes nvidia-smi print absolute thresholds. */
-static int slot240(nvmlDevice_t device, int *out) {
-    struct mk_snap *S; struct mk_device *D;
-    nvmlReturn_t r = mk_dev(device, &S, &D);
-    if (r) return r;
-    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!D->temp_tlimit || !D->temp_gpu) return NVML_ERROR_NOT_SUPPORTED;
-    unsigned ref = D->temp_slowdown ? D->temp_slowdown : D->temp_shutdown;
-    *out = (int)ref - (int)mk_temperature(S, D);
-    return NVML_SUCCESS;
-}
-
-/* slot 72: per-device capability check before `nvidia-smi dmon` / `pmon` sample a GPU:
- * f(device, unsigned *supported, ...); 1 lets them run (NOT_SUPPORTED: "Not supported on the device(s)"). */
-static int slot72(nvmlDevice_t device, unsigned *supported) {
-    struct mk_snap *S; struct mk_device *D;
-    nvmlReturn_t r = mk_dev(device, &S, &D);
-    if (r) return r;
-    if (!supported) return NVML_ERROR_INVALID_ARGUMENT;
-    *supported = 1;
-    return NVML_SUCCESS;
-}
-
-/* slot 241: the GPU's own NUMA node for 535's topo -m "GPU NUMA ID" (550 calls nvmlDeviceGetNumaNodeId):
- * f(device, unsigned *node, ...); NOT_SUPPORTED prints N/A. */
-static int slot241(nvmlDevice_t device, unsigned *node) { return nvmlDeviceGetNumaNodeId(device, node); }
-
-/* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
- * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
-static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
-static const unsigned short not_supported_slots[] = {165, 209, 226, 231, 232, 237, 242, 243, 249};
-
-#define EXPORT_SLOTS 256
-static const void *export_table[EXPORT_SLOTS];
-static pthread_once_t export_once = PTHREAD_ONCE_INIT;
-static void build_export_table(void) {
-    export_table[0] = (const void *)(uintptr_t)(EXPORT_SLOTS * sizeof(void *)); /* size in bytes */
-    for (unsigned i = 0; i < sizeof not_supported_slots / sizeof not_supported_slots[0]; i++)
-        export_table[not_supported_slots[i]] = (const void *)slot_not_supported;
-    export_table[23] = (const void *)slot23_link_type;
-    export_table[81] = (const void *)slot81;
-    export_table[213] = (const void *)slot213;
-    export_table[214] = (const void *)slot214;
-    export_table[215] = (const void *)slot215;
-    export_table[230] = (const void *)slot230;
-    export_table[240] = (const void *)slot240;
-    export_table[241] = (const void *)slot241;
-    export_table[72] = (const void *)slot72;
-    /* slot 26 (log sink) stays NULL: nvidia-smi skips NULL slots */
-}
-const void *mk_export_table(void) {
-    pthread_once(&export_once, build_export_table);
-    return export_table;
 }

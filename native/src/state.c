@@ -23,7 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mokka.h"
+#include "log.h"
+#include "state.h"
 
 enum { T_U32, T_I32, T_U64, T_STR, T_U8LIST, T_CPUSET };
 
@@ -560,8 +561,6 @@ static int last_errno_logged;
 static struct mk_snap *retired;
 static char state_path[4096];
 static pthread_once_t path_once = PTHREAD_ONCE_INIT;
-
-void mk_log(const char *fmt, ...);
 
 static void resolve_path(void) {
     const char *env = getenv("MOKKA_NVML_STATE");

@@ -140,6 +140,40 @@ def test_unknown_keys_are_ignored(lib_dir, state_file):
     run(lib_dir, st, "assert L.nvmlInit_v2() == 0\n")
 
 
+def test_versioned_structs_checked_alike(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, """
+        L.nvmlInit_v2(); r, d = h(0)
+        for name in ("nvmlDeviceGetPciInfoExt", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetSramEccErrorStatus",
+                     "nvmlDeviceGetRunningProcessDetailList", "nvmlDeviceGetGpuFabricInfoV",
+                     "nvmlDeviceGetProcessesUtilizationInfo"):
+            buf = ctypes.create_string_buffer(4096)                      # version 0
+            assert getattr(L, name)(d, None) == 2, name                  # INVALID_ARGUMENT
+            assert getattr(L, name)(d, buf) == 25, name                  # ARGUMENT_VERSION_MISMATCH
+    """)
+
+
+def test_two_handle_calls(lib_dir, state_file):
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        L.nvmlInit_v2(); a = h(0)[1]; b = h(1)[1]; lost = h(3)[1]
+        write_state({str(st)!r}, make_state("h100", overrides={{"device.3.lost": 1}}))
+        t0 = time.monotonic()
+        while temp(lost)[0] != 15:
+            assert time.monotonic() - t0 < 1
+        bad = ctypes.c_void_p(12345)
+        out, same = U(), ctypes.c_int()
+        calls = [lambda x, y: L.nvmlDeviceGetTopologyCommonAncestor(x, y, ctypes.byref(out)),
+                 lambda x, y: L.nvmlDeviceGetP2PStatus(x, y, 0, ctypes.byref(out)),
+                 lambda x, y: L.nvmlDeviceOnSameBoard(x, y, ctypes.byref(same))]
+        for call in calls:
+            assert call(a, b) == 0
+            assert call(a, bad) == 2 and call(a, None) == 2 and call(a, lost) == 15
+            assert call(bad, lost) == 2 and call(lost, bad) == 15     # the first handle's error wins
+        assert L.nvmlDeviceGetTopologyCommonAncestor(a, b, None) == 2
+    """)
+
+
 def test_init_error_and_lost_gpu(lib_dir, state_file):
     st = state_file("h100", overrides={"system.init_error": 18})
     run(lib_dir, st, "assert L.nvmlInit_v2() == 18\n")

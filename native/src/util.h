@@ -1,0 +1,80 @@
+/* util.c: what every NVML area needs: the handle table and handle resolution, string, PCI and
+ * time helpers, topology lookups in a snapshot. Above state.c and log.c, below the NVML areas. */
+#ifndef MOKKA_UTIL_H
+#define MOKKA_UTIL_H
+
+#include "log.h"
+#include "state.h"
+
+MK_HIDDEN extern _Atomic int mk_g_refcount;   /* nvmlInit* calls not yet shut down (core.c counts) */
+MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
+
+nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
+uint64_t mk_now_us(void);
+/* does the bus id `query` ("[domain:]bus:dev.fn") name this PCI function / GPU */
+int mk_bus_match_fn(const char *query, uint32_t domain, uint32_t bus, uint32_t dev, uint32_t fn);
+int mk_bus_match(const char *query, const struct mk_device *d);
+void mk_pci_fill(const struct mk_device *d, nvmlPciInfo_t *p, size_t upto);
+/* topology.levels / topology.nvlinks between GPUs a and b of a snapshot */
+unsigned mk_topo_level(const struct mk_snap *s, uint32_t a, uint32_t b);
+unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b);
+
+static inline nvmlDevice_t mk_handle(uint32_t idx) { return &mk_g_handles[idx]; }
+
+static inline int mk_handle_valid(nvmlDevice_t h) {
+    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_handles;
+    return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 && off / sizeof(struct nvmlDevice_st) < MK_MAX_DEVICES;
+}
+
+/* The device of a valid handle in snapshot S: GPU_IS_LOST when it is gone or marked lost. */
+static inline nvmlReturn_t mk_dev_in(struct mk_snap *S, nvmlDevice_t h, struct mk_device **d) {
+    uint32_t i = h->index;
+    if (__builtin_expect(S == NULL || i >= S->ndev, 0))
+        return NVML_ERROR_GPU_IS_LOST;
+    if (__builtin_expect(S->dev[i].lost != 0, 0))
+        return NVML_ERROR_GPU_IS_LOST;
+    *d = &S->dev[i];
+    return NVML_SUCCESS;
+}
+
+/* Resolve a handle: init check, handle check, lost check. */
+static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
+    if (__builtin_expect(atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0, 0))
+        return NVML_ERROR_UNINITIALIZED;
+    if (__builtin_expect(!mk_handle_valid(h), 0))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct mk_snap *S = mk_snapshot();
+    nvmlReturn_t r = mk_dev_in(S, h, d);
+    if (r == NVML_SUCCESS) *s = S;
+    return r;
+}
+
+/* Resolve two handles in the same snapshot; the first handle's error wins. */
+static inline nvmlReturn_t mk_dev2(nvmlDevice_t h1, nvmlDevice_t h2, struct mk_snap **s, struct mk_device **d1,
+                                   struct mk_device **d2) {
+    nvmlReturn_t r = mk_dev(h1, s, d1);
+    if (r != NVML_SUCCESS) return r;
+    if (__builtin_expect(!mk_handle_valid(h2), 0))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return mk_dev_in(*s, h2, d2);
+}
+
+#define DEV(h)                                         \
+    struct mk_snap *S; struct mk_device *D;            \
+    do { nvmlReturn_t r_ = mk_dev((h), &S, &D);        \
+         if (r_ != NVML_SUCCESS) return r_; } while (0); \
+    (void)S
+/* two-handle calls: S, D (first handle) and D2 (second) */
+#define DEV2(h1, h2)                                           \
+    struct mk_snap *S; struct mk_device *D, *D2;               \
+    do { nvmlReturn_t r_ = mk_dev2((h1), (h2), &S, &D, &D2);   \
+         if (r_ != NVML_SUCCESS) return r_; } while (0);       \
+    (void)S; (void)D2
+#define NONNULL(p) do { if ((p) == NULL) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
+/* a versioned struct argument: non-NULL and carrying nvml.h's version tag of its layout */
+#define VERSIONED(p, tag)                                                           \
+    do { NONNULL(p);                                                                \
+         if ((p)->version != (tag)) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH; } while (0)
+#define NOTSUP() return NVML_ERROR_NOT_SUPPORTED
+
+#endif
