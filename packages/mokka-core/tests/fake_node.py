@@ -7,7 +7,10 @@ enough for lspci, lsmod, ls and cat: one NVIDIA H100 function per GPU in sysfs w
 
 Run as a script (what the tests do, also as an unprivileged user)::
 
-    python fake_node.py [--shim] [--gpus N] [--disable gpu] -- CMD [ARGS...]
+    python fake_node.py [--shim] [--gpus N] [--disable gpu] [--daemon ready|exit] -- CMD [ARGS...]
+
+``--daemon`` adds a surface with one service (a tiny daemon that marks itself ready
+under the root after a moment, or exits at once) and a consumer environment variable.
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ from mokka_core.model.resolve import NodeState
 from mokka_core.model.spec import NodeSpec, surface_settings
 from mokka_core.run.command import main_run
 from mokka_core.stage.paths import LIB_DIR
-from mokka_core.stage.surface import CharDevice, Copy, Dir, Entry, File, StageContext, Surface, Symlink
+from mokka_core.stage.surface import (
+    CharDevice,
+    ConsumerNeeds,
+    Copy,
+    Dir,
+    Entry,
+    File,
+    Service,
+    StageContext,
+    Surface,
+    Symlink,
+)
 
 VENDOR, DEVICE, CLASS = 0x10DE, 0x2330, 0x030200
 
@@ -87,6 +101,42 @@ class FakeGpu(Surface):
         return entries
 
 
+DAEMON_READY = "var/lib/mokka/run/fake-daemon.ready"
+#: ready after 0.3 s (the pid in its marker), removes the marker on SIGTERM; "exit": fails at once
+DAEMON = """
+import os, signal, sys, time
+if sys.argv[1] == "exit":
+    sys.exit(3)
+marker = os.path.join(os.environ["MOKKA_ROOT"], sys.argv[2])
+signal.signal(signal.SIGTERM, lambda *_: (os.unlink(marker), sys.exit(0)))
+time.sleep(0.3)
+with open(marker + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(marker + ".tmp", marker)
+while True:
+    time.sleep(1)
+"""
+
+
+class FakeDaemon(Surface):
+    name = "daemon"
+    mode = "ready"
+
+    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+        return [Dir("var/lib/mokka/run")]
+
+    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+        return [Service("fake-daemon", [sys.executable, "-c", DAEMON, self.mode, DAEMON_READY],
+                        ready_path=DAEMON_READY)]
+
+    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+        return ConsumerNeeds(environment={"MOKKA_FAKE_DAEMON": str(ctx.root / DAEMON_READY)})
+
+
+class FailingDaemon(FakeDaemon):
+    mode = "exit"
+
+
 SURFACES: dict[str, type[Surface]] = {"gpu": FakeGpu, "pci": FakePci}
 
 
@@ -96,11 +146,15 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--disable", action="append", default=[])
     parser.add_argument("--fail", action="append", default=[])
+    parser.add_argument("--daemon", choices=["ready", "exit"])
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     spec = NodeSpec(profile="h100", gpus=args.gpus, surfaces=surface_settings(args.disable, args.fail))
-    return main_run(spec, command, use_shim=args.shim, surfaces=SURFACES)
+    surfaces = dict(SURFACES)
+    if args.daemon:
+        surfaces["daemon"] = FakeDaemon if args.daemon == "ready" else FailingDaemon
+    return main_run(spec, command, use_shim=args.shim, surfaces=surfaces)
 
 
 if __name__ == "__main__":

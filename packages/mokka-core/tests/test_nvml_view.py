@@ -306,7 +306,7 @@ FABRIC_WATCH = (
     "N.nvmlInit(); get = N._nvmlGetFunctionPointer('nvmlDeviceGetGpuFabricInfo')\n"
     "h = N.nvmlDeviceGetHandleByIndex(0); seen = []\n"
     "end = time.monotonic() + 30\n"
-    "while time.monotonic() < end and seen[-1:] != [3]:\n"
+    "while time.monotonic() < end and seen[-3:] != [3, 2, 3]:\n"
     "    i = I(); assert get(h, ctypes.byref(i)) == 0\n"
     "    if seen[-1:] != [i.state]: seen.append(i.state); print('watch', i.state, flush=True)\n"
     "    time.sleep(0.05)\n"
@@ -315,18 +315,21 @@ FABRIC_WATCH = (
 
 @pytest.mark.consumer
 def test_mokka_run_fabric_state_follows_nv_fabricmanager(smi: Path, tmp_path: Path) -> None:
+    """mokka run starts nv-fabricmanager (Completed); stopped, the fabric is In Progress; restarted, Completed."""
     consumers.pynvml()
     watch = tmp_path / "watch.py"
     watch.write_text(FABRIC_WATCH)
     state = "nvidia-smi -q -i 0 | grep -A1 '^    Fabric' | tail -1"
-    script = (f"{sys.executable} {watch} & W=$!; sleep 1; {state};"
-              " nv-fabricmanager & F=$!; while [ ! -e $MOKKA_ROOT/var/lib/mokka/run/fabricmanager.ready ]; do"
-              f" sleep 0.1; done; wait $W; {state}; kill $F; wait $F")
+    marker = "$MOKKA_ROOT/var/lib/mokka/run/fabricmanager.ready"
+    script = (f"{state}; {sys.executable} {watch} & W=$!; sleep 1; kill $(cat {marker});"
+              f" while [ -e {marker} ]; do sleep 0.1; done; {state};"
+              f" nv-fabricmanager & F=$!; while [ ! -e {marker} ]; do sleep 0.1; done;"
+              f" wait $W; {state}; kill $F; wait $F")
     done = _mokka_run(smi, "--profile", "h100", "--", "sh", "-c", script)
     assert done.returncode == 0, done.stdout + done.stderr
     shown = re.findall(r"State\s+: (.*)", done.stdout)
-    assert shown == ["In Progress", "Completed"], done.stdout
-    assert re.findall(r"^watch (\d)$", done.stdout, re.M) == ["2", "3"]  # one process, no re-render
+    assert shown == ["Completed", "In Progress", "Completed"], done.stdout
+    assert re.findall(r"^watch (\d)$", done.stdout, re.M) == ["3", "2", "3"]  # one process, no re-render
 
 
 @pytest.mark.consumer

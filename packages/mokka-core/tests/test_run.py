@@ -362,6 +362,59 @@ def test_ctrl_c_on_a_terminal(tmp_path: Path) -> None:
     assert host_snapshot() == before
 
 
+DAEMON_PROBE = 'test "$MOKKA_FAKE_DAEMON" = "$MOKKA_ROOT/var/lib/mokka/run/fake-daemon.ready"; ' \
+               'pid=$(cat "$MOKKA_FAKE_DAEMON"); kill -0 "$pid"; echo "daemon $pid"'
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@needs_root
+@pytest.mark.parametrize("shim", [False, True])
+def test_services_are_ready_before_the_command_and_gone_after(shim: bool) -> None:
+    """A surface's service runs (ready) while CMD does, its consumer environment reaches CMD; nothing is left."""
+    from mokka_core.run.command import preload_library
+
+    if shim and preload_library() is None:
+        missing("libmokka-preload.so is not installed (make -C native install)")
+    before = host_snapshot()
+    done = fake_run(*(["--shim"] if shim else []), "--daemon", "ready", "--", "sh", "-c", DAEMON_PROBE)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[-1])
+    assert gone(pid)
+    assert "fake-daemon" not in done.stdout  # the services' output is not mixed into CMD's
+    assert host_snapshot() == before
+
+
+@needs_root
+def test_signal_stops_the_services_too() -> None:
+    before = host_snapshot()
+    script = f'{DAEMON_PROBE}; exec sleep 60'
+    with subprocess.Popen([sys.executable, str(FAKE_NODE), "--daemon", "ready", "--", "sh", "-c", script],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline().split()[-1])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert gone(pid)
+    assert host_snapshot() == before
+
+
+@needs_root
+def test_a_service_that_fails_stops_the_run_before_the_command() -> None:
+    before = host_snapshot()
+    done = fake_run("--daemon", "exit", "--", "sh", "-c", "echo command-ran")
+    assert done.returncode == 1
+    assert "command-ran" not in done.stdout
+    assert "service fake-daemon exited with status 3" in done.stderr
+    assert host_snapshot() == before
+
+
 @needs_root
 def test_host_untouched() -> None:
     before = host_snapshot()
@@ -540,3 +593,39 @@ def test_acceptance_shim_without_namespaces() -> None:
         assert done.returncode == 0, done.stderr
         assert len(re.findall(r"3D controller \[0302\]: NVIDIA Corporation .*\[10de:2330\]", done.stdout)) == 8
     assert runs[0].stdout == runs[1].stdout
+
+
+def require_surfaces(*names: str) -> None:
+    from mokka_core.stage.surface import discover
+
+    absent = sorted(set(names) - set(discover()))
+    if absent:
+        surfaces_unavailable(f"surface package(s) {', '.join(absent)} not installed in this environment")
+
+
+@pytest.mark.consumer
+def test_acceptance_fabric_manager_runs_before_the_command(real_node: None) -> None:
+    """On an HGX H100 the fake nv-fabricmanager is up before CMD starts: nvidia-smi -q says Completed at once."""
+    from mokka_core.testing.consumers import require
+
+    require_surfaces("fabricmanager")
+    smi = require("nvidia-smi", "550")
+    done = mokka_run("--profile", "h100", "--gpus", "2", "--", str(smi), "-q")
+    assert done.returncode == 0, done.stderr
+    fabric = re.findall(r"^\s+Fabric\n\s+State\s+: (.*)$", done.stdout, re.M)
+    assert fabric == ["Completed", "Completed"], done.stdout
+    stuck = mokka_run("--profile", "h100", "--gpus", "1", "--fail", "fabricmanager", "--", str(smi), "-q")
+    assert re.findall(r"^\s+Fabric\n\s+State\s+: (.*)$", stuck.stdout, re.M) == ["In Progress"]
+
+
+@pytest.mark.consumer
+def test_acceptance_imex_daemon_runs_on_gb200(real_node: None) -> None:
+    require_surfaces("imex")
+    ctl = Path(sys.executable).parent / "nvidia-imex-ctl"
+    script = f'echo "$MOKKA_ROOT"; for i in $(seq 50); do {ctl} -q && break; sleep 0.1; done; ps -eww -o args'
+    done = mokka_run("--profile", "gb200", "--gpus", "2", "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    root = done.stdout.split()[0]
+    assert "READY" in done.stdout and f"mokka_sim_imex.daemon -c {root}/" in done.stdout
+    after = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    assert f"{root}/" not in after  # stopped with the command

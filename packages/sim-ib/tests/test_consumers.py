@@ -6,7 +6,6 @@ paths (what ``mokka run`` provides), with the shim preloaded where MADs or verbs
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -17,16 +16,13 @@ from pathlib import Path
 import pytest
 
 from mokka_core.model.identity import format_guid, hca_lid
-from mokka_sim_ib.namespace import namespaced, run_on_node
-from mokka_sim_ib.shim import shim_environment
-from mokka_sim_ib.testing import SimNode, stage_node
+from mokka_sim_ib.testing import SimNode, namespaced, run_on_node, stage_node
 
 pytestmark = pytest.mark.usefixtures("ib_tools")
 
 
 def tool(node: SimNode, *argv: str, shim: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = shim_environment(node.root) if shim else None
-    return run_on_node(node.root, list(argv), env=env, timeout=timeout)
+    return run_on_node(node.root, list(argv), shim=shim, timeout=timeout)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -98,7 +94,7 @@ def test_disabled_surface_shows_no_hcas(tmp_path: Path) -> None:
 
 def test_ibping_reaches_a_real_ibping_server(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b")
-    server = subprocess.Popen(namespaced(b.root, ["ibping", "-S"]), env=shim_environment(b.root),
+    server = subprocess.Popen(namespaced(b.root, ["ibping", "-S"]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
@@ -114,21 +110,16 @@ def test_ibping_reaches_a_real_ibping_server(fabric) -> None:  # type: ignore[no
 
 
 def test_mokka_run_shows_the_node(tmp_path: Path) -> None:
+    """mokka run starts the node's responder and preloads the shim: the tools work with nothing else."""
     script = """
     set -e
-    python3 -m mokka_sim_ib respond --root "$MOKKA_ROOT" --fabric-dir "$MOKKA_ROOT/fabric" >/dev/null 2>&1 &
-    responder=$!
-    while [ ! -S "$MOKKA_ROOT/var/lib/mokka/ib/responder.sock" ]; do sleep 0.1; done
     ibstat
     lid=$(cat /sys/class/infiniband/mlx5_1/ports/1/lid)
-    python3 -m mokka_sim_ib exec --no-mount --root "$MOKKA_ROOT" -- ibping -c 1 -L "$((lid))"
-    python3 -m mokka_sim_ib exec --no-mount --root "$MOKKA_ROOT" -- sminfo
-    kill $responder
+    ibping -c 1 -L "$((lid))"
+    sminfo
     """
-    python_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{python_dir}:{os.environ.get('PATH', '')}"}
     result = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--gpus", "2",
                              "--node-name", "run-node", "--", "sh", "-c", script],
-                            capture_output=True, text=True, timeout=90, env=env)
+                            capture_output=True, text=True, timeout=90)
     out = ok(result)
     assert out.count("State: Active") == 2 and "Pong from run-node" in out and "SMINFO_MASTER" in out

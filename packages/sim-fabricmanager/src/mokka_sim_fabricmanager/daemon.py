@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from mokka_core.node.foreground import foreground
 from mokka_core.stage.paths import find_root
 
 from .paths import FABRICMANAGER_READY_FILE
@@ -39,8 +39,8 @@ def write_marker(path: Path) -> None:
 
 
 def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,
-        log: Callable[[str], None] = print) -> None:
-    """Serve until ``stop`` is set; the marker exists exactly while the fabric is 'trained'."""
+        log: Callable[[str], None] = print, ready: threading.Event | None = None) -> None:
+    """Serve until ``stop`` is set; the marker exists exactly while the fabric is 'trained' (and ``ready`` set)."""
     marker = marker_path(root)
     marker.unlink(missing_ok=True)  # a marker left by a killed daemon says nothing about this one
     mode = ", failed: fabric never trains" if failed else ""
@@ -56,6 +56,8 @@ def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,
         while True:
             if not failed and not marker.exists():
                 write_marker(marker)
+            if not failed and ready is not None:
+                ready.set()
             if stop.wait(REASSERT_SECONDS):
                 break
     finally:
@@ -84,11 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         delay = parse_delay(args.init_delay, "--init-delay")
     else:
         delay = parse_delay(os.environ.get(INIT_DELAY_ENV) or "0", INIT_DELAY_ENV)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    run(find_root(args.root), delay, args.failed, stop, log=lambda line: print(line, flush=True))
-    sys.exit(0)
+    root = find_root(args.root)
+    sys.exit(foreground(PROGRAM, lambda stop, ready: run(root, delay, args.failed, stop,
+                                                          log=lambda line: print(line, flush=True), ready=ready)))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from mokka_core.stage.surface import Dir, Entry, Service, StageContext, Surface
 
-from .paths import RUN_DIR
+from .paths import FABRICMANAGER_READY_FILE, RUN_DIR
 
 if TYPE_CHECKING:
     from mokka_core.model.resolve import NodeState
@@ -25,6 +25,6 @@ class FabricmanagerSurface(Surface):
 
     def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
         command = [sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(ctx.root)]
-        if node.surface(self.name).state == "failed":
-            command.append("--failed")
-        return [Service(name="nv-fabricmanager", command=command)]
+        if node.surface(self.name).state == "failed":  # runs, but the fabric never trains
+            return [Service(name="nv-fabricmanager", command=[*command, "--failed"])]
+        return [Service(name="nv-fabricmanager", command=command, ready_path=FABRICMANAGER_READY_FILE)]

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from mokka_core.cli.sim import RootOpt, make_app, run
+from mokka_core.errors import MokkaError
 
 from . import config, responder
-from .namespace import namespaced
-from .shim import shim_environment
-from .surface import IbSurface
+from .surface import SHIM_NAME, IbSurface, consumer_needs, shim_path
 
 SUMMARY = (
     "InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband."
 )
 DEFAULT_FABRIC_DIR = "/run/mokka/ib-fabric"
+RESPONDER = "sim-ib responder"
 
 app = make_app(IbSurface, SUMMARY)
 
@@ -33,36 +32,55 @@ PeerOpt = Annotated[
     typer.Option(help="HOST:PORT of another node's responder (repeatable; $MOKKA_IB_PEERS, comma-separated)."),
 ]
 MountOpt = Annotated[
-    bool, typer.Option(help="Show the staged /sys and /dev at the real paths (private mount namespace; root).")
+    bool, typer.Option(help="Show the staged node at the real paths (private mount namespace, as `mokka run`).")
 ]
+ShimOpt = Annotated[bool, typer.Option(help="Preload the shim (MAD and verbs tools need it).")]
 
 
 @app.command()
 def respond(root: RootOpt = Path("/"), listen: ListenOpt = "127.0.0.1:0",
             fabric_dir: FabricDirOpt = Path(DEFAULT_FABRIC_DIR), peer: PeerOpt = None) -> None:
     """Run the MAD responder of the node staged under --root in the foreground (SIGTERM stops it)."""
+    from mokka_core.node.foreground import foreground, log_to_stdout
+
     peers = list(peer or []) + [p for p in os.environ.get("MOKKA_IB_PEERS", "").split(",") if p]
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="sim-ib responder: %(message)s", force=True)
+    log_to_stdout(RESPONDER, loggers=("mokka-sim-ib",))
     try:
         addresses = [responder.parse_address(p) for p in peers]
-        responder.run(root / config.NODE_CONFIG, root / config.SOCKET, responder.parse_address(listen), fabric_dir,
-                      addresses)
+        listen_at = responder.parse_address(listen)
     except ValueError as exc:
-        typer.echo(f"sim-ib responder: {exc}", err=True)
+        typer.echo(f"{RESPONDER}: {exc}", err=True)
         raise typer.Exit(2) from None
-    except FileNotFoundError as exc:
-        typer.echo(f"sim-ib responder: {exc.filename}: not staged (run `mokka-sim-ib stage` first)", err=True)
-        raise typer.Exit(1) from None
+
+    def serve(stop: threading.Event, ready: threading.Event) -> None:
+        try:
+            responder.run(root / config.NODE_CONFIG, root / config.SOCKET, listen_at, fabric_dir, addresses, stop,
+                          ready)
+        except FileNotFoundError as exc:
+            raise MokkaError(f"{exc.filename}: not staged (run `mokka-sim-ib stage` first)") from None
+
+    raise typer.Exit(foreground(RESPONDER, serve, errors=(MokkaError, ValueError)))
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec_cmd(ctx: typer.Context, root: RootOpt = Path("/"), mount: MountOpt = True) -> None:
+def exec_cmd(ctx: typer.Context, root: RootOpt = Path("/"), mount: MountOpt = True, shim: ShimOpt = True) -> None:
     """Run a command on the node staged under --root, shim preloaded. Example: exec --root R -- ibping -L 0x2f49"""
+    from mokka_core.run.command import CommandFailed, held_signals, run_on_root
+
     if not ctx.args:
         raise typer.BadParameter("give the command to run after --")
-    env = shim_environment(root)
-    argv = namespaced(root, ctx.args) if mount else list(ctx.args)
-    os.execvpe(argv[0], argv, env)
+    if shim and shim_path() is None:
+        raise MokkaError(f"{SHIM_NAME} is not built: run `make -C packages/sim-ib/native install`")
+    env = consumer_needs(root).apply(os.environ) if shim else dict(os.environ)
+    if not mount:
+        os.execvpe(ctx.args[0], ctx.args, env)
+    try:
+        with held_signals():
+            status = run_on_root(root, list(ctx.args), env)
+    except CommandFailed as exc:
+        typer.echo(f"mokka-sim-ib: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    raise typer.Exit(status)
 
 
 def main() -> None:

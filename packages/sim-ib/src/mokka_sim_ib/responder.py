@@ -12,9 +12,9 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import socket
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -363,15 +363,25 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 def run(config_path: Path, socket_path: Path, listen: tuple[str, int], fabric_dir: Path | None,
-        peers: list[tuple[str, int]]) -> None:
-    """Serve until SIGTERM/SIGINT; a bad node file fails before anything is bound."""
+        peers: list[tuple[str, int]], stop: threading.Event, ready: threading.Event | None = None) -> None:
+    """Serve until ``stop`` is set (``ready`` once serving); a bad node file fails before anything is bound."""
     responder = Responder(config_path, socket_path, listen, fabric_dir, peers)
 
     async def main() -> None:
-        stop = asyncio.Event()
+        stopped = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await responder.serve(stop)
+        loop.run_in_executor(None, stop.wait).add_done_callback(lambda _: stopped.set())
+
+        async def mark_ready() -> None:
+            await responder.ready.wait()
+            if ready is not None:
+                ready.set()
+
+        marking = asyncio.ensure_future(mark_ready())
+        try:
+            await responder.serve(stopped)
+        finally:
+            marking.cancel()
+            stop.set()  # ends the thread waiting for it, also when serving failed
 
     asyncio.run(main())

@@ -1,16 +1,45 @@
-"""The ib surface: ConnectX HCAs in /sys/class/infiniband*, /dev/infiniband, and a MAD responder."""
+"""The ib surface: ConnectX HCAs in /sys/class/infiniband*, /dev/infiniband, and a MAD responder.
+
+A consumer of the node (ibping, ibv_devinfo) needs the LD_PRELOAD shim, which sends its
+UMAD and verbs queries to the responder's socket.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Dir, Entry, File, Service, StageContext, Surface
+from mokka_core.stage.native import native_library
+from mokka_core.stage.surface import ConsumerNeeds, Dir, Entry, File, Service, StageContext, Surface
 
 from . import config, hca, sysfs
 
 if TYPE_CHECKING:
     from mokka_core.model.resolve import NodeState
+
+log = logging.getLogger(__name__)
+
+SHIM_NAME = "libmokka-ib.so"
+SHIM_DIR = Path(__file__).parent / "_native"  # `make -C packages/sim-ib/native install` puts it here
+SHIM_ENV = "MOKKA_IB_SHIM"
+SOCKET_ENV = "MOKKA_IB_SOCKET"
+
+
+def shim_path() -> Path | None:
+    """The built shim ($MOKKA_IB_SHIM overrides); None if it has not been built."""
+    return native_library(SHIM_NAME, SHIM_DIR, SHIM_ENV)
+
+
+def consumer_needs(root: Path) -> ConsumerNeeds:
+    """The shim preloaded and the node's responder socket; without a built shim, only the socket."""
+    shim = shim_path()
+    if shim is None:
+        log.info("%s is not built (make -C packages/sim-ib/native install): MAD and verbs tools "
+                    "(ibping, ibv_devinfo) will not see the HCAs", SHIM_NAME)
+    return ConsumerNeeds(preload=(str(shim),) if shim is not None else (),
+                         environment={SOCKET_ENV: str(root.absolute() / config.SOCKET)})
 
 
 class IbSurface(Surface):
@@ -31,4 +60,7 @@ class IbSurface(Surface):
         if not hca.ports(node):
             return []
         command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]
-        return [Service(name="sim-ib-responder", command=command)]
+        return [Service(name="sim-ib-responder", command=command, ready_path=config.SOCKET)]
+
+    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+        return consumer_needs(ctx.root) if hca.ports(node) else ConsumerNeeds()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,17 @@ from mokka_core.stage.surface import StageContext
 
 from .config import NODE_CONFIG, SOCKET, NodeConfig
 from .surface import IbSurface
+
+
+def namespaced(root: Path, argv: Sequence[str], *, shim: bool = True) -> list[str]:
+    """The argv that runs ``argv`` on the node under ``root``: shown at the real paths, shim preloaded."""
+    return [sys.executable, "-m", "mokka_sim_ib", "exec", "--root", str(root), *([] if shim else ["--no-shim"]),
+            "--", *argv]
+
+
+def run_on_node(root: Path, argv: Sequence[str], *, shim: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(namespaced(root, argv, shim=shim), capture_output=True, text=True, timeout=timeout)
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import socket
 import sys
 import threading
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mokka_core.errors import MokkaError
+from mokka_core.node.foreground import foreground
 from mokka_core.stage.paths import find_root
 
 from .config import CONFIG_FILE, ImexConfig, load_config, load_nodes, own_address
@@ -85,7 +85,8 @@ def probe(address: str, port: int) -> bool:
         return False
 
 
-def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[str], None] = print) -> None:
+def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[str], None] = print,
+        ready: threading.Event | None = None) -> None:
     nodes = load_nodes(config.nodes_config)
     me = own_address(config, nodes)
     status = Status(nodes=nodes, up=set())
@@ -117,6 +118,8 @@ def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[
         if status.ready != was_ready:
             log(f"{PROGRAM}: {status.answer().decode().strip()}")
             was_ready = status.ready
+            if ready is not None and status.ready:
+                ready.set()
         stop.wait(PROBE_INTERVAL)
     for thread in threads:
         thread.join(timeout=2)
@@ -131,15 +134,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--failed", action="store_true", help="never become ready (peers see this node down)")
     parser.add_argument("--nogpu", action="store_true", help="accepted, as the real daemon's flag")
     args = parser.parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
+
+    def serve(stop: threading.Event, ready: threading.Event) -> None:
         config = load_config(args.config or find_root(args.root) / CONFIG_FILE)
-        run(config, args.failed, stop, log=lambda line: print(line, flush=True))
-    except MokkaError as exc:
-        print(str(exc), file=sys.stderr, flush=True)
-        sys.exit(1)
+        run(config, args.failed, stop, log=lambda line: print(line, flush=True), ready=ready)
+
+    sys.exit(foreground(PROGRAM, serve))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,6 @@ Run alone, a surface stages only itself; this is what its container image runs
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -104,30 +101,37 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
     def serve(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
               gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
               overlay_file: OverlayOpt = None) -> None:
-        """Stage, run this surface's long-lived services in the foreground, tear down on SIGTERM/SIGINT."""
+        """Stage, run this surface's services in the foreground until SIGTERM/SIGINT, then tear down.
+
+        Example: mokka-sim-NAME serve --root /tmp/node -p h100
+        """
+        from ..node.foreground import foreground, log_to_stdout
+        from ..run.services import ServiceFailed, Services
+
         surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
         node = spec.resolve()
-        stage_wave({name: surface.plan(node, ctx)}, root)
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        children = [
-            subprocess.Popen(svc.command, env={**os.environ, **svc.environment})
-            for svc in surface.services(node, ctx)
-        ]
-        typer.echo(f"{name}: serving under {root} ({len(children)} service(s)); SIGTERM to stop", err=True)
-        try:
-            while not stop.wait(0.5):
-                if any(child.poll() is not None for child in children):
-                    typer.echo(f"{name}: a service exited; stopping", err=True)
-                    break
-        finally:
-            for child in children:
-                child.terminate()
-            for child in children:
-                child.wait(timeout=10)
-            teardown(root, name)
-            typer.echo(f"{name}: torn down", err=True)
+        services = {service.name: service for service in surface.services(node, ctx)}
+        program = f"mokka-sim-{name}"
+        log_to_stdout(program)
+        log = logging.getLogger(f"mokka_core.cli.sim.{name}")
+
+        def serve_node(stop: threading.Event, ready: threading.Event) -> None:
+            stage_wave({name: surface.plan(node, ctx)}, root)
+            try:
+                with Services(root, services) as running:
+                    running.start()
+                    running.wait_ready(interrupted=stop.is_set)
+                    ready.set()
+                    log.info("serving under %s (%d service(s)); SIGTERM to stop", root, len(services))
+                    while not stop.wait(0.2):
+                        exited = running.exited()
+                        if exited is not None:
+                            raise ServiceFailed(f"service {exited} exited; stopping")
+            finally:
+                teardown(root, name)
+                log.info("torn down")
+
+        raise typer.Exit(foreground(program, serve_node))
 
     return app
 

@@ -1,6 +1,7 @@
 """Console entry points of the cluster components: ``mokka-allocwatch`` and ``mokka-nri``.
 
-Both run in the foreground, log to stdout, and stop cleanly on SIGTERM/SIGINT.
+Both run in the foreground, log to stdout, and stop cleanly on SIGTERM/SIGINT
+(:func:`mokka_core.node.foreground.foreground`).
 Every flag has an environment fallback so a chart can set them either way.
 """
 
@@ -9,28 +10,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..node.foreground import foreground
+
 
 def _logging(verbose: bool) -> None:
     logging.basicConfig(stream=sys.stdout, level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-
-    def handler(signum: int, frame: object) -> None:
-        logging.getLogger("mokka").info("%s received, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
 
 
 def _env(name: str, default: str) -> str:
@@ -86,8 +76,7 @@ def allocwatch_main(argv: Sequence[str] | None = None) -> int:
         watcher.poll()
         watcher.client.close()
         return 0 if watcher.kubelet_up else 1
-    watcher.run(_stop_on_signals())
-    return 0
+    return foreground("mokka-allocwatch", lambda stop, ready: watcher.run(stop))
 
 def nri_parser() -> argparse.ArgumentParser:
     from .nri.inject import DEVICE_MODES
@@ -148,13 +137,15 @@ def nri_main(argv: Sequence[str] | None = None) -> int:
         print(f"mokka-nri: {exc}", file=sys.stderr)
         return 2
     plugin = NriPlugin(settings)
-    stop = _stop_on_signals()
-    health = HealthServer(settings.health_addr, plugin.live, plugin.ready).start() if settings.health_addr else None
-    if health is not None:
-        logging.getLogger("mokka.nri").info("health on %s (/healthz, /readyz)", settings.health_addr)
-    try:
-        plugin.run(stop)
-    finally:
+
+    def serve(stop: threading.Event, ready: threading.Event) -> None:
+        health = HealthServer(settings.health_addr, plugin.live, plugin.ready).start() if settings.health_addr else None
         if health is not None:
-            health.stop()
-    return 0
+            logging.getLogger("mokka.nri").info("health on %s (/healthz, /readyz)", settings.health_addr)
+        try:
+            plugin.run(stop)
+        finally:
+            if health is not None:
+                health.stop()
+
+    return foreground("mokka-nri", serve)

@@ -6,10 +6,7 @@ This is the contract the Helm chart runs; keep option names stable.
 from __future__ import annotations
 
 import json
-import logging
 import signal
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -20,6 +17,7 @@ from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES
 from ..schema.overlays import SURFACES
 from ..stage.paths import find_root
+from .foreground import foreground, log_to_stdout
 
 node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render.",
                        no_args_is_help=True)
@@ -65,10 +63,8 @@ def up(
                     node_name=node_name, overlay_file=overlay_file.absolute() if overlay_file else None,
                     surfaces=settings_by_surface)
     settings = NodeSettings(root=find_root(root), spec=spec, only=only, teardown_deadline_s=teardown_deadline)
-    _log_to_stdout()
-    stop = threading.Event()
-    _install_signal_handlers(stop)
-    run(settings, stop, threading.Event())
+    log_to_stdout("mokka-node")
+    raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))
 
 
 @node_app.command("down")
@@ -123,23 +119,3 @@ def signal_daemon(pid: int, timeout: float, state: Any) -> None:
     if state.daemon_alive():
         typer.echo(f"daemon pid {pid} did not stop within {timeout:.0f} s; killing it", err=True)
         os.kill(pid, signal.SIGKILL)
-
-
-def _install_signal_handlers(stop: threading.Event) -> None:
-    def handler(signum: int, _frame: object) -> None:
-        if stop.is_set():
-            logging.getLogger(__name__).warning("%s again: teardown is already under way and will finish",
-                                                signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
-def _log_to_stdout() -> None:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("mokka-node: %(message)s"))
-    logger = logging.getLogger("mokka_core")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False

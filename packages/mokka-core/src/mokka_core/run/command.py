@@ -2,8 +2,11 @@
 
 ``run`` shows the root at the real paths in a private mount namespace (see
 :mod:`mokka_core.run.namespace`); ``shim`` needs no namespace and redirects paths with
-the LD_PRELOAD shim instead (C programs only).  Both remove the root when the
-command exits, also on Ctrl-C and SIGTERM, and return the command's exit status.
+the LD_PRELOAD shim instead (C programs only).  Both start every enabled surface's
+services (:mod:`mokka_core.run.services`) and wait until they are ready, run the
+command with what the surfaces say a consumer needs (preloads, environment), then
+stop the services and remove the root when the command exits, also on Ctrl-C and
+SIGTERM, and return the command's exit status.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR
-from ..stage.render import plan_digest, save_digests
+from ..stage.render import consumer_needs, enabled, plan_digest, save_digests, services
 from ..stage.staging import stage_wave
-from ..stage.surface import Entry, StageContext, Surface, discover
+from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
 from . import namespace
+from .services import ServiceFailed, Services
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,9 @@ EXIT_CANNOT_EXEC = 126
 EXIT_NOT_FOUND = 127
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 WATCHED = frozenset({*FORWARDED_SIGNALS, signal.SIGCHLD})
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: where the services' output goes (in the private work directory): CMD's stdout stays its own
+SERVICE_LOG = "services.log"
 
 
 @contextlib.contextmanager
@@ -79,6 +86,8 @@ class NodePlan:
     inputs: Inputs
     node: NodeState
     installed: Mapping[str, type[Surface]]
+    services: dict[str, Service]  # every enabled surface's, by program name
+    needs: ConsumerNeeds  # what CMD needs from the enabled surfaces
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
@@ -86,10 +95,11 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     inputs = spec.inputs()
     node = resolve(inputs)
     installed = discover() if surfaces is None else dict(surfaces)
+    instances = {name: cls() for name, cls in installed.items()}
     ctx = StageContext(root=root, native_dir=native_dir())
-    plans = {name: cls().plan(node, ctx) for name, cls in installed.items()
-             if name not in node.surfaces or node.surfaces[name].enabled}
-    return NodePlan(spec, root, plans, inputs, node, installed)
+    plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
+    programs = {name: service for name, (_, service) in services(node, instances, root).items()}
+    return NodePlan(spec, root, plans, inputs, node, installed, programs, consumer_needs(node, instances, root))
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
@@ -114,11 +124,21 @@ def private_workdir() -> Iterator[Path]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def staged_node(spec: NodeSpec, surfaces: Mapping[str, type[Surface]] | None = None) -> Iterator[StagedNode]:
-    """Stage every enabled installed surface into a fresh private root on disk; remove it all on exit."""
-    with private_workdir() as workdir:
-        yield stage_node(plan_node(spec, workdir / "root", surfaces), workdir)
+def interrupted() -> bool:
+    """Whether Ctrl-C, SIGTERM or SIGHUP is pending (they are held while mokka run sets up)."""
+    pending = signal.sigpending()
+    return any(sig in pending for sig in STOPPING_SIGNALS)
+
+
+def start_services(running: Services, joined: namespace.Joinable | None = None) -> None:
+    """Start the node's services (in ``joined``'s namespace, if given) and wait until they are ready."""
+    try:
+        running.start(before_exec=joined.join if joined is not None else None)
+    finally:
+        if joined is not None:
+            joined.close()
+    running.wait_ready(interrupted=interrupted,
+                       seen_from=Path(f"/proc/{joined.pid}/root") if joined is not None else Path("/"))
 
 
 @contextlib.contextmanager
@@ -171,26 +191,58 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
     namespace; outside, only the empty work directory exists until we remove it.
     """
     rootless = os.geteuid() != 0
-    child_env = dict(os.environ if env is None else env)
     with private_workdir() as workdir:
         node = plan_node(spec, workdir / "root", surfaces)
-        child_env["MOKKA_ROOT"] = str(node.root)
+        child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
         def setup(env: dict[str, str]) -> None:
             started = time.monotonic()
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir)
-            plan = namespace.plan_mounts(staged.root, loader_cache(staged), scratch=workdir)
-            for reason in plan.skipped:
-                log.warning("not shown: %s", reason)
-            if plan.missing_proc_files:
-                _preload_for_missing_proc_files(env, plan.missing_proc_files)
-            namespace.enter(plan)
+            ops = _show_at_real_paths(staged, env)
             log.debug("staged %s and entered the namespace in %.3fs (%d mount operations)",
-                      ", ".join(staged.surfaces) or "nothing", time.monotonic() - started, len(plan.ops))
+                      ", ".join(staged.surfaces) or "nothing", time.monotonic() - started, ops)
+
+        if not node.services:
+            return supervise(argv, child_env, setup)
+        # the services run where CMD does: in its namespace, which exists once its setup is done
+        with Services(node.root, node.services, log_path=workdir / SERVICE_LOG) as running:
+            return supervise(argv, child_env, setup,
+                             set_up=lambda pid: start_services(running, namespace.Joinable(pid, rootless)))
+
+
+def run_on_root(root: Path, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` in a private mount namespace that shows a node already staged under ``root``.
+
+    The root is seen through an overlay on a private tmpfs, so what showing it needs
+    (mount points for /dev's basics) never lands in the staged tree on disk.
+    """
+    rootless = os.geteuid() != 0
+    child_env = {**(os.environ if env is None else env), "MOKKA_ROOT": str(root.absolute())}
+    with held_signals(), private_workdir() as workdir:
+
+        def setup(env: dict[str, str]) -> None:
+            namespace.unshare_mount_namespace(rootless)
+            namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
+            for part in ("upper", "work", "root"):
+                (workdir / part).mkdir()
+            namespace.mount("mokka", str(workdir / "root"), "overlay", 0,
+                            f"lowerdir={root.absolute()},upperdir={workdir / 'upper'},workdir={workdir / 'work'}")
+            _show_at_real_paths(StagedNode(workdir, workdir / "root", (), 0.0), env)
 
         return supervise(argv, child_env, setup)
+
+
+def _show_at_real_paths(staged: StagedNode, env: dict[str, str]) -> int:
+    """In the fresh namespace: mount the staged tree over the real paths; the number of mount operations."""
+    plan = namespace.plan_mounts(staged.root, loader_cache(staged), scratch=staged.workdir)
+    for reason in plan.skipped:
+        log.warning("not shown: %s", reason)
+    if plan.missing_proc_files:
+        _preload_for_missing_proc_files(env, plan.missing_proc_files)
+    namespace.enter(plan)
+    return len(plan.ops)
 
 
 def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> None:
@@ -211,13 +263,16 @@ def run_with_shim(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[S
     if shim is None:
         raise MokkaError(f"the preload shim is not built ({PRELOAD_LIB} missing from the native directory); "
                          "run `make -C native install`")
-    with staged_node(spec, surfaces) as staged:
-        return _run_staged_with_shim(staged, shim, argv, env)
+    with private_workdir() as workdir:
+        node = plan_node(spec, workdir / "root", surfaces)
+        staged = stage_node(node, workdir)
+        child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(staged.root)})
+        with Services(node.root, node.services, log_path=workdir / SERVICE_LOG) as running:
+            start_services(running)
+            return _run_staged_with_shim(staged, shim, argv, child_env)
 
 
-def _run_staged_with_shim(staged: StagedNode, shim: Path, argv: list[str], env: Mapping[str, str] | None) -> int:
-    child_env = dict(os.environ if env is None else env)
-    child_env["MOKKA_ROOT"] = str(staged.root)
+def _run_staged_with_shim(staged: StagedNode, shim: Path, argv: list[str], child_env: dict[str, str]) -> int:
     child_env["MOKKA_PRELOAD_LIB"] = str(shim)
     _prepend(child_env, "LD_LIBRARY_PATH", str(staged.root / LIB_DIR), ":")
     wrapper = shim.parent / WRAPPER
@@ -231,33 +286,66 @@ def _prepend(env: dict[str, str], name: str, value: str, sep: str) -> None:
     env[name] = f"{value}{sep}{env[name]}" if env.get(name) else value
 
 
-def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None) -> int:
+def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
+              set_up: Callable[[int], None] | None = None) -> int:
     """Fork, run ``setup`` in the child, exec ``argv``; relay signals; return the exit status.
 
     CMD stays in our process group, so Ctrl-C from the terminal reaches it
     directly; we only forward signals that were sent to us alone (as sudo does).
     ``setup`` runs in the child before exec and may adjust its environment.
-    A setup or exec failure comes back over a close-on-exec pipe.
+    ``set_up(pid)`` runs here once the child's setup is done, while it waits to exec
+    (the services start in its namespace).  A setup or exec failure comes back over
+    a close-on-exec pipe.
     """
     if not argv:
         raise MokkaError("no command given (usage: mokka run [OPTIONS] -- CMD [ARGS...])")
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # normally already held by held_signals()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if sig in signal.sigpending():
-            raise CommandFailed(128 + sig, f"interrupted by {sig.name} before the command started")
+    _raise_if_interrupted()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    hold = os.pipe2(os.O_CLOEXEC) if set_up is not None else None  # "set up" from the child, "go" to it
+    go = os.pipe2(os.O_CLOEXEC) if set_up is not None else None
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)
-        _child(argv, env, setup, report_w)
+        if hold is not None and go is not None:
+            os.close(hold[0])
+            os.close(go[1])
+        _child(argv, env, setup, report_w, (hold[1], go[0]) if hold is not None and go is not None else None)
     os.close(report_w)
+    if hold is not None and go is not None:
+        os.close(hold[1])
+        os.close(go[0])
     with os.fdopen(report_r, "rb") as report:
+        if set_up is not None and hold is not None and go is not None:
+            _release_when_set_up(pid, set_up, hold[0], go[1])
         failure = report.read().decode(errors="replace")
     status = _wait(pid)
     if failure:
         code, _, message = failure.partition(":")
         raise CommandFailed(int(code), message)
     return status
+
+
+def _raise_if_interrupted() -> None:
+    for sig in STOPPING_SIGNALS:
+        if sig in signal.sigpending():
+            raise CommandFailed(128 + sig, f"interrupted by {sig.name} before the command started")
+
+
+def _release_when_set_up(pid: int, set_up: Callable[[int], None], hold_r: int, go_w: int) -> None:
+    """Wait for the child's setup, run ``set_up(pid)``, then let it exec; on failure it exits instead."""
+    try:
+        if os.read(hold_r, 1):  # nothing: the setup failed, and the report pipe says why
+            set_up(pid)
+            _raise_if_interrupted()
+            os.write(go_w, b"1")
+    except BaseException:
+        os.close(go_w)  # the child exits without exec
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(hold_r)
+    os.close(go_w)
 
 
 class CommandFailed(MokkaError):
@@ -269,11 +357,15 @@ class CommandFailed(MokkaError):
 
 
 def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
-           report_w: int) -> None:
+           report_w: int, hold: tuple[int, int] | None) -> None:
     code = EXIT_SETUP_FAILED
     try:
         if setup is not None:
             setup(env)
+        if hold is not None:
+            os.write(hold[0], b"1")
+            if not os.read(hold[1], 1):  # the parent gave up (a service failed, or a signal): say nothing
+                os._exit(code)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
@@ -316,3 +408,6 @@ def main_run(spec: NodeSpec, argv: list[str], *, use_shim: bool = False,
     except CommandFailed as exc:
         print(f"mokka: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ServiceFailed as exc:
+        print(f"mokka: {exc}", file=sys.stderr)
+        return EXIT_SETUP_FAILED

@@ -349,6 +349,7 @@ def generic_merge_points(root: Path, host: Path, skip: set[str]) -> list[str]:
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 
 def _check(ret: int, what: str) -> None:
@@ -436,3 +437,24 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, MakeFile):
         Path(op.path).write_text(op.content)
 
+
+
+
+class Joinable:
+    """Another process's mount (and user) namespace, opened now so a forked child can join it (``join``)."""
+
+    def __init__(self, pid: int, rootless: bool) -> None:
+        kinds = [("user", CLONE_NEWUSER)] if rootless else []
+        self.pid = pid
+        self._fds = [(os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag)
+                     for name, flag in [*kinds, ("mnt", CLONE_NEWNS)]]
+
+    def join(self) -> None:
+        """Enter the namespaces (in a child between fork and exec: setns needs a single thread)."""
+        for fd, flag in self._fds:
+            _check(_libc.setns(fd, flag), f"setns into the namespace of pid {self.pid}")
+
+    def close(self) -> None:
+        for fd, _ in self._fds:
+            os.close(fd)
+        self._fds = []

@@ -24,7 +24,19 @@ from ..errors import MokkaError
 from . import staging
 from .native import native_dir
 from .paths import STATE_DIR
-from .surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
+from .surface import (
+    CharDevice,
+    ConsumerNeeds,
+    Copy,
+    Dir,
+    Entry,
+    File,
+    Service,
+    StageContext,
+    Surface,
+    Symlink,
+    discover,
+)
 
 if TYPE_CHECKING:  # the models are imported only where a node is resolved: the ctl's fast path renders records
     from ..model.inputs import Inputs
@@ -239,3 +251,10 @@ def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
                 raise staging.StagingError(name, f"service name {service.name!r} is also used by {owner}")
             found[service.name] = (name, service)
     return found
+
+
+def consumer_needs(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], root: Path) -> ConsumerNeeds:
+    """What a consumer process of the node needs, from every enabled surface together."""
+    ctx = context(root)
+    return ConsumerNeeds.combine(surface.consumer(node, ctx)  # type: ignore[arg-type]  # a record reads the same
+                                 for name, surface in surfaces.items() if enabled(node, name))

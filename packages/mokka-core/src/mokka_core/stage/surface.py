@@ -3,8 +3,10 @@
 A surface turns a :class:`NodeState` into a *plan*: the files, links, directories
 and device nodes it wants under a root.  The plan is pure data; ``staging``
 materialises it all-or-nothing and records what it created so teardown leaves no
-residue.  Long-lived parts are declared as :class:`Service` entries for the node
-daemon to supervise.
+residue.  Long-lived parts are declared as :class:`Service` entries, and what a
+consumer process needs (preloaded libraries, environment) as :class:`ConsumerNeeds`:
+``mokka node up`` (under supervisord), ``mokka run``/``mokka shim`` and
+``mokka-sim-<name> serve`` all run the same declarations.
 
 Packages register surfaces through the ``mokka.surfaces`` entry-point group::
 
@@ -15,6 +17,7 @@ Packages register surfaces through the ``mokka.surfaces`` entry-point group::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Union
@@ -68,11 +71,37 @@ Entry = Union[Dir, File, Copy, Symlink, CharDevice]
 
 @dataclass(frozen=True)
 class Service:
-    """A long-lived foreground program the node daemon runs under supervisord."""
+    """A long-lived foreground program of a surface (supervisord runs it under ``mokka node up``)."""
 
     name: str
     command: list[str]
     environment: dict[str, str] = field(default_factory=dict)
+    #: a path under the root that exists once the service is ready; None: ready once started
+    ready_path: str | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerNeeds:
+    """What a process using the node needs besides the staged files: libraries to preload, environment."""
+
+    preload: tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def combine(cls, needs: Iterable[ConsumerNeeds]) -> ConsumerNeeds:
+        preload: list[str] = []
+        environment: dict[str, str] = {}
+        for need in needs:
+            preload += [lib for lib in need.preload if lib not in preload]
+            environment.update(need.environment)
+        return cls(tuple(preload), environment)
+
+    def apply(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with these needs: the environment set, the libraries put first in LD_PRELOAD."""
+        out = {**env, **self.environment}
+        if self.preload:
+            out["LD_PRELOAD"] = ":".join([*self.preload, *filter(None, [env.get("LD_PRELOAD")])])
+        return out
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,10 @@ class Surface(ABC):
 
     def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
         return []
+
+    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+        """What a consumer process of this node needs from this surface (default: nothing)."""
+        return ConsumerNeeds()
 
     def check(self, node: NodeState, ctx: StageContext) -> list[str]:
         """Problems found in what is staged now (empty list: all good)."""

@@ -205,7 +205,7 @@ def serve(argv: list[str] | None = None) -> None:
     import argparse
 
     from ..model.spec import NodeSpec
-    from ..node.cli import _install_signal_handlers, _log_to_stdout
+    from ..node.foreground import foreground, log_to_stdout
 
     parser = argparse.ArgumentParser(prog="python -m mokka_core.testing.runner")
     parser.add_argument("--root", type=Path, required=True)
@@ -224,14 +224,8 @@ def serve(argv: list[str] | None = None) -> None:
         surfaces["broken"] = BrokenSurface()
     settings = NodeSettings(root=args.root, spec=NodeSpec(profile=args.profile, gpus=args.gpus),
                             supervise=args.service is not None)
-    _log_to_stdout()
-    stop = threading.Event()
-    _install_signal_handlers(stop)
-    try:
-        run(settings, stop, threading.Event(), surfaces)
-    except Exception as exc:
-        print(f"mokka-node: {exc}", file=sys.stderr)
-        sys.exit(1)
+    log_to_stdout("mokka-node")
+    sys.exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready, surfaces), errors=(Exception,)))
 
 
 if __name__ == "__main__":

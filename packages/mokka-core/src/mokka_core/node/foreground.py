@@ -1,0 +1,70 @@
+"""How every Mokka daemon lives in the foreground: one ``run(stop, ready)``, signals handled here.
+
+kopf's shape (a thin CLI calls ``run(settings, stop_flag, ready_flag)``) with supervisord's
+rules: stay in the foreground, log to stdout, exit 0 on SIGTERM/SIGINT, and exit
+non-zero at once on bad input (before ``startsecs``, so supervisord gives up instead of
+restarting forever).  Tests call a daemon's ``run`` from a thread instead
+(``mokka_core.testing.runner.DaemonRunner``); nothing here is needed for that.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+from ..errors import MokkaError
+
+EXIT_OK = 0
+#: bad input or a failure to start: the message says which file or value
+EXIT_FAILED = 1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+log = logging.getLogger(__name__)
+
+
+def log_to_stdout(program: str, loggers: tuple[str, ...] = ("mokka_core",), level: int = logging.INFO,
+                  fmt: str = "{program}: %(message)s") -> None:
+    """Send these loggers' records to stdout, each line prefixed with the program name."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(fmt.format(program=program)))
+    for name in loggers:
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+
+
+def stop_on_signals(program: str) -> threading.Event:
+    """An event set by SIGTERM or SIGINT (a second one is logged: the shutdown under way will finish)."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            log.warning("%s: %s again: already stopping, and that will finish", program, name)
+        else:
+            log.info("%s: %s received, stopping", program, name)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+    return stop
+
+
+def foreground(program: str, run: Callable[[threading.Event, threading.Event], None],
+               errors: tuple[type[BaseException], ...] = (MokkaError,)) -> int:
+    """Run ``run(stop, ready)`` until it returns (``stop`` is set by SIGTERM/SIGINT); the exit status.
+
+    An exception of ``errors`` (bad input, cannot start) is one line on stderr and
+    :data:`EXIT_FAILED`; anything else is a bug and keeps its traceback.
+    """
+    stop = stop_on_signals(program)
+    try:
+        run(stop, threading.Event())
+    except errors as exc:
+        print(f"{program}: {exc}" if not str(exc).startswith(program) else str(exc), file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    return EXIT_OK

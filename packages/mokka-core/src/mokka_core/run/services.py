@@ -1,0 +1,128 @@
+"""A node's surface services as plain child processes, for ``mokka run``, ``mokka shim`` and ``mokka-sim-X serve``.
+
+The same :class:`~mokka_core.stage.surface.Service` entries ``mokka node up`` gives
+supervisord, run the way supervisord runs them: each in its own process group with
+``MOKKA_ROOT`` set, stopped with SIGTERM to the group, a bounded wait, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ..errors import MokkaError
+from ..stage.surface import Service
+
+log = logging.getLogger(__name__)
+
+#: how long a service may take to become ready (its ``ready_path`` appears)
+READY_TIMEOUT_S = 30.0
+#: how long a service may take to exit after SIGTERM before its group is killed
+STOP_WAIT_S = 5.0
+
+
+class ServiceFailed(MokkaError):
+    """A service exited or did not become ready in time."""
+
+
+class Services:
+    """The started services of one root; always :meth:`stop` them (or use as a context manager)."""
+
+    def __init__(self, root: Path, services: Mapping[str, Service], *, log_path: Path | None = None) -> None:
+        self.root = root
+        self.services = dict(services)
+        self.log_path = log_path  # None: the services write to our stdout and stderr
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, before_exec: Callable[[], None] | None = None) -> None:
+        """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace)."""
+
+        def prepare() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())  # ours may hold SIGTERM & co. (mokka run does)
+            if before_exec is not None:
+                before_exec()
+
+        output = open(self.log_path, "ab") if self.log_path is not None else None  # noqa: SIM115
+        try:
+            for name, service in sorted(self.services.items()):
+                env = {**os.environ, "MOKKA_ROOT": str(self.root.absolute()), **service.environment}
+                try:
+                    self.processes[name] = subprocess.Popen(
+                        service.command, env=env, start_new_session=True, preexec_fn=prepare,
+                        stdout=output, stderr=subprocess.STDOUT if output is not None else None)
+                except (OSError, subprocess.SubprocessError) as exc:
+                    raise ServiceFailed(f"service {name} could not start: {exc}") from None
+                log.debug("started %s (pid %d)", name, self.processes[name].pid)
+        finally:
+            if output is not None:
+                output.close()
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, interrupted: Callable[[], bool] = lambda: False,
+                   seen_from: Path = Path("/")) -> None:
+        """Return once every service with a ``ready_path`` has it; raise if one exits or ``timeout`` passes.
+
+        ``seen_from``: the file-system root the services see (``/proc/<pid>/root`` of a process in
+        their mount namespace, when that is not ours).
+        """
+        deadline = time.monotonic() + timeout
+        root = seen_from / self.root.absolute().relative_to("/")
+        waiting = {name for name, service in self.services.items() if service.ready_path is not None}
+        while True:
+            self._raise_if_exited()
+            waiting = {name for name in waiting if not (root / str(self.services[name].ready_path)).exists()}
+            if not waiting or interrupted():
+                return
+            if time.monotonic() > deadline:
+                raise ServiceFailed(f"service(s) {', '.join(sorted(waiting))} not ready within {timeout:g} s"
+                                    + self._log_tail())
+            time.sleep(0.01)
+
+    def exited(self) -> str | None:
+        """The name of a service that has exited, if any."""
+        return next((name for name, process in self.processes.items() if process.poll() is not None), None)
+
+    def _raise_if_exited(self) -> None:
+        name = self.exited()
+        if name is not None:
+            raise ServiceFailed(f"service {name} exited with status {self.processes[name].returncode}"
+                                + self._log_tail())
+
+    def _log_tail(self, lines: int = 10) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return ""
+        return "".join(f"\n  {line}" for line in tail)
+
+    def stop(self, wait: float = STOP_WAIT_S) -> None:
+        """SIGTERM every service's process group, wait up to ``wait`` seconds, then SIGKILL what is left."""
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + wait
+        for name, process in self.processes.items():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("service %s did not stop within %g s; killing it", name, wait)
+            _signal_group(process, signal.SIGKILL)  # also what it left running in its group
+            process.wait()
+        self.processes = {}
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
