@@ -299,7 +299,7 @@ def test_mokka_run_lost_gpu_named_by_bus_id(smi: Path) -> None:
 
 
 FABRIC_WATCH = (
-    "import ctypes, time, pynvml as N\n"
+    "import ctypes, sys, time, pynvml as N\n"
     "class I(ctypes.Structure):\n"
     "    _fields_ = [('u', ctypes.c_char * 16), ('status', ctypes.c_uint), ('clique', ctypes.c_uint),"
     " ('state', ctypes.c_ubyte)]\n"
@@ -308,7 +308,9 @@ FABRIC_WATCH = (
     "end = time.monotonic() + 30\n"
     "while time.monotonic() < end and seen[-3:] != [3, 2, 3]:\n"
     "    i = I(); assert get(h, ctypes.byref(i)) == 0\n"
-    "    if seen[-1:] != [i.state]: seen.append(i.state); print('watch', i.state, flush=True)\n"
+    "    if seen[-1:] != [i.state]:\n"
+    "        seen.append(i.state); print('watch', i.state, flush=True)\n"
+    "        if len(sys.argv) > 1: open(sys.argv[1], 'w').write(str(i.state))  # what it sees now\n"
     "    time.sleep(0.05)\n"
 )
 
@@ -321,8 +323,13 @@ def test_mokka_run_fabric_state_follows_nv_fabricmanager(smi: Path, tmp_path: Pa
     watch.write_text(FABRIC_WATCH)
     state = "nvidia-smi -q -i 0 | grep -A1 '^    Fabric' | tail -1"
     marker = "$MOKKA_ROOT/var/lib/mokka/run/fabricmanager.ready"
-    script = (f"{state}; {sys.executable} {watch} & W=$!; sleep 1; kill $(cat {marker});"
-              f" while [ -e {marker} ]; do sleep 0.1; done; {state};"
+    watching = tmp_path / "watching"
+
+    def seen(fabric_state: str) -> str:  # until the watcher has seen it (at most 10 s)
+        return f"for i in $(seq 200); do grep -qx {fabric_state} {watching} 2>/dev/null && break; sleep 0.05; done"
+
+    script = (f"{state}; {sys.executable} {watch} {watching} & W=$!;"
+              f" {seen('3')}; kill $(cat {marker}); {seen('2')}; {state};"
               f" nv-fabricmanager & F=$!; while [ ! -e {marker} ]; do sleep 0.1; done;"
               f" wait $W; {state}; kill $F; wait $F")
     done = _mokka_run(smi, "--profile", "h100", "--", "sh", "-c", script)
