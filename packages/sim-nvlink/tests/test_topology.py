@@ -67,7 +67,7 @@ def test_cluster_uuid_and_clique_from_overlay_by_node_name(tmp_path: Path) -> No
 def test_links_command_prints_the_model(tmp_path: Path) -> None:
     overlay = tmp_path / "topology.yaml"
     overlay.write_text(OVERLAY)
-    result = CliRunner().invoke(app, ["links", "-p", "gb200", "--node-name", "gb200-c", "--overlay", str(overlay)])
+    result = CliRunner().invoke(app, ["links", "-p", "gb200", "--node-name", "gb200-c", "--overlay-file", str(overlay)])
     assert result.exit_code == 0, result.output
     assert "GPU0\t X \tNV18\tNV18\tNV18" in result.output
     assert "GPU 3 Link 17: 53.125 GB/s -> NVSwitch" in result.output

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mokka_core.cli.sim import RootOpt, make_app, run
+from mokka_core.cli.options import RootOpt
+from mokka_core.cli.sim import make_app, node_root, run
 from mokka_core.errors import MokkaError
 
 from . import config, responder
@@ -38,9 +39,12 @@ ShimOpt = Annotated[bool, typer.Option(help="Preload the shim (MAD and verbs too
 
 
 @app.command()
-def respond(root: RootOpt = Path("/"), listen: ListenOpt = "127.0.0.1:0",
+def respond(root: RootOpt = None, listen: ListenOpt = "127.0.0.1:0",
             fabric_dir: FabricDirOpt = Path(DEFAULT_FABRIC_DIR), peer: PeerOpt = None) -> None:
-    """Run the MAD responder of the node staged under --root in the foreground (SIGTERM stops it)."""
+    """Run the MAD responder of the node staged under --root in the foreground (SIGTERM stops it).
+
+    Example: mokka-sim-ib respond --root /tmp/node --fabric-dir /run/mokka/ib-fabric
+    """
     from mokka_core.node.foreground import foreground, log_to_stdout
 
     peers = list(peer or []) + [p for p in os.environ.get("MOKKA_IB_PEERS", "").split(",") if p]
@@ -52,9 +56,11 @@ def respond(root: RootOpt = Path("/"), listen: ListenOpt = "127.0.0.1:0",
         typer.echo(f"{RESPONDER}: {exc}", err=True)
         raise typer.Exit(2) from None
 
+    where = node_root(root)
+
     def serve(stop: threading.Event, ready: threading.Event) -> None:
         try:
-            responder.run(root / config.NODE_CONFIG, root / config.SOCKET, listen_at, fabric_dir, addresses, stop,
+            responder.run(where / config.NODE_CONFIG, where / config.SOCKET, listen_at, fabric_dir, addresses, stop,
                           ready)
         except FileNotFoundError as exc:
             raise MokkaError(f"{exc.filename}: not staged (run `mokka-sim-ib stage` first)") from None
@@ -63,20 +69,24 @@ def respond(root: RootOpt = Path("/"), listen: ListenOpt = "127.0.0.1:0",
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec_cmd(ctx: typer.Context, root: RootOpt = Path("/"), mount: MountOpt = True, shim: ShimOpt = True) -> None:
-    """Run a command on the node staged under --root, shim preloaded. Example: exec --root R -- ibping -L 0x2f49"""
+def exec_cmd(ctx: typer.Context, root: RootOpt = None, mount: MountOpt = True, shim: ShimOpt = True) -> None:
+    """Run a command on the node staged under --root, shim preloaded.
+
+    Example: mokka-sim-ib exec --root /tmp/node -- ibping -c 1 -L 0x2f49
+    """
     from mokka_core.run.command import CommandFailed, held_signals, run_on_root
 
     if not ctx.args:
         raise typer.BadParameter("give the command to run after --")
     if shim and shim_path() is None:
         raise MokkaError(f"{SHIM_NAME} is not built: run `make -C packages/sim-ib/native install`")
-    env = consumer_needs(root).apply(os.environ) if shim else dict(os.environ)
+    where = node_root(root)
+    env = consumer_needs(where).apply(os.environ) if shim else dict(os.environ)
     if not mount:
         os.execvpe(ctx.args[0], ctx.args, env)
     try:
         with held_signals():
-            status = run_on_root(root, list(ctx.args), env)
+            status = run_on_root(where, list(ctx.args), env)
     except CommandFailed as exc:
         typer.echo(f"mokka-sim-ib: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None

@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -19,6 +19,7 @@ from ..model.resolve import NodeState
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
 from ..schema.loader import load_profile
+from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt
 
 app = typer.Typer(
     name="mokka",
@@ -30,23 +31,9 @@ app = typer.Typer(
 )
 profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
-from ..node.cli import node_app  # noqa: E402 - the `mokka node` daemon commands
+from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
-
-ProfileOpt = Annotated[
-    Optional[str], typer.Option("--profile", "-p", help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}.")
-]
-ProfileFileOpt = Annotated[
-    Optional[Path], typer.Option("--profile-file", help="A profile YAML file (wins over --profile).")
-]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", "-n", help="GPU count (default: the profile's).")]
-NodeNameOpt = Annotated[
-    Optional[str], typer.Option("--node-name", help="Node name (default: $NODE_NAME or mokka-node).")
-]
-DisableOpt = Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")]
-FailOpt = Annotated[list[str], typer.Option("--fail", help="Surface to stage in its failed form (repeatable).")]
-
 
 @profile_app.command("list")
 def profile_list() -> None:

@@ -8,45 +8,42 @@ from __future__ import annotations
 import json
 import signal
 import time
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from ..model.spec import NodeSpec, surface_settings
-from ..schema.builtin import BUILTIN_PROFILES
+from ..node.foreground import foreground, log_to_stdout
 from ..schema.overlays import SURFACES
 from ..stage.paths import find_root
-from .foreground import foreground, log_to_stdout
+from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt
 
 node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render.",
                        no_args_is_help=True)
 
-RootOpt = Annotated[Optional[Path], typer.Option("--root", help="Node root (default: $MOKKA_ROOT, the cluster "
-                                                 "root if staged, else /).")]
 
 
 @node_app.command("up")
 def up(
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help=f"Built-in profile: "
-                                                   f"{', '.join(BUILTIN_PROFILES)}.")] = None,
-    profile_file: Annotated[Optional[Path], typer.Option("--profile-file", help="Profile YAML (watched).")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="GPU count.")] = None,
+    profile: ProfileOpt = None,
+    profile_file: ProfileFileOpt = None,
+    gpus: GpusOpt = None,
     root: RootOpt = None,
-    node_name: Annotated[Optional[str], typer.Option("--node-name", help="Node name (default $NODE_NAME).")] = None,
-    overlay_file: Annotated[Optional[Path], typer.Option("--overlay-file", help="Topology overlay (watched).")] = None,
+    node_name: NodeNameOpt = None,
+    overlay_file: OverlayFileOpt = None,
     surfaces: Annotated[Optional[str], typer.Option("--surfaces", help="Comma-separated surfaces to run "
                                                     "(default: every installed one).")] = None,
-    disable: Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")] = [],  # noqa: B006
-    fail: Annotated[list[str], typer.Option("--fail", help="Surface to stage failed (repeatable).")] = [],  # noqa: B006
+    disable: DisableOpt = [],  # noqa: B006 - typer needs a literal default
+    fail: FailOpt = [],  # noqa: B006
     teardown_deadline: Annotated[float, typer.Option("--teardown-deadline", help="Seconds teardown may take.")] = 10.0,
 ) -> None:
-    """Stage the node (all surfaces or none), supervise services, re-render on change; SIGTERM tears it down.
+    """Stage the node (all surfaces or none), supervise services, re-render when the profile, overlay or
+    override file changes; SIGTERM tears it down.
 
     Example: mokka node up --profile h100 --gpus 8 --root /tmp/node
     """
-    from .daemon import run
-    from .settings import NodeSettings
+    from ..node.daemon import run
+    from ..node.settings import NodeSettings
 
     settings_by_surface = surface_settings(disable, fail)
     only = None
@@ -76,8 +73,8 @@ def down(
 
     Example: mokka node down --root /tmp/node
     """
-    from .runstate import RunState
-    from .teardown import teardown_node
+    from ..node.runstate import RunState
+    from ..node.teardown import teardown_node
 
     where = find_root(root).absolute()
     state = RunState.load(where)
@@ -98,7 +95,7 @@ def status(
 
     Example: mokka node status --root /tmp/node --json
     """
-    from .status import node_status, status_table
+    from ..node.status import node_status, status_table
 
     report = node_status(find_root(root).absolute())
     if as_json:

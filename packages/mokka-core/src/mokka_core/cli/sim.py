@@ -6,39 +6,24 @@ Run alone, a surface stages only itself; this is what its container image runs
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ..errors import MokkaError
 from ..model.spec import NodeSpec
-from ..schema.builtin import BUILTIN_PROFILES
 from ..stage.native import native_dir
+from ..stage.paths import find_root
 from ..stage.staging import stage_wave, teardown
 from ..stage.surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
+from .options import GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt
 
-RootOpt = Annotated[
-    Path, typer.Option("--root", envvar="MOKKA_ROOT", help="Directory the node is staged under ($MOKKA_ROOT).")
-]
-ProfileOpt = Annotated[
-    Optional[str],
-    typer.Option("--profile", "-p", envvar="MOKKA_PROFILE", help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}."),
-]
-ProfileFileOpt = Annotated[
-    Optional[Path], typer.Option("--profile-file", envvar="MOKKA_PROFILE_FILE", help="Profile YAML file.")
-]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", "-n", envvar="MOKKA_GPUS", help="GPU count.")]
-NodeNameOpt = Annotated[Optional[str], typer.Option("--node-name", envvar="NODE_NAME", help="Node name.")]
 FailedOpt = Annotated[bool, typer.Option("--failed", help="Stage this surface in its failed form.")]
-OverlayOpt = Annotated[
-    Optional[Path],
-    typer.Option("--overlay-file", envvar="MOKKA_OVERLAY_FILE", help="Topology overlay (cliques)."),
-]
-
 
 def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
     name = surface_cls.name
@@ -50,38 +35,49 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         pretty_exceptions_enable=False,
     )
 
-    def context(root: Path, profile: str | None, profile_file: Path | None, gpus: int | None,
+    def context(root: Path | None, profile: str | None, profile_file: Path | None, gpus: int | None,
                 node_name: str | None, failed: bool, overlay_file: Path | None = None,
                 ) -> tuple[Surface, StageContext, NodeSpec]:
+        """The surface, where it is staged (``root`` None: not on disk, for ``plan``) and the node spec."""
         if overlay_file is not None and not overlay_file.is_file():
             raise MokkaError(f"--overlay-file: {overlay_file} does not exist")
         settings = {name: {"enabled": True, "state": "failed" if failed else "healthy"}}
         spec = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
                         overlay_file=overlay_file, surfaces=settings)
-        return surface_cls(), StageContext(root=root, native_dir=native_dir()), spec
+        return surface_cls(), StageContext(root=root or Path("/"), native_dir=native_dir()), spec
 
     @app.command()
-    def stage(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+    def stage(root: RootOpt = None, profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
               gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
-              overlay_file: OverlayOpt = None) -> None:
-        """Stage this surface under --root (all or nothing). Example: mokka-sim-NAME stage --root /tmp/node -p h100"""
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
+              overlay_file: OverlayFileOpt = None) -> None:
+        """Stage this surface under --root (all or nothing).
+
+        Example: mokka-sim-NAME stage --root /tmp/node -p h100
+        """
+        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
         plan = surface.plan(spec.resolve(), ctx)
-        stage_wave({name: plan}, root)
-        typer.echo(f"{name}: staged {len(plan)} entries under {root}")
+        stage_wave({name: plan}, ctx.root)
+        typer.echo(f"{name}: staged {len(plan)} entries under {ctx.root}")
 
     @app.command("teardown")
-    def teardown_cmd(root: RootOpt = Path("/")) -> None:
-        """Remove everything this surface staged under --root, and nothing else."""
-        removed = teardown(root, name)
-        typer.echo(f"{name}: {'removed' if removed else 'nothing staged'} under {root}")
+    def teardown_cmd(root: RootOpt = None) -> None:
+        """Remove everything this surface staged under --root, and nothing else.
+
+        Example: mokka-sim-NAME teardown --root /tmp/node
+        """
+        where = node_root(root)
+        removed = teardown(where, name)
+        typer.echo(f"{name}: {'removed' if removed else 'nothing staged'} under {where}")
 
     @app.command()
-    def check(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+    def check(root: RootOpt = None, profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
               gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
-              overlay_file: OverlayOpt = None) -> None:
-        """Compare what is staged under --root with the node state; exit 1 and list problems if they differ."""
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
+              overlay_file: OverlayFileOpt = None) -> None:
+        """Compare what is staged under --root with the node state; exit 1 and list problems if they differ.
+
+        Example: mokka-sim-NAME check --root /tmp/node -p h100
+        """
+        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
         problems = surface.check(spec.resolve(), ctx)
         for problem in problems:
             typer.echo(problem, err=True)
@@ -91,16 +87,19 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
     @app.command()
     def plan(profile: ProfileOpt = None, profile_file: ProfileFileOpt = None, gpus: GpusOpt = None,
-             node_name: NodeNameOpt = None, failed: FailedOpt = False, overlay_file: OverlayOpt = None) -> None:
-        """Print what stage would create, one entry per line, without touching the disk."""
-        surface, ctx, spec = context(Path("/"), profile, profile_file, gpus, node_name, failed, overlay_file)
+             node_name: NodeNameOpt = None, failed: FailedOpt = False, overlay_file: OverlayFileOpt = None) -> None:
+        """Print what stage would create, one entry per line, without touching the disk.
+
+        Example: mokka-sim-NAME plan -p h100 --gpus 2
+        """
+        surface, ctx, spec = context(None, profile, profile_file, gpus, node_name, failed, overlay_file)
         for entry in surface.plan(spec.resolve(), ctx):
             typer.echo(describe_entry(entry))
 
     @app.command()
-    def serve(root: RootOpt = Path("/"), profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
+    def serve(root: RootOpt = None, profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
               gpus: GpusOpt = None, node_name: NodeNameOpt = None, failed: FailedOpt = False,
-              overlay_file: OverlayOpt = None) -> None:
+              overlay_file: OverlayFileOpt = None) -> None:
         """Stage, run this surface's services in the foreground until SIGTERM/SIGINT, then tear down.
 
         Example: mokka-sim-NAME serve --root /tmp/node -p h100
@@ -108,7 +107,7 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         from ..node.foreground import foreground, log_to_stdout
         from ..run.services import ServiceFailed, Services
 
-        surface, ctx, spec = context(root, profile, profile_file, gpus, node_name, failed, overlay_file)
+        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
         node = spec.resolve()
         services = {service.name: service for service in surface.services(node, ctx)}
         program = f"mokka-sim-{name}"
@@ -116,24 +115,32 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         log = logging.getLogger(f"mokka_core.cli.sim.{name}")
 
         def serve_node(stop: threading.Event, ready: threading.Event) -> None:
-            stage_wave({name: surface.plan(node, ctx)}, root)
+            stage_wave({name: surface.plan(node, ctx)}, ctx.root)
             try:
-                with Services(root, services) as running:
+                with Services(ctx.root, services) as running:
                     running.start()
                     running.wait_ready(interrupted=stop.is_set)
                     ready.set()
-                    log.info("serving under %s (%d service(s)); SIGTERM to stop", root, len(services))
+                    log.info("serving under %s (%d service(s)); SIGTERM to stop", ctx.root, len(services))
                     while not stop.wait(0.2):
                         exited = running.exited()
                         if exited is not None:
                             raise ServiceFailed(f"service {exited} exited; stopping")
             finally:
-                teardown(root, name)
+                teardown(ctx.root, name)
                 log.info("torn down")
 
         raise typer.Exit(foreground(program, serve_node))
 
+    for command in app.registered_commands:  # the examples name this package's command
+        if command.callback is not None and command.callback.__doc__:
+            command.help = inspect.cleandoc(command.callback.__doc__).replace("mokka-sim-NAME", f"mokka-sim-{name}")
     return app
+
+
+def node_root(root: Path | None) -> Path:
+    """--root, else $MOKKA_ROOT, else a cluster node's root; never / unless given (``--root /``)."""
+    return find_root(root, required=True)
 
 
 def describe_entry(entry: object) -> str:

@@ -4,8 +4,8 @@ Stage every enabled surface in one all-or-nothing wave (plans built in parallel)
 write the node file, start the surfaces' services under supervisord, mark ready,
 then re-render on every change of the profile, overlay or override file until
 ``stop_flag`` is set.  Whatever happens, a started node is torn down before
-``run`` returns.  Signals are not handled here: the CLI (``node.cli``) turns
-SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
+``run`` returns.  Signals are not handled here: ``mokka node up`` (``cli.node``, through
+``node.foreground``) turns SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
 (``mokka_core.testing.runner.DaemonRunner``).
 """
 

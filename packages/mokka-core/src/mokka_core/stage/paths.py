@@ -11,6 +11,8 @@ import os
 import sysconfig
 from pathlib import Path
 
+from ..errors import MokkaError
+
 #: Mokka's own bookkeeping under a root: node spec, override file, manifests, logs.
 STATE_DIR = "var/lib/mokka"
 NODE_FILE = f"{STATE_DIR}/node.json"
@@ -38,8 +40,12 @@ LIB_DIR = f"usr/lib/{multiarch()}"
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
 
 
-def find_root(explicit: Path | None = None) -> Path:
-    """The root a command acts on: --root, else $MOKKA_ROOT, else a cluster node's root, else /."""
+def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
+    """The root a command acts on: --root, else $MOKKA_ROOT, else a cluster node's root, else /.
+
+    ``required``: never fall back to / (a surface command that writes would stage into the host);
+    refuse instead, so / is used only when asked for (``--root /``).
+    """
     if explicit is not None:
         return explicit
     env = os.environ.get("MOKKA_ROOT")
@@ -47,4 +53,7 @@ def find_root(explicit: Path | None = None) -> Path:
         return Path(env)
     if (CLUSTER_ROOT / NODE_FILE).exists():
         return CLUSTER_ROOT
+    if required:
+        raise MokkaError(f"no node root: give --root DIR (--root / means this host itself), set $MOKKA_ROOT, "
+                         f"or run on a cluster node (a node staged under {CLUSTER_ROOT})")
     return Path("/")
