@@ -302,22 +302,16 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # normally already held by held_signals()
     _raise_if_interrupted()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
-    hold = os.pipe2(os.O_CLOEXEC) if set_up is not None else None  # "set up" from the child, "go" to it
-    go = os.pipe2(os.O_CLOEXEC) if set_up is not None else None
+    gate = Gate() if set_up is not None else None
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)
-        if hold is not None and go is not None:
-            os.close(hold[0])
-            os.close(go[1])
-        _child(argv, env, setup, report_w, (hold[1], go[0]) if hold is not None and go is not None else None)
+        _child(argv, env, setup, report_w, gate.child_end() if gate is not None else None)
     os.close(report_w)
-    if hold is not None and go is not None:
-        os.close(hold[1])
-        os.close(go[0])
     with os.fdopen(report_r, "rb") as report:
-        if set_up is not None and hold is not None and go is not None:
-            _release_when_set_up(pid, set_up, hold[0], go[1])
+        if set_up is not None and gate is not None:
+            gate.parent_end()
+            gate.run_when_set_up(pid, set_up)
         failure = report.read().decode(errors="replace")
     status = _wait(pid)
     if failure:
@@ -332,20 +326,45 @@ def _raise_if_interrupted() -> None:
             raise CommandFailed(128 + sig, f"interrupted by {sig.name} before the command started")
 
 
-def _release_when_set_up(pid: int, set_up: Callable[[int], None], hold_r: int, go_w: int) -> None:
-    """Wait for the child's setup, run ``set_up(pid)``, then let it exec; on failure it exits instead."""
-    try:
-        if os.read(hold_r, 1):  # nothing: the setup failed, and the report pipe says why
-            set_up(pid)
-            _raise_if_interrupted()
-            os.write(go_w, b"1")
-    except BaseException:
-        os.close(go_w)  # the child exits without exec
-        os.waitpid(pid, 0)
-        raise
-    finally:
-        os.close(hold_r)
-    os.close(go_w)
+class Gate:
+    """Holds the child between its setup and its exec: "set up" goes child -> parent, "go" parent -> child.
+
+    Both pipes are close-on-exec, and a closed end means "no": a child whose setup failed
+    sends nothing (the report pipe says why); a parent that gives up closes "go" unsent.
+    """
+
+    def __init__(self) -> None:
+        self.done_r, self.done_w = os.pipe2(os.O_CLOEXEC)
+        self.go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
+
+    def child_end(self) -> Gate:
+        os.close(self.done_r)
+        os.close(self.go_w)
+        return self
+
+    def parent_end(self) -> None:
+        os.close(self.done_w)
+        os.close(self.go_r)
+
+    def wait_for_go(self) -> bool:
+        """In the child, after its setup: say so, then whether the parent lets it exec."""
+        os.write(self.done_w, b"1")
+        return bool(os.read(self.go_r, 1))
+
+    def run_when_set_up(self, pid: int, set_up: Callable[[int], None]) -> None:
+        """In the parent: once the child is set up, ``set_up(pid)``, then go; on failure the child exits."""
+        try:
+            if os.read(self.done_r, 1):
+                set_up(pid)
+                _raise_if_interrupted()
+                os.write(self.go_w, b"1")
+        except BaseException:
+            os.close(self.go_w)
+            os.waitpid(pid, 0)
+            raise
+        finally:
+            os.close(self.done_r)
+        os.close(self.go_w)
 
 
 class CommandFailed(MokkaError):
@@ -357,15 +376,13 @@ class CommandFailed(MokkaError):
 
 
 def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
-           report_w: int, hold: tuple[int, int] | None) -> None:
+           report_w: int, gate: Gate | None) -> None:
     code = EXIT_SETUP_FAILED
     try:
         if setup is not None:
             setup(env)
-        if hold is not None:
-            os.write(hold[0], b"1")
-            if not os.read(hold[1], 1):  # the parent gave up (a service failed, or a signal): say nothing
-                os._exit(code)
+        if gate is not None and not gate.wait_for_go():  # the parent gave up (a service failed, a signal)
+            os._exit(code)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
