@@ -620,7 +620,14 @@ def test_acceptance_fabric_manager_runs_before_the_command(real_node: None) -> N
 
 @pytest.mark.consumer
 def test_acceptance_imex_daemon_runs_on_gb200(real_node: None) -> None:
+    import socket
+
     require_surfaces("imex")
+    with socket.socket() as probe:  # IMEX's fixed server port: one domain per machine, as on real nodes
+        try:
+            probe.bind(("127.0.0.1", 50000))
+        except OSError:
+            pytest.skip("127.0.0.1:50000 is taken (another IMEX domain runs on this machine)")
     ctl = Path(sys.executable).parent / "nvidia-imex-ctl"
     script = f'echo "$MOKKA_ROOT"; for i in $(seq 50); do {ctl} -q && break; sleep 0.1; done; ps -eww -o args'
     done = mokka_run("--profile", "gb200", "--gpus", "2", "--", "sh", "-c", script)
