@@ -1,0 +1,1 @@
+"""Surface API, staging, the render engine and the node store."""
