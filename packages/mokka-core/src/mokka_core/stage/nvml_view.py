@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .nvml_keys import HEADER
 from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
            "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]
 
-HEADER = "mokka-nvml-state 1"
 STATE_FILE_NAME = "mokka-nvml.state"
 
 # nvml.h enumerations
