@@ -16,7 +16,7 @@ import argparse
 import struct
 import sys
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec, surface_settings
 from mokka_core.run.command import main_run
 from mokka_core.stage.paths import LIB_DIR
@@ -38,7 +38,7 @@ def config_header() -> bytes:
 class FakePci(Surface):
     name = "pci"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         gpu_on = node.surfaces["gpu"].enabled if "gpu" in node.surfaces else True
         entries: list[Entry] = [Dir("sys/bus/pci/drivers/nvidia")]
         for gpu in node.gpus:
@@ -59,7 +59,7 @@ class FakePci(Surface):
 class FakeGpu(Surface):
     name = "gpu"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         entries: list[Entry] = [CharDevice("dev/nvidiactl", 195, 255)]
         entries += [CharDevice(f"dev/nvidia{gpu.minor_number}", 195, gpu.minor_number) for gpu in node.gpus]
         entries += [

@@ -14,16 +14,16 @@ from mokka_core.stage.surface import Dir, Entry, Service, StageContext, Surface
 from .paths import RUN_DIR
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class FabricmanagerSurface(Surface):
     name = "fabricmanager"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [Dir(RUN_DIR)]
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         command = [sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(ctx.root)]
         if node.surface(self.name).state == "failed":
             command.append("--failed")

@@ -19,7 +19,7 @@ from .hca import CAP_MASK, GID_PREFIX, MELLANOX_VENDOR_ID, PHYS_STATES, RATES, S
 from .mad import PortModel
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 IB_STATE_DIR = f"{STATE_DIR}/ib"
 NODE_CONFIG = f"{IB_STATE_DIR}/node.json"
@@ -53,7 +53,7 @@ class NodeConfig:
             raise ValueError(f"{path}: not a sim-ib node file ({exc})") from None
 
 
-def node_config(node: NodeState, views: list[PortView]) -> NodeConfig:
+def node_config(node: Node, views: list[PortView]) -> NodeConfig:
     prefix = node.infiniband.guid_prefix if node.infiniband else "a088c203"
     # The subnet manager is not on any simulated host: it stands for the fabric's (unmodelled) switch.
     sm_guid = (int(prefix.replace(":", "")[:8], 16) << 32) | 0x1

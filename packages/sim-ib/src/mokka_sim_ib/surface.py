@@ -10,13 +10,13 @@ from mokka_core.stage.surface import Dir, Entry, File, Service, StageContext, Su
 from . import config, hca, sysfs
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class IbSurface(Surface):
     name = "ib"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         views = hca.ports(node)
         if not views:
             return []
@@ -27,7 +27,7 @@ class IbSurface(Surface):
             File(config.NODE_CONFIG, node_file, mode=0o644),
         ]
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         if not hca.ports(node):
             return []
         command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]

@@ -20,7 +20,7 @@ from . import procdevices
 from .config import CONFIG_DIR, CONFIG_FILE, DEFAULT_NODE_IP, NODES_CONFIG_FILE, render_config, render_nodes_config
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 CHANNEL_DIR = "dev/nvidia-caps-imex-channels"
 CAPS_DIR = "dev/nvidia-caps"
@@ -49,7 +49,7 @@ def host_proc_devices() -> tuple[str, str]:
 class ImexSurface(Surface):
     name = "imex"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         text, source = host_proc_devices()
         majors = procdevices.choose_majors(text, source)
         entries: list[Entry] = [Dir(CHANNEL_DIR), Dir(CAPS_DIR)]
@@ -64,13 +64,13 @@ class ImexSurface(Surface):
         entries.append(File(NODES_CONFIG_FILE, render_nodes_config([DEFAULT_NODE_IP])))
         return entries
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         command = [sys.executable, "-m", "mokka_sim_imex.daemon", "-c", str(ctx.root / CONFIG_FILE)]
         if node.surface(self.name).state == "failed":
             command.append("--failed")
         return [Service(name="nvidia-imex", command=command)]
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
         problems = []
         for entry in self.plan(node, ctx):
             target = ctx.root / entry.path

@@ -17,16 +17,16 @@ from . import statefile
 from .topology import fabric_placement, nv_matrix
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class NvlinkSurface(Surface):
     name = "nvlink"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
         try:
             values = statefile.read(ctx.root / NVML_STATE_FILE)
         except statefile.StateFileError as exc:

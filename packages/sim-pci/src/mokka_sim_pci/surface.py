@@ -23,19 +23,19 @@ from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
 from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class PciSurface(Surface):
     name = "pci"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         if not node.surface("pci").enabled:
             return []
         return render_pci_tree(node)
 
 
-def render_pci_tree(node: NodeState) -> list[Entry]:
+def render_pci_tree(node: Node) -> list[Entry]:
     functions = pci_functions(node)
     nr_cpus = cpu_count(node)
     entries: list[Entry] = [Dir(BUS_DEVICES)]

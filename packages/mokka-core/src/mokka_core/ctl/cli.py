@@ -202,10 +202,9 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         if args.verb == "status":
             return show_status(root, args.json)
         from .store import apply
-        from .verbs import FAST_VERBS
 
         outcome = apply(root, mutation(args), surfaces=surfaces, start_empty=args.verb == "reset" and not args.gpu,
-                        fast=args.verb in FAST_VERBS)
+                        validate=args.verb == "set")
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -222,27 +221,24 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if os.environ.get("MOKKA_CTL_VERBOSE"):
         print(f"rendered: {outcome.render.summary()}", file=sys.stderr)
-        print(f"path: {'fast' if outcome.fast else 'full'}; pydantic loaded: {'pydantic' in sys.modules}",
-              file=sys.stderr)
+        print(f"node from: {'snapshot' if outcome.from_snapshot else 'files'}; "
+              f"pydantic loaded: {'pydantic' in sys.modules}", file=sys.stderr)
     return 0
 
 
 def show_status(root: Path, as_json: bool) -> int:
     import json
 
-    from ..model.records import NodeRecord
     from ..stage import snapshot
     from .report import node_summary, table
 
     snap = snapshot.load(root)
     if snap is not None:
-        node: Any = NodeRecord(snap.data["node"])
+        node = snap.node()
     else:
         from ..stage import nodefile
-        from ..stage.render import resolve_with
 
-        inputs = nodefile.load(root).inputs()
-        node = resolve_with(inputs, inputs.override)
+        node = nodefile.load(root).resolve()
     summary = node_summary(node, root)
     print(json.dumps(summary, indent=2) if as_json else table(summary), flush=True)
     return 0

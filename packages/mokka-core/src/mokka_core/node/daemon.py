@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MokkaError
-from ..model.records import NodeRecord
-from ..model.resolve import NodeState
+from ..model.apply import apply
+from ..model.node import Node
+from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.lock import node_lock
 from ..stage.paths import OVERRIDE_FILE, STATE_DIR
-from ..stage.render import Interrupted, installed_surfaces, render, resolve_with, services
+from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.surface import Service, Surface
 from . import runstate
 from .runstate import RunState, process_start_ticks
@@ -64,11 +65,12 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         with node_lock(root):
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
             inputs = spec.inputs()
-            node = resolve_with(inputs, inputs.override)
+            base, doc = resolve_parts(inputs)
+            node = apply(base, doc)
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
             nodefile.save(root, spec)
-            snapshot.save(root, inputs, node, chosen)
+            snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -128,11 +130,11 @@ def _set_phase(root: Path, state: RunState, phase: str) -> None:
         log.warning("cannot record phase %s: %s", phase, exc)
 
 
-def _programs(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
+def _programs(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
     return {name: service for name, (_, service) in services(node, chosen, root).items()}
 
 
-def _owners(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
+def _owners(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
     return {name: surface for name, (surface, _) in services(node, chosen, root).items()}
 
 
@@ -181,18 +183,18 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     (A writer that renders other surfaces, such as the allocation watcher that renders none,
     leaves a snapshot this daemon renders after all.)
     """
-    node: NodeState | NodeRecord
     try:
         with node_lock(root):
             fresh = snapshot.load(root)
-            if fresh is not None and fresh.rendered_with(chosen):
-                node = NodeRecord(fresh.data["node"])
+            if fresh is not None and fresh.was_rendered_with(chosen):
+                node = fresh.node()
                 log.info("re-rendered: nothing changed (the writer of the change rendered it)")
             else:
                 inputs = spec.inputs()
-                node = resolve_with(inputs, inputs.override)
+                base, doc = resolve_parts(inputs)
+                node = apply(base, doc)
                 result = render(root, node, chosen, stop=stop_flag)
-                snapshot.save(root, inputs, node, chosen)
+                snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
                 log.info("re-rendered: %s", result.summary())
     except Interrupted:
         return programs

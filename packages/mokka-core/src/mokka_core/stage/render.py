@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,11 +26,8 @@ from .native import native_dir
 from .paths import STATE_DIR
 from .surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
 
-if TYPE_CHECKING:  # the models are imported only where a node is resolved: the ctl's fast path renders records
-    from ..model.inputs import Inputs
-    from ..model.records import NodeRecord
-    from ..model.resolve import NodeState
-    from ..schema.overlays import Override
+if TYPE_CHECKING:
+    from ..model.node import Node
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +92,9 @@ def _save_surface_cache(root: Path, classes: Mapping[str, type[Surface]]) -> Non
     os.replace(tmp, path)
 
 
-def enabled(node: NodeState | NodeRecord, name: str) -> bool:
+def enabled(node: Node, name: str) -> bool:
     """Whether the node wants surface ``name`` staged (surfaces the node state does not know are on)."""
-    settings = node.surfaces.get(name)  # type: ignore[call-overload]
+    settings = node.surfaces.get(name)
     return True if settings is None else bool(settings.enabled)
 
 
@@ -105,13 +102,7 @@ def context(root: Path) -> StageContext:
     return StageContext(root=root, native_dir=native_dir())
 
 
-def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
-    from ..model.resolve import resolve
-
-    return resolve(replace(inputs, override=override))
-
-
-def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], ctx: StageContext,
+def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
                 stop: threading.Event | None = None) -> dict[str, list[Entry]]:
     """Every surface's plan; the first failure names its surface.
 
@@ -127,7 +118,7 @@ def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], c
 
     def build(name: str, surface: Surface) -> None:
         try:
-            results[name] = list(surface.plan(node, ctx))  # type: ignore[arg-type]  # a record reads the same
+            results[name] = list(surface.plan(node, ctx))
         except BaseException as exc:
             errors[name] = exc
         finally:
@@ -195,7 +186,7 @@ def save_digests(root: Path, digests: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], *, force: bool = False,
+def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
            stop: threading.Event | None = None) -> RenderResult:
     """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes."""
     ctx = context(root)
@@ -225,7 +216,7 @@ def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surf
     return result
 
 
-def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
+def services(node: Node, surfaces: Mapping[str, Surface],
              root: Path) -> dict[str, tuple[str, Service]]:
     """The long-lived programs of every enabled surface, by program name: {program: (surface, service)}."""
     ctx = context(root)
@@ -233,7 +224,7 @@ def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
     for name, surface in surfaces.items():
         if not enabled(node, name):
             continue
-        for service in surface.services(node, ctx):  # type: ignore[arg-type]  # a record reads the same
+        for service in surface.services(node, ctx):
             if service.name in found:
                 owner = found[service.name][0]
                 raise staging.StagingError(name, f"service name {service.name!r} is also used by {owner}")

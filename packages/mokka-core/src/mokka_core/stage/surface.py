@@ -1,6 +1,6 @@
 """The surface plugin interface and discovery of installed surfaces.
 
-A surface turns a :class:`NodeState` into a *plan*: the files, links, directories
+A surface turns a :class:`Node` into a *plan*: the files, links, directories
 and device nodes it wants under a root.  The plan is pure data; ``staging``
 materialises it all-or-nothing and records what it created so teardown leaves no
 residue.  Long-lived parts are declared as :class:`Service` entries for the node
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Union
 
 if TYPE_CHECKING:
-    from ..model.resolve import NodeState
+    from ..model.node import Node
 
 
 ENTRY_POINT_GROUP = "mokka.surfaces"
@@ -89,13 +89,13 @@ class Surface(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         """Everything this surface wants under ``ctx.root`` for ``node``; must not touch the disk."""
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         return []
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
         """Problems found in what is staged now (empty list: all good)."""
         problems = []
         for entry in self.plan(node, ctx):
