@@ -24,8 +24,8 @@ from mokka_core.cluster.testing import FakeKubelet
 from mokka_core.model.resolve import NodeState
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import OVERRIDE_FILE
 from mokka_core.stage.render import resolve_with
+from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing import consumers
 
 GIB = 1 << 30

@@ -32,9 +32,8 @@ from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.schema.merge import merge_all
 from mokka_core.schema.profile import DeviceConfig
 from mokka_core.stage import nodefile, snapshot
-from mokka_core.stage.lock import node_lock
-from mokka_core.stage.paths import OVERRIDE_FILE
 from mokka_core.stage.render import build_plans, context, installed_surfaces, plan_digest, resolve_with, services
+from mokka_core.stage.store import OVERRIDE_FILE, NodeStore
 from mokka_core.stage.surface import Surface
 from mokka_core.testing.runner import DaemonRunner, ProbeSurface, nvml_surface
 
@@ -110,7 +109,7 @@ def test_fast_and_full_paths_make_the_same_node(tmp_path: Path, profile: str) ->
         for words in COMMANDS:
             args, mutate = parse(root, words)
             assert args.verb in FAST_VERBS
-            with node_lock(root):
+            with NodeStore(root).lock():
                 full = outcome_of(prepare_full, root, mutate)
                 fast = outcome_of(prepare_fast, root, mutate)
             if isinstance(full, str):
@@ -168,18 +167,18 @@ def test_stale_missing_or_corrupt_snapshots_take_the_full_path(tmp_path: Path) -
         assert [gpu.config.thermal.temperature_gpu_c for gpu in full_resolve(root).gpus] == [70, 33]
         assert apply(root, mutate, surfaces=chosen, fast=True).fast  # the full path wrote a new snapshot
 
-        (root / snapshot.SNAPSHOT_FILE).write_text('{"format": 1, "inputs": [')
+        NodeStore(root).snapshot.write_text('{"format": 1, "inputs": [')
         assert snapshot.load(root) is None
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
 
-        data = json.loads((root / snapshot.SNAPSHOT_FILE).read_text())  # well-formed, fresh, but nonsense
+        data = json.loads(NodeStore(root).snapshot.read_text())  # well-formed, fresh, but nonsense
         for gpu in data["node"]["gpus"]:
             del gpu["uuid"]
-        (root / snapshot.SNAPSHOT_FILE).write_text(json.dumps(data))
+        NodeStore(root).snapshot.write_text(json.dumps(data))
         assert snapshot.load(root) is not None
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
 
-        (root / snapshot.SNAPSHOT_FILE).unlink()
+        NodeStore(root).snapshot.unlink()
         assert not apply(root, mutate, surfaces=chosen, fast=True).fast
 
 

@@ -12,8 +12,8 @@ from mokka_core.ctl.cli import EXAMPLES, build_parser, execute
 from mokka_core.model.resolve import NodeState
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import OVERRIDE_FILE
 from mokka_core.stage.render import resolve_with
+from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
 
 

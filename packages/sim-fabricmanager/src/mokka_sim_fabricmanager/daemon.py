@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mokka_core.stage.paths import find_root
-
-from .paths import FABRICMANAGER_READY_FILE
+from mokka_core.stage.store import NodeStore
 
 REASSERT_SECONDS = 2.0
 INIT_DELAY_ENV = "MOKKA_FABRICMANAGER_INIT_DELAY_SEC"
@@ -27,7 +26,7 @@ PROGRAM = "nv-fabricmanager"
 
 
 def marker_path(root: Path) -> Path:
-    return root / FABRICMANAGER_READY_FILE
+    return NodeStore(root).fabricmanager_ready
 
 
 def write_marker(path: Path) -> None:

@@ -25,8 +25,6 @@ Two ways to the changed node, one outcome:
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import ConfigError, MokkaError
-from ..model.inputs import Fingerprint, fingerprint
+from ..model.inputs import Fingerprint
 from ..model.records import NodeRecord
 from ..model.shapes import NotFast
 from ..stage import snapshot
-from ..stage.lock import node_lock
-from ..stage.paths import OVERRIDE_FILE
 from ..stage.render import RenderResult, installed_surfaces, render
 from ..stage.staging import StagingError
+from ..stage.store import NodeStore, atomic_write
 from .complete import complete
 
 if TYPE_CHECKING:
@@ -73,7 +70,7 @@ def override_path(root: Path) -> Path:
     from ..stage import nodefile
 
     spec = nodefile.load(root)
-    return spec.override_file or root / OVERRIDE_FILE
+    return spec.override_file or NodeStore(root).override_file
 
 
 def read_document(path: Path) -> Document:
@@ -113,17 +110,7 @@ def write_document(path: Path, doc: Document) -> Fingerprint:
     """Replace the file with ``doc``; returns the new file's fingerprint (taken before it is visible)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if doc else ""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".overrides-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # consumers may read as another user
-        written = fingerprint(tmp)  # rename keeps inode, size and mtime
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return written
+    return atomic_write(path, text)
 
 
 def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | None = None,
@@ -132,7 +119,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
 
     ``fast``: the verb checks its own values, so the node's snapshot may stand in for the full resolve.
     """
-    with node_lock(root):
+    with NodeStore(root).lock():
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
         change = None
         if fast and not start_empty:
@@ -181,7 +168,7 @@ def prepare_full(root: Path, mutate: Mutation, *, start_empty: bool = False) -> 
     from ..stage.render import resolve_with
 
     spec = nodefile.load(root)
-    path = spec.override_file or root / OVERRIDE_FILE
+    path = spec.override_file or NodeStore(root).override_file
     inputs = spec.inputs(with_override=False)
     doc: Document = {} if start_empty else read_document(path)
     try:

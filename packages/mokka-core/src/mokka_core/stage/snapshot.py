@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +35,7 @@ from ..model.records import NodeRecord
 from ..model.shapes import Shapes, lay_over
 from ..schema.merge import merge_all
 from ..version import __version__
-from .paths import NODE_FILE, STATE_DIR
+from .store import NodeStore, atomic_write
 
 if TYPE_CHECKING:
     from ..model.inputs import Inputs
@@ -45,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
 FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ class Snapshot:
 def load(root: Path) -> Snapshot | None:
     """The root's snapshot if it still describes the node; None otherwise (never raises for bad content)."""
     try:
-        data = json.loads((root / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
             return None
         inputs = data["inputs"]
@@ -121,13 +118,14 @@ def save(root: Path, inputs: Inputs, node: NodeState, surfaces: Mapping[str, obj
     from ..model.resolve import base_configs
     from ..model.shapes import device_shapes
 
-    path = root / SNAPSHOT_FILE
+    store = NodeStore(root)
+    path = store.snapshot
     known = inputs.fingerprints or {}
     if str(inputs.override_source) not in known or not path.parent.is_dir():
         path.unlink(missing_ok=True)
         return
     # the node file is written by the same command from the same spec, just before this
-    fingerprints = {**known, str(root / NODE_FILE): fingerprint(root / NODE_FILE)}
+    fingerprints = {**known, str(store.node_file): fingerprint(store.node_file)}
     data = {
         "format": FORMAT_VERSION,
         "mokka_core": __version__,
@@ -153,20 +151,7 @@ def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
 
 def _write(root: Path, data: dict[str, Any]) -> None:
     """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
-    path = root / SNAPSHOT_FILE
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+        atomic_write(NodeStore(root).snapshot, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
     except OSError as exc:
         log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder; dump streams in Python
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
