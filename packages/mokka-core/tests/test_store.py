@@ -1,7 +1,8 @@
-"""The node's state directory: its layout, the node lock, the one atomic write."""
+"""The node's state directory: its layout, the node lock, the one atomic write, and who may rename files."""
 
 from __future__ import annotations
 
+import ast
 import os
 import posixpath
 import select
@@ -15,6 +16,14 @@ import pytest
 from mokka_core.model.inputs import fingerprint
 from mokka_core.stage import store
 from mokka_core.stage.store import STATE_DIR, NodeStore, atomic_write
+
+PACKAGES = Path(__file__).resolve().parents[2]
+#: The only modules of product code that may rename files, and why.
+RENAMERS = {
+    "mokka-core/src/mokka_core/stage/store.py": "atomic_write, the one atomic write of a file",
+    "mokka-core/src/mokka_core/stage/staging.py": "publishing a wave of plans, and rolling it back",
+    "mokka-core/src/mokka_core/testing/consumers.py": "publishing a fetched tool's unpacked directory in the cache",
+}
 
 
 def layout_constants() -> dict[str, str]:
@@ -149,3 +158,40 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
     thread.join()
     assert reads > 0
 
+
+MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
+
+
+def renames(source: str) -> list[int]:
+    """Lines calling os.replace/os.rename/os.renames/shutil.move, or a rename/replace method of a path."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name, owner = node.func.attr, node.func.value
+        module = owner.id if isinstance(owner, ast.Name) else None
+        by_module = (module, name) in MOVES
+        path_method = module not in ("os", "shutil") and (  # Path.replace takes one argument, str.replace two
+            name == "rename" or (name == "replace" and len(node.args) == 1 and not node.keywords))
+        if by_module or path_method:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_only_three_modules_of_product_code_rename_files() -> None:
+    places = {}
+    for path in sorted(PACKAGES.glob("*/src/**/*.py")):
+        lines = renames(path.read_text())
+        if lines:
+            places[path.relative_to(PACKAGES).as_posix()] = lines
+    listing = "\n".join(f"  {module}: lines {', '.join(map(str, lines))}" for module, lines in places.items())
+    assert len(places) <= 3 and set(places) <= set(RENAMERS), (
+        f"only {', '.join(RENAMERS)} may rename files (write one through stage.store.atomic_write);"
+        f" found:\n{listing}")
+    assert len(places["mokka-core/src/mokka_core/stage/store.py"]) == 1, listing
+
+
+def test_the_rename_scan_sees_every_spelling() -> None:
+    source = ("import os, shutil\nos.replace(a, b)\nos.rename(a, b)\nshutil.move(a, b)\npath.rename(b)\n"
+              "path.replace(b)\ntext.replace('a', 'b')\ndataclasses.replace(x, y=1)\n")
+    assert renames(source) == [2, 3, 4, 5, 6]

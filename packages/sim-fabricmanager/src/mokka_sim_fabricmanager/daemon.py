@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mokka_core.stage.paths import find_root
-from mokka_core.stage.store import NodeStore
+from mokka_core.stage.store import NodeStore, atomic_write
 
 REASSERT_SECONDS = 2.0
 INIT_DELAY_ENV = "MOKKA_FABRICMANAGER_INIT_DELAY_SEC"
@@ -31,10 +31,7 @@ def marker_path(root: Path) -> Path:
 
 def write_marker(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{os.getpid()}\n")
-    tmp.chmod(0o644)
-    os.replace(tmp, path)
+    atomic_write(path, f"{os.getpid()}\n")
 
 
 def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,
