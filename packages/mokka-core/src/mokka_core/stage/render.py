@@ -53,7 +53,7 @@ def installed_surfaces(only: tuple[str, ...] | None = None, root: Path | None = 
 
     Scanning the entry points of every installed distribution costs tens of
     milliseconds, which a ctl change cannot afford, so with ``root`` the result is
-    remembered in the root's state dir (``surfaces.json``) and later calls import
+    remembered in the root's state dir (``NodeStore.surface_cache``) and later calls import
     the recorded classes directly; a record that no longer imports is rebuilt, and
     ``refresh`` (the daemon at start-up) always rebuilds it.
     """
