@@ -35,8 +35,7 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage.paths import NVML_STATE_FILE
-from mokka_core.stage.render import DIGEST_FILE
-from mokka_core.stage.snapshot import SNAPSHOT_FILE
+from mokka_core.stage.store import PLAN_DIGESTS, SNAPSHOT
 from mokka_core.testing.runner import DaemonRunner
 
 
@@ -109,13 +108,13 @@ def bench_ctl(spec: NodeSpec, runs: int, change: Callable[[int], list[str]],
     with DaemonRunner(settings):
         watched = root / NVML_STATE_FILE
         if not watched.exists():
-            watched = root / DIGEST_FILE
+            watched = root / PLAN_DIGESTS
         for n in range(runs):
             before = signature(watched)
             cpu_before = children_cpu()
             started = time.monotonic()
             if full:  # as if there were no snapshot: the full path, pydantic and all
-                (root / SNAPSHOT_FILE).unlink(missing_ok=True)
+                (root / SNAPSHOT).unlink(missing_ok=True)
             proc = subprocess.Popen([ctl, "--root", str(root), *change(n)], stdout=subprocess.DEVNULL)
             seen = exited = None
             while seen is None or exited is None:

@@ -25,7 +25,7 @@ from mokka_core.model.node import Node
 from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import OVERRIDE_FILE
+from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing import consumers
 
 GIB = 1 << 30

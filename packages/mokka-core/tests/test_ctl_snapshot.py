@@ -31,8 +31,8 @@ from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.schema.merge import merge_all
 from mokka_core.schema.profile import DeviceConfig
 from mokka_core.stage import nodefile, snapshot
-from mokka_core.stage.paths import OVERRIDE_FILE
 from mokka_core.stage.render import build_plans, context, installed_surfaces, plan_digest
+from mokka_core.stage.store import OVERRIDE_FILE, SNAPSHOT
 from mokka_core.stage.surface import Surface
 from mokka_core.testing.runner import DaemonRunner, ProbeSurface, nvml_surface
 
@@ -108,7 +108,7 @@ def test_a_change_from_the_snapshot_is_the_node_its_files_resolve_to(tmp_path: P
             _, mutate = parse(root, words)
             outcome = attempt(root, mutate, chosen)
             if isinstance(outcome, str):  # the same refusal without the snapshot
-                (root / snapshot.SNAPSHOT_FILE).unlink()
+                (root / SNAPSHOT).unlink()
                 assert attempt(root, mutate, chosen) == outcome, words
                 assert snapshot.load(root) is None  # nothing was rendered, nothing recorded
                 apply(root, mutation(build_parser().parse_args(["temp", "0", "40"])), surfaces=chosen)
@@ -149,18 +149,18 @@ def test_stale_missing_or_nonsense_snapshots_resolve_the_files(tmp_path: Path) -
         assert [gpu.config.thermal.temperature_gpu_c for gpu in from_files(root).gpus] == [70, 33]
         assert apply(root, mutate, surfaces=chosen).from_snapshot  # the files' node was recorded
 
-        (root / snapshot.SNAPSHOT_FILE).write_text('{"format": 2, "inputs": [')
+        (root / SNAPSHOT).write_text('{"format": 2, "inputs": [')
         assert snapshot.load(root) is None
         assert not apply(root, mutate, surfaces=chosen).from_snapshot
 
-        data = json.loads((root / snapshot.SNAPSHOT_FILE).read_text())  # well-formed, fresh, but nonsense
+        data = json.loads((root / SNAPSHOT).read_text())  # well-formed, fresh, but nonsense
         for gpu in data["base"]["gpus"]:
             del gpu["uuid"]
-        (root / snapshot.SNAPSHOT_FILE).write_text(json.dumps(data))
+        (root / SNAPSHOT).write_text(json.dumps(data))
         assert snapshot.load(root) is None
         assert not apply(root, mutate, surfaces=chosen).from_snapshot
 
-        (root / snapshot.SNAPSHOT_FILE).unlink()
+        (root / SNAPSHOT).unlink()
         assert not apply(root, mutate, surfaces=chosen).from_snapshot
 
 

@@ -14,7 +14,7 @@ from mokka_core.model.node import Node
 from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import OVERRIDE_FILE
+from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
 
 

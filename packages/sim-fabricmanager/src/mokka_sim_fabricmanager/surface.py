@@ -9,9 +9,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from mokka_core.stage.store import RUN_DIR
 from mokka_core.stage.surface import Dir, Entry, Service, StageContext, Surface
-
-from .paths import RUN_DIR
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node

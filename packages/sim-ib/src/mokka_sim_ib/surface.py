@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from mokka_core.stage.store import IB_DIR
 from mokka_core.stage.surface import Dir, Entry, File, Service, StageContext, Surface
 
 from . import config, hca, sysfs
@@ -23,7 +24,7 @@ class IbSurface(Surface):
         node_file = config.node_config(node, views).to_json()
         return [
             *sysfs.device_entries(node, views),
-            Dir(config.IB_STATE_DIR),
+            Dir(IB_DIR),
             File(config.NODE_CONFIG, node_file, mode=0o644),
         ]
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mokka_core.stage.store import IMEX_DIR
 from mokka_core.stage.surface import CharDevice, Dir, Entry, File, Service, StageContext, Surface
 
 from . import procdevices
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 CHANNEL_DIR = "dev/nvidia-caps-imex-channels"
 CAPS_DIR = "dev/nvidia-caps"
 CAPABILITY_FILE = "proc/driver/nvidia/capabilities/fabric-imex-mgmt"
-PROC_DEVICES_FILE = "var/lib/mokka/imex/proc-devices"
+PROC_DEVICES_FILE = f"{IMEX_DIR}/proc-devices"
 #: the driver's channel limit; the DRA driver allocates channel ids below it
 CHANNEL_COUNT = 2048
 #: minor of the fabric-imex-mgmt capability on the nvidia-caps major

@@ -14,8 +14,6 @@ new document validated first.
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +23,10 @@ import yaml
 
 from ..errors import ConfigError, MokkaError
 from ..model import apply as model_apply
-from ..model.inputs import Fingerprint, fingerprint
+from ..model.inputs import Fingerprint
 from ..stage import snapshot
-from ..stage.lock import node_lock
-from ..stage.paths import OVERRIDE_FILE
 from ..stage.render import RenderResult, installed_surfaces, render
+from ..stage.store import NodeStore, atomic_write
 
 if TYPE_CHECKING:
     from ..model.node import Node
@@ -72,7 +69,7 @@ def override_path(root: Path) -> Path:
     from ..stage import nodefile
 
     spec = nodefile.load(root)
-    return spec.override_file or root / OVERRIDE_FILE
+    return spec.override_file or NodeStore(root).override_file
 
 
 def read_document(path: Path) -> Document:
@@ -115,17 +112,7 @@ def write_document(path: Path, doc: Document) -> Fingerprint:
     """Replace the file with ``doc``; returns the new file's fingerprint (taken before it is visible)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if doc else ""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".overrides-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # consumers may read as another user
-        written = fingerprint(tmp)  # rename keeps inode, size and mtime
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return written
+    return atomic_write(path, text)
 
 
 def current(root: Path, *, start_empty: bool = False) -> Current:
@@ -142,7 +129,7 @@ def current(root: Path, *, start_empty: bool = False) -> Current:
     from ..stage import nodefile
 
     spec = nodefile.load(root)
-    path = spec.override_file or root / OVERRIDE_FILE
+    path = spec.override_file or NodeStore(root).override_file
     read = spec.inputs(with_override=False)
     doc = {} if start_empty else read_document(path)
     base = resolve_base(read)
@@ -159,7 +146,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
 
     ``validate``: the verb writes values it does not check itself, so the new document is validated.
     """
-    with node_lock(root):
+    with NodeStore(root).lock():
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
         now = current(root, start_empty=start_empty)
         doc: Document = {} if start_empty else now.doc

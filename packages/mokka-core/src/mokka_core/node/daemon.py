@@ -25,9 +25,8 @@ from ..model.node import Node
 from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
-from ..stage.lock import node_lock
-from ..stage.paths import OVERRIDE_FILE, STATE_DIR
 from ..stage.render import Interrupted, installed_surfaces, render, services
+from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
 from . import runstate
 from .runstate import RunState, process_start_ticks
@@ -62,7 +61,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
-        with node_lock(root):
+        with NodeStore(root).lock():
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
             inputs = spec.inputs()
             base, doc = resolve_parts(inputs)
@@ -107,7 +106,7 @@ def _claim(root: Path) -> RunState:
     for rel in ("", *_ancestors(STATE_DIR)):
         if not (root / rel).is_dir():
             created.append(rel)
-    preexisting = [OVERRIDE_FILE] if (root / OVERRIDE_FILE).exists() else []
+    preexisting = [OVERRIDE_FILE] if NodeStore(root).override_file.exists() else []
     if existing is not None:  # a dead daemon's leftovers: keep what it recorded as not ours
         created = existing.created_dirs
         preexisting = existing.preexisting
@@ -184,7 +183,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     leaves a snapshot this daemon renders after all.)
     """
     try:
-        with node_lock(root):
+        with NodeStore(root).lock():
             fresh = snapshot.load(root)
             if fresh is not None and fresh.was_rendered_with(chosen):
                 node = fresh.node()

@@ -9,7 +9,7 @@ Given the staged ``root`` (``render_nvml_state(node, root)``, what the gpu surfa
 runtime couplings are rendered as well:
 
 * fabric state ``auto`` follows the fake fabric manager: the file names its readiness marker
-  (``<root>/`` :data:`~mokka_core.stage.paths.FABRICMANAGER_READY_FILE`) and the library reports
+  (``<root>/`` :data:`~mokka_core.stage.store.FABRICMANAGER_READY`) and the library reports
   In Progress until the marker exists, then Completed;
 * NVLink error injection (``nvlink_error.rate`` errors/s per active link, optional ``links``)
   accrues in the library from a wall-clock epoch; the epoch and the errors accrued before it are
@@ -27,7 +27,6 @@ its own (merged) ``dynamic_metrics`` block.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Mapping
@@ -36,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .nvml_keys import HEADER
-from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
+from .paths import NVML_STATE_FILE
+from .store import NodeStore, atomic_write
 
 if TYPE_CHECKING:
     from ..model.config import FabricHealth
@@ -565,7 +565,7 @@ def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) ->
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    ready_file = str(Path(root).absolute() / FABRICMANAGER_READY_FILE) if root is not None else None
+    ready_file = str(NodeStore(Path(root).absolute()).fabricmanager_ready) if root is not None else None
     if ready_file is not None:
         if "\n" in ready_file or len(ready_file) >= 512:
             raise ValueError(f"root {root}: not usable in the state file (line break, or path too long)")
@@ -598,21 +598,5 @@ def write_nvml_state(node: Node, path: str | os.PathLike[str],
                      root: str | os.PathLike[str] | None = None) -> Path:
     """Write the state file atomically (temp file in the same directory, fsync, rename), mode 0644."""
     target = Path(path)
-    text = render_nvml_state(node, root)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(target, render_nvml_state(node, root), durable=True)
     return target

@@ -1,4 +1,5 @@
-"""Where things live under a staged root.  Nothing else in Mokka hard-codes these paths.
+"""Where things live under a staged root.  Nothing else in Mokka hard-codes these paths
+(the names in Mokka's own state directory are :mod:`.store`'s).
 
 The root is ``/`` on a node that shows the simulation at the real paths, a private
 directory under ``mokka run`` (mounted over the real paths in a private namespace),
@@ -11,17 +12,7 @@ import os
 import sysconfig
 from pathlib import Path
 
-#: Mokka's own bookkeeping under a root: node spec, override file, manifests, logs.
-STATE_DIR = "var/lib/mokka"
-NODE_FILE = f"{STATE_DIR}/node.json"
-OVERRIDE_FILE = f"{STATE_DIR}/overrides.yaml"
-OVERLAY_FILE = f"{STATE_DIR}/topology.yaml"
-LOCK_FILE = f"{STATE_DIR}/overrides.yaml.lock"
-#: Runtime markers of the simulated daemons.
-RUN_DIR = f"{STATE_DIR}/run"
-#: Exists exactly while the fake fabric manager has the fabric trained; the NVML library reports
-#: fabric state ``auto`` as In Progress until it exists, then Completed.
-FABRICMANAGER_READY_FILE = f"{RUN_DIR}/fabricmanager.ready"
+from .store import NodeStore
 
 #: Default root of a cluster node (hostPath), used when neither --root nor $MOKKA_ROOT is given.
 CLUSTER_ROOT = Path("/var/lib/mokka/root")
@@ -45,6 +36,6 @@ def find_root(explicit: Path | None = None) -> Path:
     env = os.environ.get("MOKKA_ROOT")
     if env:
         return Path(env)
-    if (CLUSTER_ROOT / NODE_FILE).exists():
+    if NodeStore(CLUSTER_ROOT).node_file.exists():
         return CLUSTER_ROOT
     return Path("/")

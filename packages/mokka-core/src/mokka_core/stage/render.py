@@ -5,7 +5,7 @@ after it wrote the override file, so both converge the same way.  A digest of ea
 surface's last published plan is kept in the state directory; a surface is
 restaged when its new plan's digest differs (or it is not staged), torn down when
 the node no longer enables it, and left alone otherwise.  Callers hold
-:func:`mokka_core.stage.lock.node_lock`.
+:meth:`mokka_core.stage.store.NodeStore.lock`.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from typing import TYPE_CHECKING
 from ..errors import MokkaError
 from . import staging
 from .native import native_dir
-from .paths import STATE_DIR
+from .store import NodeStore, atomic_write
 from .surface import CharDevice, Copy, Dir, Entry, File, Service, StageContext, Surface, Symlink, discover
 
 if TYPE_CHECKING:
     from ..model.node import Node
 
 log = logging.getLogger(__name__)
-
-DIGEST_FILE = f"{STATE_DIR}/plans.json"
-SURFACES_FILE = f"{STATE_DIR}/surfaces.json"
 
 
 @dataclass
@@ -53,7 +50,7 @@ def installed_surfaces(only: tuple[str, ...] | None = None, root: Path | None = 
 
     Scanning the entry points of every installed distribution costs tens of
     milliseconds, which a ctl change cannot afford, so with ``root`` the result is
-    remembered in the root's state dir (``surfaces.json``) and later calls import
+    remembered in the root's state dir (``NodeStore.surface_cache``) and later calls import
     the recorded classes directly; a record that no longer imports is rebuilt, and
     ``refresh`` (the daemon at start-up) always rebuilds it.
     """
@@ -69,7 +66,7 @@ def _cached_surfaces(root: Path) -> dict[str, type[Surface]] | None:
     import importlib
 
     try:
-        record = json.loads((root / SURFACES_FILE).read_text())
+        record = json.loads(NodeStore(root).surface_cache.read_text())
         found: dict[str, type[Surface]] = {}
         for name, target in record.items():
             module, _, attr = target.partition(":")
@@ -83,13 +80,11 @@ def _cached_surfaces(root: Path) -> dict[str, type[Surface]] | None:
 
 
 def _save_surface_cache(root: Path, classes: Mapping[str, type[Surface]]) -> None:
-    path = root / SURFACES_FILE
+    path = NodeStore(root).surface_cache
     if not path.parent.is_dir():
         return
     record = {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in classes.items()}
-    tmp = path.with_name(f".surfaces.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(record, indent=1))
 
 
 def enabled(node: Node, name: str) -> bool:
@@ -172,18 +167,16 @@ def plan_digest(plan: list[Entry]) -> str:
 
 def load_digests(root: Path) -> dict[str, str]:
     try:
-        data = json.loads((root / DIGEST_FILE).read_text())
+        data = json.loads(NodeStore(root).plan_digests.read_text())
     except (OSError, ValueError):
         return {}  # unknown digests only cost a restage
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def save_digests(root: Path, digests: Mapping[str, str]) -> None:
-    path = root / DIGEST_FILE
+    path = NodeStore(root).plan_digests
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".plans.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(dict(sorted(digests.items())), indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(dict(sorted(digests.items())), indent=1))
 
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +30,10 @@ from ..model.codec import decode, encode
 from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
 from ..version import __version__
-from .paths import NODE_FILE, STATE_DIR
+from .store import NodeStore, atomic_write
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
 FORMAT_VERSION = 2
 
 
@@ -59,7 +56,7 @@ class Snapshot:
 def load(root: Path) -> Snapshot | None:
     """The root's snapshot if it still describes the node; None otherwise (never raises for bad content)."""
     try:
-        data = json.loads((root / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
             return None
         inputs = data["inputs"]
@@ -85,13 +82,14 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
     it was written, so a file changed since makes the snapshot stale at once.  Without them (a node
     built in memory) the snapshot is removed instead.
     """
-    path = root / SNAPSHOT_FILE
+    store = NodeStore(root)
+    path = store.snapshot
     known = dict(inputs or {})
     if str(override_path) not in known or not path.parent.is_dir():
         path.unlink(missing_ok=True)
         return
     # the node file is written by the same command from the same spec, just before this
-    known[str(root / NODE_FILE)] = fingerprint(root / NODE_FILE)
+    known[str(store.node_file)] = fingerprint(store.node_file)
     _write(root, {
         "format": FORMAT_VERSION,
         "mokka_core": __version__,
@@ -114,20 +112,7 @@ def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
 
 def _write(root: Path, data: dict[str, Any]) -> None:
     """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
-    path = root / SNAPSHOT_FILE
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+        atomic_write(NodeStore(root).snapshot, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
     except OSError as exc:
         log.warning("node snapshot not written (%s): the next nvml-mock-ctl change resolves the node", exc)
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder; dump streams in Python
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change resolves the node", exc)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MokkaError
+from .store import NodeStore, atomic_write
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
 
 log = logging.getLogger(__name__)
-
-MANIFEST_DIR = "var/lib/mokka/manifests"
 
 
 class StagingError(MokkaError):
@@ -46,7 +45,7 @@ class Manifest:
 
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:
-        path = manifest_path(root, surface)
+        path = NodeStore(root).manifest(surface)
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -57,20 +56,14 @@ class Manifest:
                    digests=dict(data.get("digests") or {}))
 
     def save(self, root: Path) -> None:
-        path = manifest_path(root, self.surface)
+        path = NodeStore(root).manifest(self.surface)
         self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                   "digests": self.digests}, separators=(",", ":")))
-        os.replace(tmp, path)
-
-
-def manifest_path(root: Path, surface: str) -> Path:
-    return root / MANIFEST_DIR / f"{surface}.json"
+        atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                                       "digests": self.digests}, separators=(",", ":")))
 
 
 def staged_surfaces(root: Path) -> list[str]:
-    directory = root / MANIFEST_DIR
+    directory = NodeStore(root).manifests_dir
     return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
 
 
@@ -159,7 +152,7 @@ def teardown(root: Path, surface: str) -> bool:
         return False
     for rel in reversed(manifest.entries):
         _remove(root / rel)
-    manifest_path(root, surface).unlink(missing_ok=True)
+    NodeStore(root).manifest(surface).unlink(missing_ok=True)
     leftovers = _remove_empty_dirs(root, manifest.dirs)
     if leftovers:
         _adopt_dirs(root, leftovers)
