@@ -242,3 +242,41 @@ def test_apply_names_what_it_cannot_place() -> None:
     bare = base.replace(gpus=(base.gpus[0].replace(config=base.gpus[0].config.replace(power=None)),))
     with pytest.raises(ApplyError, match=r"devices\.0\.power: .*default_limit_mw"):
         apply_override(bare, {"all": {"power": {"current_draw_mw": 1}}})
+
+
+class CountingSurface(ProbeSurface):
+    """Reads only the thermal block; counts how often its plan is built."""
+
+    name = "counting"
+    reads = frozenset({"thermal"})
+    built = 0
+
+    def plan(self, node: Any, ctx: Any) -> Any:
+        type(self).built += 1
+        return super().plan(node, ctx)
+
+
+def test_a_change_builds_only_the_plans_that_read_it(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    chosen: dict[str, Surface] = {"gpu": nvml_surface(), "counting": CountingSurface()}
+    with start(root, "h100", chosen):
+        built = CountingSurface.built
+        for words, rebuilt in ((("power", "0", "90"), False), (("temp", "0", "71"), True),
+                               (("fail", "1", "lost"), False), (("fail-surface", "pci"), True)):
+            _, mutate = parse(root, words)
+            outcome = apply(root, mutate, surfaces=chosen)
+            assert CountingSurface.built == built + rebuilt, words
+            assert ("counting" in outcome.render.unchanged) != rebuilt or "counting" in outcome.render.staged
+            built = CountingSurface.built
+        assert snapshot.load(root).node() == from_files(root)
+
+
+def test_touched_fields_names_configuration_fields_only() -> None:
+    from mokka_core.stage.render import touched_fields
+
+    node = NodeSpec(profile="h100", gpus=2).resolve()
+    warmer = apply_override(node, {"devices": {"1": {"thermal": {"temperature_gpu_c": 80}, "fan": {"count": 3}}}})
+    assert touched_fields(node, warmer) == {"thermal", "fan"}
+    assert touched_fields(node, node) == frozenset()
+    assert touched_fields(node, apply_override(node, {"surfaces": {"nvlink": {"state": "failed"}}})) is None
+    assert touched_fields(node, NodeSpec(profile="h100", gpus=3).resolve()) is None

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 class FabricmanagerSurface(Surface):
     name = "fabricmanager"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [Dir(RUN_DIR)]

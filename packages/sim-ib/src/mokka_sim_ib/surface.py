@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 class IbSurface(Surface):
     name = "ib"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         views = hca.ports(node)

@@ -49,6 +49,8 @@ def host_proc_devices() -> tuple[str, str]:
 
 class ImexSurface(Surface):
     name = "imex"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         text, source = host_proc_devices()

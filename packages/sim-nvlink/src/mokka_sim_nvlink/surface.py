@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 class NvlinkSurface(Surface):
     name = "nvlink"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()

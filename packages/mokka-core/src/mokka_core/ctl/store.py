@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from ..errors import ConfigError, MokkaError
 from ..model import apply as model_apply
 from ..model.inputs import Fingerprint
@@ -32,8 +30,6 @@ if TYPE_CHECKING:
     from ..model.node import Node
     from ..stage.surface import Surface
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 Document = dict[str, Any]
 Mutation = Callable[[Document, "Node"], str]
@@ -60,9 +56,14 @@ class Current:
     path: Path  # the override file
     inputs: dict[str, Fingerprint]  # of every input but the override file
     from_snapshot: bool
+    rendered: list[str] | None = None  # the surfaces the snapshot's node is staged with, where it is known
 
     def node(self) -> Node:
         return model_apply.apply(self.base, self.doc)
+
+    def rendered_with(self, surfaces: Mapping[str, Surface]) -> bool:
+        """Whether what is staged now is this node rendered with ``surfaces``."""
+        return self.rendered is not None and self.rendered == snapshot.surface_ids(surfaces)
 
 
 def override_path(root: Path) -> Path:
@@ -82,8 +83,10 @@ def read_document(path: Path) -> Document:
         raise Refused(corrupt_message(path, f"unreadable ({exc})")) from None
     if not text.strip():
         return {}
+    import yaml  # only where a document is read or written: after a change is visible, on the ctl's way
+
     try:
-        data = yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise Refused(corrupt_message(path, f"not valid YAML ({str(exc).splitlines()[0]})")) from None
     if not isinstance(data, dict):
@@ -111,7 +114,10 @@ def checked(base: Node, doc: Document, path: Path, profile_source: str) -> Docum
 def write_document(path: Path, doc: Document) -> Fingerprint:
     """Replace the file with ``doc``; returns the new file's fingerprint (taken before it is visible)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if doc else ""
+    import yaml
+
+    text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                     default_flow_style=False) if doc else ""
     return atomic_write(path, text)
 
 
@@ -124,7 +130,8 @@ def current(root: Path, *, start_empty: bool = False) -> Current:
     snap = snapshot.load(root)
     if snap is not None:
         inputs = {path: print_ for path, print_ in snap.inputs.items() if path != str(snap.override_path)}
-        return Current(snap.base, snap.override_doc, snap.override_path, inputs, from_snapshot=True)
+        return Current(snap.base, snap.override_doc, snap.override_path, inputs, from_snapshot=True,
+                       rendered=snap.rendered_with)
     from ..model.resolve import resolve_base
     from ..stage import nodefile
 
@@ -162,7 +169,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
             lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
         # render first: a surface that cannot render the change refuses it with the file untouched
-        result = render(root, node, chosen)
+        result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None)
         try:
             written = write_document(now.path, changed)
         except OSError:

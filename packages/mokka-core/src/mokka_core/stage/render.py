@@ -180,19 +180,26 @@ def save_digests(root: Path, digests: Mapping[str, str]) -> None:
 
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
-           stop: threading.Event | None = None) -> RenderResult:
-    """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes."""
+           stop: threading.Event | None = None, since: Node | None = None) -> RenderResult:
+    """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes.
+
+    ``since``: the node staged now, where the caller knows it (a fresh snapshot rendered with these
+    surfaces); a surface whose declared reads the change does not touch keeps its staged plan.
+    """
     ctx = context(root)
     wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
-    plans = build_plans(node, wanted, ctx, stop)
-    digests = {name: plan_digest(plan) for name, plan in plans.items()}
     old = load_digests(root)
     staged = set(staging.staged_surfaces(root))
+    touched = touched_fields(since, node) if since is not None and not force else None
+    kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
+            and not surface.reads & touched and name in staged and name in old}
+    plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
+    digests = {name: plan_digest(plan) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
                if force or name not in staged or old.get(name) != digests[name]}
     if stop is not None and stop.is_set():
         raise Interrupted("stopped before publishing")
-    result = RenderResult(unchanged=sorted(set(plans) - set(changed)))
+    result = RenderResult(unchanged=sorted((set(plans) | kept) - set(changed)))
     if changed:
         staging.stage_wave(changed, root)
         result.staged = list(changed)
@@ -207,6 +214,22 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     if result.staged or result.removed:
         log.info("render: %s", result.summary())
     return result
+
+
+def touched_fields(before: Node, after: Node) -> frozenset[str] | None:
+    """The GPU configuration fields that differ between two nodes; None if anything else differs too."""
+    if len(before.gpus) != len(after.gpus):
+        return None
+    if any(getattr(before, name) != getattr(after, name) for name in before.__slots__ if name != "gpus"):
+        return None
+    touched: set[str] = set()
+    for old, new in zip(before.gpus, after.gpus, strict=True):
+        if any(getattr(old, name) != getattr(new, name) for name in old.__slots__ if name != "config"):
+            return None
+        if old.config is not new.config:
+            touched.update(name for name in old.config.__slots__
+                           if getattr(old.config, name) != getattr(new.config, name))
+    return frozenset(touched)
 
 
 def services(node: Node, surfaces: Mapping[str, Surface],

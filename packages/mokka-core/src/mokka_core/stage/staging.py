@@ -18,13 +18,12 @@ import os
 import posixpath
 import shutil
 import stat
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MokkaError
-from .store import NodeStore, atomic_write
+from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]
     digests = {surface: [_entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
                  for surface, plan in plans.items()}
-    scratch = Path(tempfile.mkdtemp(prefix=".mokka-stage-", dir=root))
+    scratch = scratch_dir(root, ".mokka-stage-")
     try:
         _materialise_all(plans, str(scratch), unchanged)
         return _publish(plans, root, scratch, previous, digests, unchanged)

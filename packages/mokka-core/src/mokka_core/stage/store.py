@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -162,6 +161,32 @@ class NodeStore:
             os.close(fd)  # closing the last descriptor releases the lock
 
 
+def _exclusive(prefix: Path, suffix: str, flags: int) -> tuple[int, str]:
+    """A new file named ``prefix<random>suffix``, created exclusively (mode 0600), opened with ``flags``.
+
+    What ``tempfile.mkstemp`` does, without the module (it and ``random`` cost nvml-mock-ctl milliseconds).
+    """
+    for _ in range(100):
+        name = f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name like {prefix}*{suffix}")
+
+
+def scratch_dir(parent: Path, prefix: str) -> Path:
+    """A new private directory ``parent/prefix<random>`` (mode 0700), as ``tempfile.mkdtemp`` makes."""
+    for _ in range(100):
+        path = parent / f"{prefix}{os.urandom(6).hex()}"
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free directory name like {parent / prefix}*")
+
+
 def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o644, durable: bool = False) -> Fingerprint:
     """Replace ``path`` with ``data`` (text as UTF-8): a reader sees the old file or the new one, never a part.
 
@@ -173,7 +198,7 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o644, durable: b
     keeps inode, size and mtime), so a caller can record it before any reader sees the file.
     The directory must exist.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _exclusive(path.parent / f".{path.name}.", ".tmp", os.O_WRONLY)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode() if isinstance(data, str) else data)

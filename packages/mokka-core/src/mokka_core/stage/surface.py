@@ -87,6 +87,10 @@ class Surface(ABC):
     """One simulated layer of a GPU node (gpu, pci, cdi, imex, nvlink, fabricmanager, ib)."""
 
     name: ClassVar[str]
+    #: the fields of a GPU's configuration (``GpuConfig``) the plan reads, besides everything outside
+    #: the configurations; None: all of them.  A change of only other fields leaves the plan as it
+    #: is, and ``render`` does not build it again (``testing.sim_contract`` checks the declaration).
+    reads: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
