@@ -8,8 +8,7 @@ one table so they always agree.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
@@ -25,8 +24,7 @@ TAINT = "POE"
 LOAD_ADDRESS = 0xFFFF_FFFF_C000_0000
 
 
-@dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):
     name: str
     size: int  # bytes of core text+data, page aligned
     holders: tuple[str, ...]  # modules that depend on this one

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 from mokka_core.stage.store import IB_DIR
 from mokka_core.stage.surface import Dir, Entry, File, Service, StageContext, Surface
 
-from . import config, hca, sysfs
-
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
@@ -20,6 +18,9 @@ class IbSurface(Surface):
     reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
+        # loaded where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
+        from . import config, hca, sysfs
+
         views = hca.ports(node)
         if not views:
             return []
@@ -31,6 +32,8 @@ class IbSurface(Surface):
         ]
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
+        from . import hca
+
         if not hca.ports(node):
             return []
         command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]

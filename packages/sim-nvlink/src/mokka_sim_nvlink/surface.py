@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.stage import nvml_keys as keys
-from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.surface import Entry, StageContext, Surface
-
-from . import statefile
-from .topology import fabric_placement, nv_matrix
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -29,6 +24,12 @@ class NvlinkSurface(Surface):
         return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()
 
     def check(self, node: Node, ctx: StageContext) -> list[str]:
+        from mokka_core.stage import nvml_keys as keys
+        from mokka_core.stage.paths import NVML_STATE_FILE
+
+        from . import statefile
+        from .topology import fabric_placement, nv_matrix
+
         try:
             values = statefile.read(ctx.root / NVML_STATE_FILE)
         except statefile.StateFileError as exc:

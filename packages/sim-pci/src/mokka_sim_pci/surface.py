@@ -17,10 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Entry, StageContext, Surface
-
-from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
-from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
+from mokka_core.stage.surface import Dir, Entry, StageContext, Surface
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -38,6 +35,10 @@ class PciSurface(Surface):
 
 
 def render_pci_tree(node: Node) -> list[Entry]:
+    # the renderers load where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
+    from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
+    from .sysfs import BUS_DEVICES, driver_entries, function_entries, root_complex_entries
+
     functions = pci_functions(node)
     nr_cpus = cpu_count(node)
     entries: list[Entry] = [Dir(BUS_DEVICES)]

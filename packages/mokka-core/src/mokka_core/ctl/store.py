@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import ConfigError, MokkaError
 from ..model import apply as model_apply
@@ -39,16 +38,14 @@ class Refused(MokkaError):
     """The change is not applied (exit status 1); the override file is unchanged."""
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     message: str
     node: Node
     render: RenderResult
     from_snapshot: bool  # the node was taken from its snapshot (no document read, no pydantic)
 
 
-@dataclass
-class Current:
+class Current(NamedTuple):
     """The node as it is: resolved without the override, the canonical override, and where they came from."""
 
     base: Node

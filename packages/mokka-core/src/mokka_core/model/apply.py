@@ -36,7 +36,7 @@ def apply(node: Node, doc: Document) -> Node:
     for name, patch in (doc.get("surfaces") or {}).items():
         current = surfaces.get(name, SurfaceSettings())
         surfaces[name] = current.replace(**{k: v for k, v in patch.items() if v is not None})
-    return derive(node.replace(gpus=gpus, surfaces=surfaces))
+    return derive(node.replace(gpus=gpus, surfaces=surfaces), since=node)
 
 
 def _gpu_with(gpu: Gpu, patch: Mapping[str, Any]) -> Gpu:

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import identity
 from .config import Nvlink
 from .node import Gpu, Hca, Link, Node, RootComplex, SurfaceSettings, Switch, normalise_bus_id
 
 ACTIVE_STATES = ("active", "up", "enabled")
 
 
-def derive(node: Node) -> Node:
-    """``node`` with its links, HCAs and module ids recomputed from its other values."""
+def derive(node: Node, since: Node | None = None) -> Node:
+    """``node`` with its links, HCAs and module ids recomputed from its other values.
+
+    ``since``: the node ``node`` was made from by an override, which changes no GPU's identity or
+    bus: its HCAs stand while the ib surface's settings do.
+    """
     gpus = tuple(gpu.replace(module_id=_module_id(gpu)) for gpu in node.gpus)
     gpus = tuple(with_links(list(gpus), node.nvlink, node.switches, node.surface("nvlink")))
+    if since is not None and since.surface("ib") == node.surface("ib"):
+        return node.replace(gpus=gpus, hcas=since.hcas)
     buses = BusMap(node.root_complexes)
     for switch in node.switches:
         if switch.pci_visible:
@@ -120,6 +125,8 @@ def allocate_hcas(node: Node, gpus: Sequence[Gpu], buses: BusMap) -> list[Hca]:
     ib = node.infiniband
     if ib is None or not ib.enabled or not node.surface("ib").enabled:
         return []
+    from . import identity  # hashlib: only where HCAs are made, not on every override
+
     count = ib.hca_count or len(gpus) * ib.hcas_per_gpu
     per_gpu = max(ib.hcas_per_gpu, 1)
     roots = {root.id: root for root in buses.roots}

@@ -30,9 +30,9 @@ import os
 import time
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
 
 from .nvml_keys import HEADER
 from .paths import NVML_STATE_FILE
@@ -433,15 +433,14 @@ def _links(node: Node, gpu: Gpu) -> Iterator[tuple[str, object]]:
         yield p + "remote_device_id", f"0x{remote_dev:08x}"
 
 
-@dataclass(frozen=True)
-class NvlinkErrorClock:
+class NvlinkErrorClock(NamedTuple):
     """Injected NVLink errors of one GPU as a state file carries them: rate (milli-errors/s per link),
     the wall-clock epoch (ms) it applies from, links it applies to, errors accrued before the epoch."""
 
     rate_milli: int = 0
     epoch_ms: int = 0
     inject: frozenset[int] = frozenset()
-    accrued: Mapping[int, int] = field(default_factory=dict)
+    accrued: Mapping[int, int] = MappingProxyType({})
 
     def at(self, now_ms: int) -> dict[int, int]:
         """Errors per link at ``now_ms`` (the library's formula)."""
@@ -450,12 +449,15 @@ class NvlinkErrorClock:
         return {link: self.accrued.get(link, 0) + (grown if link in self.inject else 0) for link in links}
 
 
-@dataclass
 class _RenderContext:
-    root_index: dict[str, int]
-    ready_file: str | None
-    previous: Mapping[str, NvlinkErrorClock]
-    now_ms: int | None = None
+    __slots__ = ("now_ms", "previous", "ready_file", "root_index")
+
+    def __init__(self, root_index: dict[str, int], ready_file: str | None,
+                 previous: Mapping[str, NvlinkErrorClock], now_ms: int | None = None) -> None:
+        self.root_index = root_index
+        self.ready_file = ready_file
+        self.previous = previous
+        self.now_ms = now_ms
 
     def now(self) -> int:
         if self.now_ms is None:

@@ -9,7 +9,7 @@ or any directory in tests.
 from __future__ import annotations
 
 import os
-import sysconfig
+import sys
 from pathlib import Path
 
 from .store import NodeStore
@@ -20,6 +20,12 @@ CLUSTER_ROOT = Path("/var/lib/mokka/root")
 
 def multiarch() -> str:
     """Debian's multiarch triplet, e.g. x86_64-linux-gnu (where the real driver installs its libraries)."""
+    # the interpreter knows it without sysconfig (which costs nvml-mock-ctl milliseconds to import)
+    known = getattr(sys.implementation, "_multiarch", None)
+    if known:
+        return str(known)
+    import sysconfig
+
     return sysconfig.get_config_var("MULTIARCH") or f"{os.uname().machine}-linux-gnu"
 
 

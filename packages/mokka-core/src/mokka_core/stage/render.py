@@ -16,7 +16,6 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,11 +31,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
 class RenderResult:
-    staged: list[str] = field(default_factory=list)  # (re)published this time
-    removed: list[str] = field(default_factory=list)  # torn down because no longer enabled
-    unchanged: list[str] = field(default_factory=list)
+    """What one render did: the surfaces (re)published, torn down (no longer enabled), left alone."""
+
+    __slots__ = ("removed", "staged", "unchanged")
+
+    def __init__(self, staged: list[str] | None = None, removed: list[str] | None = None,
+                 unchanged: list[str] | None = None) -> None:
+        self.staged = staged or []
+        self.removed = removed or []
+        self.unchanged = unchanged or []
 
     def summary(self) -> str:
         parts = [f"{label} {', '.join(names)}" for label, names in

@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model.apply import apply
 from ..model.codec import decode, encode
@@ -37,8 +36,7 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 2
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     base: Node  # resolved without the override
     override_path: Path
     override_doc: dict[str, Any]  # canonical: what ``apply`` laid over ``base``

@@ -19,7 +19,6 @@ import posixpath
 import shutil
 import stat
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MokkaError
@@ -35,12 +34,17 @@ class StagingError(MokkaError):
         super().__init__(f"surface {surface}: {message}")
 
 
-@dataclass
 class Manifest:
-    surface: str
-    entries: list[str] = field(default_factory=list)  # files, links, devices we created
-    dirs: list[str] = field(default_factory=list)  # directories we created, in creation order
-    digests: dict[str, str] = field(default_factory=dict)  # entry -> digest of what was published there
+    """What one surface published under a root, so teardown removes exactly that."""
+
+    __slots__ = ("digests", "dirs", "entries", "surface")
+
+    def __init__(self, surface: str, entries: list[str] | None = None, dirs: list[str] | None = None,
+                 digests: dict[str, str] | None = None) -> None:
+        self.surface = surface
+        self.entries = entries or []  # files, links, devices we created
+        self.dirs = dirs or []  # directories we created, in creation order
+        self.digests = digests or {}  # entry -> digest of what was published there
 
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:

@@ -15,9 +15,10 @@ Packages register surfaces through the ``mokka.surfaces`` entry-point group::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Union
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Union
 
 if TYPE_CHECKING:
     from ..model.node import Node
@@ -26,14 +27,12 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "mokka.surfaces"
 
 
-@dataclass(frozen=True)
-class Dir:
+class Dir(NamedTuple):
     path: str
     mode: int = 0o755
 
 
-@dataclass(frozen=True)
-class File:
+class File(NamedTuple):
     path: str
     content: bytes | str
     mode: int = 0o644
@@ -42,21 +41,18 @@ class File:
         return self.content.encode() if isinstance(self.content, str) else self.content
 
 
-@dataclass(frozen=True)
-class Copy:
+class Copy(NamedTuple):
     path: str
     source: Path
     mode: int | None = None  # None keeps the source's mode
 
 
-@dataclass(frozen=True)
-class Symlink:
+class Symlink(NamedTuple):
     path: str
     target: str
 
 
-@dataclass(frozen=True)
-class CharDevice:
+class CharDevice(NamedTuple):
     path: str
     major: int
     minor: int
@@ -66,17 +62,15 @@ class CharDevice:
 Entry = Union[Dir, File, Copy, Symlink, CharDevice]
 
 
-@dataclass(frozen=True)
-class Service:
+class Service(NamedTuple):
     """A long-lived foreground program the node daemon runs under supervisord."""
 
     name: str
     command: list[str]
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class StageContext:
+class StageContext(NamedTuple):
     """Where a surface is staged, and the few facts about this installation a plan may need."""
 
     root: Path
