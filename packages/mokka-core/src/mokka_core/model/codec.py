@@ -42,9 +42,12 @@ def lists_of(cls: type) -> Mapping[str, type]:
 
 
 def encode(value: Any) -> Any:
-    """Plain JSON data for a resolved value (dataclasses become mappings, tuples lists)."""
+    """Plain JSON data for a resolved value (Values become mappings, tuples lists)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
     if isinstance(value, Value):
-        return {name: encode(getattr(value, name)) for name in field_names(type(value))}
+        return {name: encode(getattr(value, name)) for name in kind.__slots__}
     if isinstance(value, tuple | list):
         return [encode(item) for item in value]
     if isinstance(value, Mapping):
@@ -52,23 +55,26 @@ def encode(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def decode(cls: type[T], data: Mapping[str, Any]) -> T:
-    """``cls`` built from JSON data; raises TypeError / KeyError / ValueError on data of another shape."""
+    """``cls`` built from JSON data (or a mix with resolved values); raises TypeError / KeyError /
+    ValueError on data of another shape."""
     if cls is Node:
         data = {**data, "surfaces": {name: SurfaceSettings(**s) for name, s in data["surfaces"].items()}}
-    blocks, lists = blocks_of(cls), lists_of(cls)
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if value is None:
-            values[key] = None
-        elif key in blocks:
-            values[key] = value if isinstance(value, blocks[key]) else decode(blocks[key], value)
-        elif key in lists:
-            values[key] = tuple(item if isinstance(item, lists[key]) else decode(lists[key], item) for item in value)
-        elif isinstance(value, list):
+    values = dict(data)
+    for key, block in blocks_of(cls).items():
+        value = values.get(key)
+        if type(value) is dict:
+            values[key] = decode(block, value)
+    for key, item_class in lists_of(cls).items():
+        value = values.get(key)
+        if value is not None:
+            values[key] = tuple(item if isinstance(item, item_class) else decode(item_class, item) for item in value)
+    for key, value in values.items():
+        if type(value) is list:  # a tuple of scalars
             values[key] = tuple(value)
-        else:
-            values[key] = value
     derive = DERIVE.get(cls)
     if derive is not None:
         derive(values)

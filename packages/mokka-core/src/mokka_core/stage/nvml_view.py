@@ -91,19 +91,15 @@ def _b(flag: bool | str | None) -> int:
 
 def nvlink_matrix(node: Node) -> list[list[int]]:
     """NVLinks between each pair of GPUs: direct links, plus switch links when both ends reach a switch."""
-    def switch_links(gpu: Gpu) -> int:
-        return sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
-
+    switched = [sum(1 for link in gpu.links if link.active and link.remote_type == "switch") for gpu in node.gpus]
+    position = {gpu.index: n for n, gpu in enumerate(node.gpus)}
     rows = []
-    for a in node.gpus:
-        row = []
-        for b in node.gpus:
-            if a.index == b.index:
-                row.append(0)
-                continue
-            direct = sum(1 for link in a.links
-                         if link.active and link.remote_type == "gpu" and link.remote_index == b.index)
-            row.append(direct + (switch_links(a) if switch_links(b) else 0))
+    for n, a in enumerate(node.gpus):
+        row = [switched[n] if switched[m] and m != n else 0 for m in range(len(node.gpus))]
+        for link in a.links:
+            peer = position.get(link.remote_index) if link.remote_index is not None else None
+            if link.active and link.remote_type == "gpu" and peer is not None and peer != n:
+                row[peer] += 1
         rows.append(row)
     return rows
 
@@ -495,6 +491,8 @@ def _nvlink_errors(gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]
 
 def read_nvlink_error_clocks(text: str) -> dict[str, NvlinkErrorClock]:
     """The NVLink error clocks in a state file's text, by GPU UUID (what a re-render carries over)."""
+    if "nvlink_error." not in text:
+        return {}
     raw: dict[str, dict[str, str]] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
