@@ -184,17 +184,17 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     """
     try:
         with NodeStore(root).lock():
-            fresh = snapshot.load(root)
-            if fresh is not None and fresh.was_rendered_with(chosen):
-                node = fresh.node()
-                log.info("re-rendered: nothing changed (the writer of the change rendered it)")
-            else:
-                inputs = spec.inputs()
-                base, doc = resolve_parts(inputs)
-                node = apply(base, doc)
-                result = render(root, node, chosen, stop=stop_flag)
-                snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
-                log.info("re-rendered: %s", result.summary())
+            fresh = snapshot.record(root)  # the node is decoded after the lock: the next change need not wait
+            if fresh is None or fresh["rendered_with"] != snapshot.surface_ids(chosen):
+                fresh = None
+                node = _render_files(root, spec, chosen, stop_flag)
+        followed = snapshot.from_record(fresh) if fresh is not None else None
+        if followed is not None:
+            node = followed.node()
+            log.info("re-rendered: nothing changed (the writer of the change rendered it)")
+        elif fresh is not None:  # fresh but no node in it (edited by hand): the files decide
+            with NodeStore(root).lock():
+                node = _render_files(root, spec, chosen, stop_flag)
     except Interrupted:
         return programs
     except MokkaError as exc:
@@ -212,6 +212,17 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         state.services = _owners(node, chosen, root)
         log.info("services now: %s", ", ".join(sorted(wanted)) or "none")
     return wanted
+
+
+def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], stop_flag: threading.Event) -> Node:
+    """Resolve the node from its files, render what changed and record it (caller holds the node lock)."""
+    inputs = spec.inputs()
+    base, doc = resolve_parts(inputs)
+    node = apply(base, doc)
+    result = render(root, node, chosen, stop=stop_flag)
+    snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
+    log.info("re-rendered: %s", result.summary())
+    return node
 
 
 def _observe(paths: list[Path], wake: threading.Event) -> Any:

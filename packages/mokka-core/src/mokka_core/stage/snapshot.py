@@ -53,22 +53,38 @@ class Snapshot(NamedTuple):
 
 def load(root: Path) -> Snapshot | None:
     """The root's snapshot if it still describes the node; None otherwise (never raises for bad content)."""
+    data = record(root)
+    return None if data is None else from_record(data)
+
+
+def record(root: Path) -> dict[str, Any] | None:
+    """The snapshot file's content while it still describes the node, its node not yet decoded; else None.
+
+    Cheap (no node is built): what a node daemon checks under the node lock after every change.
+    """
     try:
         data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
             return None
         inputs = data["inputs"]
-        override_path = str(data["override_path"])
-        if not isinstance(inputs, dict) or override_path not in inputs:
+        if not isinstance(inputs, dict) or str(data["override_path"]) not in inputs:
             return None
         for path, recorded in inputs.items():
             if fingerprint(path) != recorded:
                 return None
         if not (isinstance(data["override_doc"], dict) and isinstance(data["rendered_with"], list)):
             return None
-        return Snapshot(base=decode(Node, data["base"]), override_path=Path(override_path),
-                        override_doc=data["override_doc"], inputs=inputs, rendered_with=data["rendered_with"])
+        return data  # type: ignore[no-any-return]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def from_record(data: Mapping[str, Any]) -> Snapshot | None:
+    """The snapshot a fresh record holds; None where its node is not a node (never raises for bad content)."""
+    try:
+        return Snapshot(base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
+                        override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"])
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
