@@ -317,7 +317,7 @@ def _device(node: Node, gpu: Gpu, nv: list[int], ctx: _RenderContext) -> Iterato
     yield "topology.nvlinks", ",".join(str(n) for n in nv)
 
     if gpu.links:
-        yield from _links(node, gpu)
+        yield from _links(node, gpu, ctx)
         yield from _nvlink_errors(gpu, ctx)
     yield from _processes(gpu)
 
@@ -400,10 +400,9 @@ def _ecc(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
                     yield f"remapped_rows.histogram.{name}", getattr(h, name)
 
 
-def _links(node: Node, gpu: Gpu) -> Iterator[tuple[str, object]]:
+def _links(node: Node, gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
     assert node.nvlink is not None
-    switches = {s.bus_id: s for s in node.switches}
-    by_index = {g.index: g for g in node.gpus}
+    switches, by_index = ctx.switches, ctx.gpus
     yield "nvlink.count", max(link.link for link in gpu.links) + 1
     yield "nvlink.version", node.nvlink.version
     yield "nvlink.speed_mbps", node.nvlink.bandwidth_per_link_mbps
@@ -446,14 +445,17 @@ class NvlinkErrorClock(NamedTuple):
 
 
 class _RenderContext:
-    __slots__ = ("now_ms", "previous", "ready_file", "root_index")
+    """What one render works out once for every GPU."""
 
-    def __init__(self, root_index: dict[str, int], ready_file: str | None,
-                 previous: Mapping[str, NvlinkErrorClock], now_ms: int | None = None) -> None:
-        self.root_index = root_index
+    __slots__ = ("gpus", "now_ms", "previous", "ready_file", "root_index", "switches")
+
+    def __init__(self, node: Node, ready_file: str | None, previous: Mapping[str, NvlinkErrorClock]) -> None:
+        self.root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
+        self.switches = {s.bus_id: s for s in node.switches}
+        self.gpus = {g.index: g for g in node.gpus}
         self.ready_file = ready_file
         self.previous = previous
-        self.now_ms = now_ms
+        self.now_ms: int | None = None
 
     def now(self) -> int:
         if self.now_ms is None:
@@ -576,16 +578,20 @@ def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) ->
             previous = read_nvlink_error_clocks((Path(root) / NVML_STATE_FILE).read_text())
         except (OSError, UnicodeDecodeError):
             previous = {}
-    ctx = _RenderContext({rc.id: i for i, rc in enumerate(node.root_complexes)}, ready_file, previous)
+    ctx = _RenderContext(node, ready_file, previous)
     matrix = nvlink_matrix(node)
     for gpu, nv in zip(node.gpus, matrix, strict=True):
+        prefix = f"device.{gpu.index}."
         for key, value in _device(node, gpu, nv, ctx):
             if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
-            text = "" if value == "N/A" else str(value)  # an empty string is what the library reports as N/A
-            if "\n" in text or "\0" in text:
-                raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {text!r}")
-            lines.append(f"device.{gpu.index}.{key}={text}")
+            if type(value) is str:
+                if "\n" in value or "\0" in value:
+                    raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {value!r}")
+                text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+            else:
+                text = str(value)
+            lines.append(f"{prefix}{key}={text}")
     lines += [f"{key}={value}" for key, value in _pci_functions(node, ctx.root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
