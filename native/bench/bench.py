@@ -17,10 +17,7 @@ from pathlib import Path
 
 NATIVE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(NATIVE / "tests"))
-sys.path.insert(0, str(NATIVE.parent / "packages" / "mokka-core" / "src"))
-from mkstate import make_state, write_state  # noqa: E402
-
-from mokka_core.testing import consumers  # noqa: E402
+from mkstate import consumers, make_state, write_state  # noqa: E402  (mkstate: the one mokka-core import)
 
 BUILD = NATIVE / "build"
 
@@ -71,13 +68,7 @@ def main() -> int:
     (tmp / "trivial.c").write_text("int trivial(void) { return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(trivial), str(tmp / "trivial.c")], check=True)
     state = tmp / "mokka-nvml.state"
-    try:  # the real renderer when mokka-core is importable, else the tests' hand-written h100 file
-        from mokka_core.model.spec import NodeSpec
-        from mokka_core.stage.nvml_view import render_nvml_state
-
-        h100 = render_nvml_state(NodeSpec(profile="h100").resolve())
-    except ImportError:
-        h100 = make_state("h100")
+    h100 = make_state("h100")  # the built-in h100 profile, rendered by mokka-core
     write_state(state, h100)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOKKA_NVML", "LD_"))}
     mock_env = {**env, "LD_LIBRARY_PATH": str(BUILD), "MOKKA_NVML_STATE": str(state)}

@@ -11,14 +11,8 @@ import pytest
 NATIVE = Path(__file__).resolve().parent.parent
 ROOT = NATIVE.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:  # mokka-core installed (tox) or from the source tree
-    import mokka_core.testing.consumers  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(ROOT / "packages" / "mokka-core" / "src"))
 
-from mkstate import make_state, write_state  # noqa: E402
-
-from mokka_core.testing import consumers  # noqa: E402
+from mkstate import consumers, make_state, write_state  # noqa: E402  (mkstate: the one mokka-core import)
 
 
 @pytest.fixture(scope="session")

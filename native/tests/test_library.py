@@ -66,36 +66,39 @@ def test_struct_versions(lib_dir, state_file):
         L.nvmlInit_v2(); r, d = h(2)
         m = Mem2(version=0x02000028)
         assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 0
-        assert m.total == 80 << 30 and m.reserved == 1 << 30 and m.free == m.total - m.reserved - m.used
+        assert m.total == 81559 << 20 and m.reserved == 530 << 20 and m.free == m.total - m.reserved - m.used
         m = Mem2(version=0x01000028)
         assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 25     # ARGUMENT_VERSION_MISMATCH
         # PCI v1 must not write past its 36-byte layout; v3 fills busId
         buf = (ctypes.c_ubyte * 68)(*([0xAB] * 68))
         assert L.nvmlDeviceGetPciInfo(d, buf) == 0
         assert bytes(buf[36:]) == b"\\xab" * 32
-        assert bytes(buf[:16]).rstrip(b"\\0") == b"0000:4A:00.0"
+        assert bytes(buf[:16]).rstrip(b"\\0") == b"0000:52:00.0"
         assert L.nvmlDeviceGetPciInfo_v3(d, buf) == 0
-        assert bytes(buf[36:68]).rstrip(b"\\0") == b"00000000:4A:00.0"
+        assert bytes(buf[36:68]).rstrip(b"\\0") == b"00000000:52:00.0"
     """)
 
 
 def test_handle_lookups(lib_dir, state_file):
     st = state_file("h100")
     run(lib_dir, st, """
-        L.nvmlInit_v2(); r, d3 = h(3)
-        for q in [b"00000000:4B:00.0", b"0000:4b:00.0", b"4B:00.0", b"00000000:4b:00.0"]:
+        from mkstate import rendered
+        kv = dict(rendered("h100"))  # identities derived from the node; GPU 5 sits on bus C3 (DGX H100)
+        L.nvmlInit_v2(); r, d5 = h(5)
+        for q in [b"00000000:C3:00.0", b"0000:c3:00.0", b"C3:00.0", b"00000000:c3:00.0"]:
             d = ctypes.c_void_p()
             assert L.nvmlDeviceGetHandleByPciBusId_v2(q, ctypes.byref(d)) == 0, q
-            assert d.value == d3.value
+            assert d.value == d5.value
         d = ctypes.c_void_p()
-        assert L.nvmlDeviceGetHandleByUUID(b"GPU-01000100-0000-0000-0000-000000000003", ctypes.byref(d)) == 0
-        assert d.value == d3.value
-        assert L.nvmlDeviceGetHandleBySerial(b"1652322000003", ctypes.byref(d)) == 0 and d.value == d3.value
+        assert L.nvmlDeviceGetHandleByUUID(kv["device.5.uuid"].encode(), ctypes.byref(d)) == 0
+        assert d.value == d5.value
+        assert L.nvmlDeviceGetHandleBySerial(kv["device.5.serial"].encode(), ctypes.byref(d)) == 0
+        assert d.value == d5.value
         assert L.nvmlDeviceGetHandleByUUID(b"GPU-nope", ctypes.byref(d)) == 6                # NOT_FOUND
         # handles are stable, dereferenceable memory
-        r, again = h(3); assert again.value == d3.value
-        ctypes.string_at(d3.value, 16)
-        i = U(); assert L.nvmlDeviceGetIndex(d3, ctypes.byref(i)) == 0 and i.value == 3
+        r, again = h(5); assert again.value == d5.value
+        ctypes.string_at(d5.value, 16)
+        i = U(); assert L.nvmlDeviceGetIndex(d5, ctypes.byref(i)) == 0 and i.value == 5
     """)
 
 
@@ -179,10 +182,11 @@ def test_init_error_and_lost_gpu(lib_dir, state_file):
     run(lib_dir, st, "assert L.nvmlInit_v2() == 18\n")
     st = state_file("h100", overrides={"device.3.lost": 1})
     run(lib_dir, st, """
+        from mkstate import rendered
         assert L.nvmlInit_v2() == 0
         assert h(3)[0] == 15 and h(2)[0] == 0 and h(4)[0] == 0
         d = ctypes.c_void_p()
-        assert L.nvmlDeviceGetHandleByUUID(b"GPU-01000100-0000-0000-0000-000000000003", ctypes.byref(d)) == 15
+        assert L.nvmlDeviceGetHandleByUUID(dict(rendered("h100"))["device.3.uuid"].encode(), ctypes.byref(d)) == 15
     """)
 
 
@@ -294,7 +298,7 @@ def test_export_table(lib_dir, state_file):
         assert t[0] == 256 * 8 and t[26] is None
         f23 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))(t[23])
         out = ctypes.c_int()
-        assert f23(b"00000000:1A:00.0", b"00000000:CB:00.0", ctypes.byref(out)) == 0 and out.value == 4 + 18
+        assert f23(b"00000000:1B:00.0", b"00000000:DF:00.0", ctypes.byref(out)) == 0 and out.value == 4 + 18
         proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(U), ctypes.c_void_p, ctypes.c_void_p)
         f213 = proto(t[213])
         buf = ctypes.create_string_buffer(4128 * 4); n = U(4)

@@ -37,19 +37,19 @@ def test_slot23_levels_for_every_pci_function_and_slot81_bus_ids(lib_dir, state_
             r = f23(a.encode(), b.encode(), ctypes.byref(out))
             return r if r else out.value
         PXB, PHB, NODE, SYS = 1, 2, 3, 4
-        assert level("00000000:1A:00.0", "0000:19:00.0") == PXB      # GPU 0 and its own NIC
-        assert level("0000:19:00.0", "00000000:1A:00.0") == PXB      # NIC row
-        assert level("00000000:1A:00.0", "00000000:1C:00.0") == PHB  # GPU 1's NIC, same root complex
-        assert level("00000000:1A:00.0", "00000000:30:00.0") == NODE
-        assert level("00000000:1A:00.0", "00000000:C9:00.0") == SYS
-        assert level("00000000:CB:00.0", "00000000:C9:00.0") == PHB
+        assert level("00000000:1B:00.0", "0000:19:00.0") == PXB      # GPU 0 and its own NIC
+        assert level("0000:19:00.0", "00000000:1B:00.0") == PXB      # NIC row
+        assert level("00000000:1B:00.0", "00000000:1C:00.0") == PHB  # GPU 1's NIC, same root complex
+        assert level("00000000:1B:00.0", "00000000:30:00.0") == NODE
+        assert level("00000000:1B:00.0", "00000000:C9:00.0") == SYS
+        assert level("00000000:DF:00.0", "00000000:C9:00.0") == PHB
         assert level("00000000:19:00.0", "00000000:1C:00.0") == PHB  # NIC <-> NIC
         assert level("00000000:30:00.0", "00000000:C9:00.0") == SYS
-        assert level("00000000:1A:00.0", "00000000:1B:00.0") == 4 + 18  # GPU <-> GPU: NV18 as before
-        assert level("00000000:1A:00.0", "00000000:77:00.0") == 6     # NOT_FOUND
+        assert level("00000000:1B:00.0", "00000000:43:00.0") == 4 + 18  # GPU <-> GPU: NV18 as before
+        assert level("00000000:1B:00.0", "00000000:77:00.0") == 6     # NOT_FOUND
         f81 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint)(t[81])
         buf = ctypes.create_string_buffer(34)
-        assert f81(3, buf, 34) == 0 and buf.value == b"0000:4B:00.0"  # known for a lost GPU too
+        assert f81(3, buf, 34) == 0 and buf.value == b"0000:61:00.0"  # known for a lost GPU too
         assert f81(8, buf, 34) == 2 and f81(0, buf, 5) == 7
     """)
 
@@ -57,7 +57,7 @@ def test_slot23_levels_for_every_pci_function_and_slot81_bus_ids(lib_dir, state_
 def test_lost_gpu_is_named_by_its_bus_id(smi, lib_dir, state_file):
     st = state_file("h100", overrides={"device.3.lost": 1})
     p = run_smi(smi, lib_dir, st, [])
-    assert "Unable to determine the device handle for GPU0000:4B:00.0: GPU is lost." in p.stdout, p.stdout
+    assert "Unable to determine the device handle for GPU0000:61:00.0: GPU is lost." in p.stdout, p.stdout
     assert p.returncode == 15
     listed = run_smi(smi, lib_dir, st, ["-L"])  # -L and --query-gpu carry on with the other GPUs
     assert listed.stdout.count("GPU-") == 7

@@ -1,4 +1,4 @@
-"""Real nvidia-smi (Debian 535 and 550) against the mock library and hand-written state files."""
+"""Real nvidia-smi (Debian 535 and 550) against the mock library and state files of the built-in profiles."""
 from __future__ import annotations
 
 import subprocess
@@ -123,7 +123,8 @@ def test_csv_values(smi, lib_dir, state_file):
                                    "--format=csv,noheader"])
     assert p.returncode == 0
     first = p.stdout.splitlines()[0]
-    assert first == "0, GPU-01000100-0000-0000-0000-000000000000, 81920 MiB, 700.00 W, 1980 MHz"
+    uuid = parse_state(st)["device.0.uuid"]  # derived from the node
+    assert first == f"0, {uuid}, 81559 MiB, 700.00 W, 1980 MHz"  # 81559 MiB: the real H100 80GB HBM3
 
 
 def test_topo_shows_nvlink_matrix(smi, lib_dir, state_file):

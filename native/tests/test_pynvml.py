@@ -29,6 +29,8 @@ def test_common_getters(lib_dir, state_file):
     st = state_file("h100", overrides={"device.0.process.0.pid": 999, "device.0.process.0.name": "trainer",
                                        "device.0.process.0.used_bytes": 1 << 30})
     run(lib_dir, st, """
+        from mkstate import rendered
+        kv = dict(rendered("h100"))  # identities (UUID, serial) are derived from the node
         N.nvmlInit()
         assert N.nvmlSystemGetDriverVersion() == "550.163.01"
         assert N.nvmlSystemGetNVMLVersion() == "12.550.163.01"
@@ -36,20 +38,20 @@ def test_common_getters(lib_dir, state_file):
         assert N.nvmlDeviceGetCount() == 8
         h = N.nvmlDeviceGetHandleByIndex(0)
         assert N.nvmlDeviceGetName(h) == "NVIDIA H100 80GB HBM3"
-        assert N.nvmlDeviceGetUUID(h) == "GPU-01000100-0000-0000-0000-000000000000"
-        assert N.nvmlDeviceGetSerial(h) == "1652322000000"
+        assert N.nvmlDeviceGetUUID(h) == kv["device.0.uuid"] and N.nvmlDeviceGetUUID(h).startswith("GPU-")
+        assert N.nvmlDeviceGetSerial(h) == kv["device.0.serial"]
         assert N.nvmlDeviceGetIndex(h) == 0 and N.nvmlDeviceGetMinorNumber(h) == 0
         pci = N.nvmlDeviceGetPciInfo_v3(h)
-        assert pci.busId == "00000000:1A:00.0" and pci.pciDeviceId == 0x233010DE and pci.bus == 0x1A
-        assert N.nvmlDeviceGetPciInfo(h).busId == "00000000:1A:00.0"
+        assert pci.busId == "00000000:1B:00.0" and pci.pciDeviceId == 0x233010DE and pci.bus == 0x1B
+        assert N.nvmlDeviceGetPciInfo(h).busId == "00000000:1B:00.0"
         m = N.nvmlDeviceGetMemoryInfo(h, version=N.nvmlMemory_v2)
-        assert m.total == 80 << 30 and m.reserved == 1 << 30
+        assert m.total == 81559 << 20 and m.reserved == 530 << 20
         m1 = N.nvmlDeviceGetMemoryInfo(h)
-        assert m1.total == 80 << 30
-        assert N.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total == 256 << 30
+        assert m1.total == 81559 << 20
+        assert N.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total == 128 << 30
         assert N.nvmlDeviceGetTemperature(h, N.NVML_TEMPERATURE_GPU) == 34
         assert N.nvmlDeviceGetTemperatureThreshold(h, N.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN) == 92
-        assert N.nvmlDeviceGetPowerUsage(h) == 95000
+        assert N.nvmlDeviceGetPowerUsage(h) == 71000
         assert N.nvmlDeviceGetEnforcedPowerLimit(h) == 700000
         assert N.nvmlDeviceGetPowerManagementLimitConstraints(h) == [200000, 700000]
         assert N.nvmlDeviceGetTotalEnergyConsumption(h) == 600000
@@ -59,7 +61,7 @@ def test_common_getters(lib_dir, state_file):
         assert N.nvmlDeviceGetPerformanceState(h) == 0
         assert N.nvmlDeviceGetCudaComputeCapability(h) == (9, 0)
         assert N.nvmlDeviceGetArchitecture(h) == N.NVML_DEVICE_ARCH_HOPPER
-        assert N.nvmlDeviceGetBrand(h) == N.NVML_BRAND_TESLA
+        assert N.nvmlDeviceGetBrand(h) == N.NVML_BRAND_NVIDIA
         assert N.nvmlDeviceGetEccMode(h) == [1, 1]
         assert N.nvmlDeviceGetTotalEccErrors(h, N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, N.NVML_VOLATILE_ECC) == 0
         assert N.nvmlDeviceGetMigMode(h) == [0, 0]
@@ -81,9 +83,9 @@ def test_common_getters(lib_dir, state_file):
             N.nvmlDeviceGetFanSpeed(h); raise SystemExit("fan speed must be N/A on SXM")
         except N.NVMLError_NotSupported:
             pass
-        h2 = N.nvmlDeviceGetHandleByUUID("GPU-01000100-0000-0000-0000-000000000005")
+        h2 = N.nvmlDeviceGetHandleByUUID(kv["device.5.uuid"])
         assert N.nvmlDeviceGetIndex(h2) == 5
-        h3 = N.nvmlDeviceGetHandleByPciBusId("0000:8b:00.0")
+        h3 = N.nvmlDeviceGetHandleByPciBusId("0000:c3:00.0")
         assert N.nvmlDeviceGetIndex(h3) == 5
         assert N.nvmlDeviceGetTopologyCommonAncestor(h, h2) == N.NVML_TOPOLOGY_SYSTEM
         N.nvmlShutdown()

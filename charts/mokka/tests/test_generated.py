@@ -30,7 +30,7 @@ def run_tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_chart_profiles_match_mokka_core() -> None:
     result = run_tool("chart_profiles", "--check")
     assert result.returncode == 0, result.stderr
-    source = REPO / "packages" / "mokka-core" / "src" / "mokka_core" / "profiles"
+    source = REPO / "packages" / "mokka-core" / "src" / "mokka_core" / "schema" / "profiles"
     assert sorted(p.name for p in (CHART / "profiles").glob("*.yaml")) == sorted(p.name for p in source.glob("*.yaml"))
 
 

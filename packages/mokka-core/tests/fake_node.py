@@ -19,7 +19,7 @@ import argparse
 import struct
 import sys
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec, surface_settings
 from mokka_core.run.command import main_run
 from mokka_core.stage.paths import LIB_DIR
@@ -52,7 +52,7 @@ def config_header() -> bytes:
 class FakePci(Surface):
     name = "pci"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         gpu_on = node.surfaces["gpu"].enabled if "gpu" in node.surfaces else True
         entries: list[Entry] = [Dir("sys/bus/pci/drivers/nvidia")]
         for gpu in node.gpus:
@@ -73,7 +73,7 @@ class FakePci(Surface):
 class FakeGpu(Surface):
     name = "gpu"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         entries: list[Entry] = [CharDevice("dev/nvidiactl", 195, 255)]
         entries += [CharDevice(f"dev/nvidia{gpu.minor_number}", 195, gpu.minor_number) for gpu in node.gpus]
         entries += [
@@ -122,14 +122,14 @@ class FakeDaemon(Surface):
     name = "daemon"
     mode = "ready"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [Dir("var/lib/mokka/run")]
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         return [Service("fake-daemon", [sys.executable, "-c", DAEMON, self.mode, DAEMON_READY],
                         ready_path=DAEMON_READY)]
 
-    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+    def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
         return ConsumerNeeds(environment={"MOKKA_FAKE_DAEMON": str(ctx.root / DAEMON_READY)})
 
 

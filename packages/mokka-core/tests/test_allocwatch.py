@@ -21,11 +21,11 @@ import yaml
 from mokka_core.cluster.allocwatch import PID_BASE, AllocationWatcher, WatchSettings, match_gpu, process_ids
 from mokka_core.cluster.podresources import Claim
 from mokka_core.cluster.testing import FakeKubelet
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
+from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import OVERRIDE_FILE
-from mokka_core.stage.render import resolve_with
+from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing import consumers
 
 GIB = 1 << 30
@@ -61,9 +61,9 @@ def kubelet(short_dir: Path) -> Iterator[FakeKubelet]:
         yield server
 
 
-def node_of(root: Path) -> NodeState:
+def node_of(root: Path) -> Node:
     inputs = nodefile.load(root).inputs()
-    return resolve_with(inputs, inputs.override)
+    return resolve(inputs)
 
 
 def watcher(root: Path, kubelet: FakeKubelet, **settings: object) -> AllocationWatcher:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from mokka_core.ctl.cli import execute
+from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage import nodefile
-from mokka_core.stage.render import resolve_with
 from mokka_core.testing.runner import PROBE_FILE, DaemonRunner, ProbeSurface
 
 STEP = 2**29  # half a GiB per change
@@ -49,7 +49,7 @@ def test_two_writers_at_once_never_lose_an_update(root: Path) -> None:
     for writer in writers:
         assert writer.wait(120) == 0
     inputs = nodefile.load(root).inputs()
-    node = resolve_with(inputs, inputs.override)
+    node = resolve(inputs)
     events = [event for gpu in node.gpus for event in gpu.config.xid_events]
     assert [len(gpu.config.xid_events) for gpu in node.gpus] == [12, 12]
     assert sorted(event.seq for event in events) == list(range(1, 25))
@@ -57,7 +57,8 @@ def test_two_writers_at_once_never_lose_an_update(root: Path) -> None:
 
 def test_a_reader_sees_100_successive_changes_without_torn_values(root: Path) -> None:
     assert ctl(root, "temp", "0", "20") == 0
-    total = json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["memory"]["total"]
+    memory = json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["memory"]
+    total, reserved = memory["total"], memory["reserved"]
     stop = threading.Event()
     seen: list[int] = []
     problems: list[str] = []
@@ -71,8 +72,8 @@ def test_a_reader_sees_100_successive_changes_without_torn_values(root: Path) ->
                 continue
             gpu = data["gpus"]["0"]
             memory = gpu["memory"]
-            if memory["used"] + memory["free"] != memory["total"]:
-                problems.append(f"used + free != total: {memory}")
+            if memory["reserved"] + memory["used"] + memory["free"] != memory["total"]:
+                problems.append(f"reserved + used + free != total: {memory}")
             if memory["used"] != (gpu["temperature_c"] - 20) * STEP and gpu["temperature_c"] != 20:
                 problems.append(f"temperature and memory from different changes: {gpu}")
             if not seen or seen[-1] != gpu["temperature_c"]:
@@ -87,7 +88,7 @@ def test_a_reader_sees_100_successive_changes_without_torn_values(root: Path) ->
             used = n * STEP
             started = time.monotonic()
             assert ctl(root, "set", "0", f"thermal.temperature_gpu_c={20 + n}", f"memory.used_bytes={used}",
-                       f"memory.free_bytes={total - used}") == 0
+                       f"memory.free_bytes={total - reserved - used}") == 0
             latencies.append(time.monotonic() - started)
             # visible the moment the command returns
             assert json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["temperature_c"] == 20 + n

@@ -147,14 +147,14 @@ def test_fallen_off_bus_reaches_nvml_pci_and_the_event_waiter_alike(tmp_path: Pa
         assert "gpu 0 ok" in out and "gpu 2 ok" in out
         assert f"gpu 3 {15}" in out  # NVML_ERROR_GPU_IS_LOST
         if pci is not None:
+            from mokka_core.model.resolve import resolve
             from mokka_core.stage import nodefile
-            from mokka_core.stage.render import resolve_with
 
             inputs = nodefile.load(root).inputs()
-            bus_id = resolve_with(inputs, inputs.override).gpus[3].bus_id
+            bus_id = resolve(inputs).gpus[3].bus_id
             config = (root / "sys/bus/pci/devices" / bus_id / "config").read_bytes()
             assert set(config[:64]) == {0xFF}
-            healthy = (root / "sys/bus/pci/devices" / resolve_with(inputs, inputs.override).gpus[2].bus_id
+            healthy = (root / "sys/bus/pci/devices" / resolve(inputs).gpus[2].bus_id
                        / "config").read_bytes()
             assert healthy[:2] == b"\xde\x10"  # NVIDIA's vendor id, little-endian
 

@@ -14,9 +14,8 @@ from mokka_core.node.daemon import run
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage import nodefile
-from mokka_core.stage.paths import NODE_FILE, OVERRIDE_FILE
-from mokka_core.stage.render import DIGEST_FILE
 from mokka_core.stage.staging import StagingError, staged_surfaces
+from mokka_core.stage.store import NODE_FILE, OVERRIDE_FILE, PLAN_DIGESTS
 from mokka_core.testing.runner import (
     PROBE_FILE,
     BrokenSurface,
@@ -83,7 +82,7 @@ def test_override_change_restages_exactly_the_surfaces_whose_plan_changed(root: 
         wait_for(lambda: probe(root)["gpus"]["2"]["temperature_c"] == 91)
         assert probe(root)["gpus"]["1"]["temperature_c"] != 91
         assert (root / "etc/mokka-static/driver").stat().st_ino == static_inode
-        digests = json.loads((root / DIGEST_FILE).read_text())
+        digests = json.loads((root / PLAN_DIGESTS).read_text())
         assert set(digests) == {"probe", "static"}
 
 

@@ -144,7 +144,7 @@ def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tm
     from mokka_core.ctl.cli import execute
     from mokka_core.model.spec import NodeSpec
     from mokka_core.node.settings import NodeSettings
-    from mokka_core.stage.paths import OVERRIDE_FILE
+    from mokka_core.stage.store import OVERRIDE_FILE
     from mokka_core.testing.runner import DaemonRunner, ServiceSurface
 
     pid_dir = tmp_path / "pids"

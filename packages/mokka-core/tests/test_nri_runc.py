@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
+from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
 from mokka_core.stage.native import native_dir
 from mokka_core.stage.nvml_view import write_nvml_state
 from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
-from mokka_core.stage.render import resolve_with
 from mokka_core.testing import consumers
 
 pytestmark = [pytest.mark.root, pytest.mark.consumer]
@@ -74,7 +74,7 @@ def stage_node(root: Path, gpus: int) -> None:
 
 def render_state(root: Path) -> None:
     inputs = nodefile.load(root).inputs()
-    write_nvml_state(resolve_with(inputs, inputs.override), root / NVML_STATE_FILE)
+    write_nvml_state(resolve(inputs), root / NVML_STATE_FILE)
 
 
 def bundle_with(base: Path, smi: Path, script: str) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def test_injected_container_runs_nvidia_smi_and_sees_allocations(runc: Path, tmp
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     inputs = nodefile.load(root).inputs()
-    node = resolve_with(inputs, inputs.override)
+    node = resolve(inputs)
     assert sum(line.startswith("GPU ") for line in lines) == 2
     assert f"GPU 1: {node.gpus[1].config.name} (UUID: {node.gpus[1].uuid})" in lines
     [process] = node.gpus[1].config.processes or []

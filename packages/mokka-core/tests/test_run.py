@@ -300,7 +300,7 @@ def test_nvml_mock_ctl_finds_the_node_without_flags() -> None:
     done = fake_run("--", "sh", "-c", f"MOKKA_CTL_VERBOSE=1 {ctl} temp 1 77 && {ctl} status --json")
     assert done.returncode == 0, done.stderr
     assert '"temperature_c": 77' in done.stdout and '"profile": "h100"' in done.stdout
-    assert "path: fast" in done.stderr  # mokka run leaves the node's snapshot, as a node daemon does
+    assert "node from: snapshot" in done.stderr  # mokka run leaves the node's snapshot, as a node daemon does
 
 
 @needs_root

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from mokka_core.errors import ConfigError
+from mokka_core.model.config import RemappedRows
 from mokka_core.model.spec import NodeSpec, surface_settings
 from mokka_core.schema.builtin import BUILTIN_PROFILES
 
@@ -100,10 +101,12 @@ def test_overlay_only_applies_to_fabric_gpus(tmp_path: Path) -> None:
 
 
 def test_null_in_override_clears_a_block(tmp_path: Path) -> None:
+    """null replaces: a block every GPU has goes back to its defaults, a block a board may lack goes away."""
     override = tmp_path / "overrides.yaml"
-    override.write_text("all: {remapped_rows: null}\n")
+    override.write_text("all: {remapped_rows: null, fabric: null}\n")
     node = NodeSpec(profile="h100", override_file=override).resolve()
-    assert node.gpus[0].config.remapped_rows is None
+    assert node.gpus[0].config.remapped_rows == RemappedRows()
+    assert node.gpus[0].config.fabric is None
 
 
 def test_bad_override_value_names_the_override_file(tmp_path: Path) -> None:
@@ -133,9 +136,7 @@ def test_gpu_lookup_by_any_id() -> None:
 
 def test_node_state_is_immutable() -> None:
     node = NodeSpec(profile="t4").resolve()
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError):
+    with pytest.raises(AttributeError, match="immutable"):
         node.node_name = "other"  # type: ignore[misc]
 
 

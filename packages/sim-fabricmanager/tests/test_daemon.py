@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.store import FABRICMANAGER_READY
 from mokka_core.stage.surface import StageContext
-from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
 
 
@@ -44,7 +44,7 @@ def stop(proc: subprocess.Popen[str]) -> str:
 
 
 def test_ready_after_init_delay_and_clean_shutdown(tmp_path: Path) -> None:
-    marker = tmp_path / FABRICMANAGER_READY_FILE
+    marker = tmp_path / FABRICMANAGER_READY
     proc = start(tmp_path, "--init-delay", "1.0", "-c", "/etc/fabricmanager.cfg")
     try:
         time.sleep(0.3)
@@ -68,7 +68,7 @@ def test_failed_never_becomes_ready(tmp_path: Path) -> None:
     proc = start(tmp_path, "--failed")
     try:
         time.sleep(2.5)
-        assert not (tmp_path / FABRICMANAGER_READY_FILE).exists()
+        assert not (tmp_path / FABRICMANAGER_READY).exists()
         assert ctl(tmp_path, "-q").returncode == 1
     finally:
         out = stop(proc)
@@ -76,7 +76,7 @@ def test_failed_never_becomes_ready(tmp_path: Path) -> None:
 
 
 def test_stale_marker_of_a_killed_daemon_is_not_ready(tmp_path: Path) -> None:
-    marker = tmp_path / FABRICMANAGER_READY_FILE
+    marker = tmp_path / FABRICMANAGER_READY
     proc = start(tmp_path)
     assert wait_for(marker.exists)
     proc.kill()
@@ -111,7 +111,7 @@ def test_services_run_the_daemon(tmp_path: Path, failed: bool) -> None:
     assert service.command[-1] == "--failed" if failed else "--failed" not in service.command
     proc = subprocess.Popen(service.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        became_ready = wait_for((tmp_path / FABRICMANAGER_READY_FILE).exists, timeout=3)
+        became_ready = wait_for((tmp_path / FABRICMANAGER_READY).exists, timeout=3)
     finally:
         stop(proc)
     assert became_ready is not failed

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from mokka_core.model.spec import NodeSpec
+from mokka_core.stage.store import FABRICMANAGER_READY
 from mokka_core.stage.surface import StageContext
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
 from mokka_core.testing.nvml import stage_nvml_view
-from mokka_sim_fabricmanager.paths import FABRICMANAGER_READY_FILE
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
 
 pytestmark = pytest.mark.consumer
@@ -31,7 +31,7 @@ def test_fabric_state_follows_the_fabric_manager(tmp_path: Path, state: str, sho
     proc = subprocess.Popen(service.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 5
-        while state == "healthy" and not (tmp_path / FABRICMANAGER_READY_FILE).exists():
+        while state == "healthy" and not (tmp_path / FABRICMANAGER_READY).exists():
             assert time.monotonic() < deadline, "the fabric manager never became ready"
             time.sleep(0.1)
         lib_dir = stage_nvml_view(tmp_path, node, follow_fabric_manager=True)

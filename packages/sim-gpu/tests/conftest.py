@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave, teardown
 from mokka_core.stage.surface import StageContext
@@ -19,7 +19,7 @@ from mokka_core.testing.consumers import missing
 from mokka_sim_gpu.surface import GpuSurface
 
 
-def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> NodeState:
+def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> Node:
     return NodeSpec(profile=profile, gpus=gpus, surfaces=dict(surfaces)).resolve()
 
 
@@ -36,7 +36,7 @@ def native_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def make_node() -> Callable[..., NodeState]:
+def make_node() -> Callable[..., Node]:
     return resolve_node
 
 

@@ -12,6 +12,7 @@ import pytest
 from mokka_core.errors import MokkaError
 from mokka_core.stage import paths
 from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.stage.store import STATE_DIR
 from mokka_core.stage.surface import CharDevice, Copy, StageContext
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_gpu.library import built_library
@@ -76,7 +77,7 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
         "modules.alias", "modules.alias.bin", "modules.dep", "modules.dep.bin",
         "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko",
     ]
-    rest = [f for f in staged_files if not f.startswith((paths.STATE_DIR, "lib/modules/"))]
+    rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/"))]
     assert rest == sorted(expected)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -148,7 +147,7 @@ def test_other_surfaces_do_not_change_when_ib_is_disabled_or_failed(tmp_path: Pa
 
     def without_nics(plan: list) -> list:
         return [
-            replace(e, content="".join(ln for ln in e.data().decode().splitlines(True) if not ln.startswith("pcifn.")))
+            e._replace(content="".join(ln for ln in e.data().decode().splitlines(True) if not ln.startswith("pcifn.")))
             if isinstance(e, File) and e.path.endswith("mokka-nvml.state")
             else e
             for e in plan

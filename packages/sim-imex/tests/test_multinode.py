@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave
 from mokka_core.stage.surface import StageContext
@@ -36,7 +36,7 @@ domains:
 """
 
 
-def resolve(name: str, overlay: Path, imex_state: str = "healthy") -> NodeState:
+def resolve(name: str, overlay: Path, imex_state: str = "healthy") -> Node:
     return NodeSpec(profile="gb200", node_name=name, overlay_file=overlay,
                     surfaces={"imex": {"state": imex_state}}).resolve()
 

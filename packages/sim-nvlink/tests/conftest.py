@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
 from mokka_core.testing.nvml import stage_nvml_view
@@ -18,8 +18,8 @@ SmiRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def nvml_view(tmp_path: Path) -> Callable[[NodeState], Path]:
-    def make(node: NodeState, name: str = "node") -> Path:
+def nvml_view(tmp_path: Path) -> Callable[[Node], Path]:
+    def make(node: Node, name: str = "node") -> Path:
         root = tmp_path / name
         stage_nvml_view(root, node)
         return root

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave, teardown
 from mokka_core.stage.surface import StageContext
@@ -16,7 +16,7 @@ from mokka_core.testing import consumers
 from mokka_sim_pci.surface import PciSurface
 
 
-def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> NodeState:
+def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> Node:
     return NodeSpec(profile=profile, gpus=gpus, surfaces=dict(surfaces)).resolve()
 
 
@@ -48,7 +48,7 @@ def staged(tmp_path: Path) -> Iterator[Callable[..., Path]]:
 
 
 @pytest.fixture
-def make_node() -> Callable[..., NodeState]:
+def make_node() -> Callable[..., Node]:
     return resolve_node
 
 

@@ -120,3 +120,23 @@ def test_disabled_surface_stages_nothing(make_node) -> None:
     from mokka_sim_pci.surface import PciSurface
 
     assert PciSurface().plan(make_node("h100", pci={"enabled": False}), StageContext(root=Path("/"))) == []
+
+
+def test_pcie_link_is_the_one_nvml_reports(tmp_path: Path) -> None:
+    """A profile without a pcie block, or with only the maximum: lspci and NVML see the same link."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.schema.builtin import builtin_text
+    from mokka_core.stage.nvml_view import render_nvml_state
+
+    line = next(line for line in builtin_text("t4").splitlines(keepends=True) if line.startswith("  pcie:"))
+    for name, body in (("no-pcie", builtin_text("t4").replace(line, "")),
+                       ("max-only", builtin_text("t4").replace(line, "  pcie: {max_link_gen: 5, max_link_width: 8}\n")),
+                       ):
+        profile = tmp_path / f"{name}.yaml"
+        profile.write_text(body)
+        node = NodeSpec(profile_file=profile).resolve()
+        link = next(f for f in pci_functions(node) if f.kind == "gpu").function.link
+        state = dict(line.split("=", 1) for line in render_nvml_state(node).splitlines() if "=" in line)
+        nvml = tuple(int(state[f"device.0.pcie.{k}"]) for k in ("max_gen", "current_gen", "max_width", "current_width"))
+        assert nvml == (link.max_gen, link.current_gen, link.max_width, link.current_width), name
+    assert nvml == (5, 5, 8, 8)

@@ -20,7 +20,7 @@ import yaml
 from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 SPEC_FILE = "var/run/cdi/nvidia.yaml"
 KIND = "nvidia.com/gpu"
@@ -42,7 +42,7 @@ def device_root(root: Path, failed: bool) -> Path:
     return root / MISSING_DRIVER_ROOT if failed else root
 
 
-def render(node: NodeState, root: Path, failed: bool = False) -> dict[str, Any]:
+def render(node: Node, root: Path, failed: bool = False) -> dict[str, Any]:
     dev_root = device_root(root, failed)
 
     def gpu_node(minor: int) -> dict[str, str]:

@@ -12,22 +12,28 @@ from typing import TYPE_CHECKING, Any
 
 from mokka_core.stage.surface import Entry, File, StageContext, Surface
 
-from . import spec as cdi
-
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class CdiSurface(Surface):
     name = "cdi"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
-    def render(self, node: NodeState, root: Path) -> dict[str, Any]:
+    def render(self, node: Node, root: Path) -> dict[str, Any]:
+        from . import spec as cdi  # PyYAML: imported where a spec is rendered, not by every nvml-mock-ctl
+
         return cdi.render(node, root, failed=node.surface(self.name).state == "failed")
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
+        from . import spec as cdi
+
         return [File(cdi.SPEC_FILE, cdi.dump(self.render(node, ctx.root)))]
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
+        from . import spec as cdi
+
         problems = super().check(node, ctx)
         if node.surface(self.name).state == "failed":
             present = [p for p in cdi.device_host_paths(self.render(node, ctx.root))

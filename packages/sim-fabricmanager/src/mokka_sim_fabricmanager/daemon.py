@@ -18,8 +18,7 @@ from pathlib import Path
 
 from mokka_core.node.foreground import foreground
 from mokka_core.stage.paths import find_root
-
-from .paths import FABRICMANAGER_READY_FILE
+from mokka_core.stage.store import NodeStore, atomic_write
 
 REASSERT_SECONDS = 2.0
 INIT_DELAY_ENV = "MOKKA_FABRICMANAGER_INIT_DELAY_SEC"
@@ -27,15 +26,12 @@ PROGRAM = "nv-fabricmanager"
 
 
 def marker_path(root: Path) -> Path:
-    return root / FABRICMANAGER_READY_FILE
+    return NodeStore(root).fabricmanager_ready
 
 
 def write_marker(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{os.getpid()}\n")
-    tmp.chmod(0o644)
-    os.replace(tmp, path)
+    atomic_write(path, f"{os.getpid()}\n")
 
 
 def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,

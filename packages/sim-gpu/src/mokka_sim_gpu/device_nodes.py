@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from mokka_core.stage.surface import CharDevice, Entry
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 NVIDIA_MAJOR = 195
 NVIDIACTL_MINOR = 255
@@ -24,7 +24,7 @@ UVM_MAJOR = 509  # dynamic: what a node that loaded nvidia.ko first and nvidia_u
 CHAR_MAJORS = {"nvidia-frontend": NVIDIA_MAJOR, "nvidia-uvm": UVM_MAJOR}
 
 
-def device_node_entries(node: NodeState) -> list[Entry]:
+def device_node_entries(node: Node) -> list[Entry]:
     entries: list[Entry] = [
         # a GPU that is lost or fell off the bus keeps its node: the driver never removes it
         CharDevice(f"dev/nvidia{gpu.minor_number}", NVIDIA_MAJOR, gpu.minor_number)

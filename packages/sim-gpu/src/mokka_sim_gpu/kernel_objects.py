@@ -19,7 +19,7 @@ from .device_nodes import NVIDIA_MAJOR
 from .render_proc import PARAMS, STRING_PARAMS
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 MODULE_DIR = "kernel/drivers/video"  # where NVIDIA's installer puts its modules
 #: module name -> (file name, the modules it depends on)
@@ -33,7 +33,7 @@ ELF_MACHINES = {"x86_64": 62, "aarch64": 183}
 SHT_PROGBITS, SHT_STRTAB, SHF_ALLOC = 1, 3, 2
 
 
-def kernel_object_entries(node: NodeState, release: str | None = None, machine: str | None = None) -> list[Entry]:
+def kernel_object_entries(node: Node, release: str | None = None, machine: str | None = None) -> list[Entry]:
     uname = os.uname()
     release = release or uname.release
     machine = machine or uname.machine

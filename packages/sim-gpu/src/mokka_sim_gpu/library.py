@@ -11,7 +11,7 @@ from mokka_core.stage import paths
 from mokka_core.stage.surface import Copy, Entry, File, StageContext, Symlink
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 LIBRARY = "libnvidia-ml.so"
 SONAME = f"{LIBRARY}.1"
@@ -21,7 +21,7 @@ class LibraryNotBuilt(MokkaError):
     """No built mock libnvidia-ml to stage."""
 
 
-def library_entries(node: NodeState, ctx: StageContext) -> list[Entry]:
+def library_entries(node: Node, ctx: StageContext) -> list[Entry]:
     """``libnvidia-ml.so.<driver>``, ``.so.1`` -> it and ``.so`` -> ``.so.1``, as the driver packages install them."""
     versioned = f"{LIBRARY}.{node.driver_version}"
     return [
@@ -54,7 +54,7 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
     raise LibraryNotBuilt(f"gpu: no {LIBRARY}.<version> in {native_dir}; run `make -C native install` first")
 
 
-def state_file_entries(node: NodeState, root: Path | None = None) -> list[Entry]:
+def state_file_entries(node: Node, root: Path | None = None) -> list[Entry]:
     """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
     try:
         view = importlib.import_module("mokka_core.stage.nvml_view")

@@ -8,15 +8,14 @@ one table so they always agree.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 from .render_proc import PARAMS, STRING_PARAMS
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 PROC_MODULES = "proc/modules"
 SYS_MODULE = "sys/module"
@@ -25,8 +24,7 @@ TAINT = "POE"
 LOAD_ADDRESS = 0xFFFF_FFFF_C000_0000
 
 
-@dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):
     name: str
     size: int  # bytes of core text+data, page aligned
     holders: tuple[str, ...]  # modules that depend on this one
@@ -38,7 +36,7 @@ class Module:
         return len(self.holders) + self.extra_refs
 
 
-def loaded_modules(node: NodeState) -> list[Module]:
+def loaded_modules(node: Node) -> list[Module]:
     """The four NVIDIA modules, newest first (the order the kernel lists them in /proc/modules)."""
     persistent = [gpu for gpu in node.gpus if gpu.config.persistence_mode == "enabled"]
     # nvidia-persistenced keeps every GPU's /dev/nvidiaN and /dev/nvidiactl open
@@ -77,7 +75,7 @@ def srcversion(name: str, driver_version: str) -> str:
     return hashlib.sha256(f"{name}-{driver_version}".encode()).hexdigest()[:23].upper()
 
 
-def module_entries(node: NodeState) -> list[Entry]:
+def module_entries(node: Node) -> list[Entry]:
     modules = loaded_modules(node)
     entries: list[Entry] = [File(PROC_MODULES, render_proc_modules(modules), mode=0o444)]
     for module in modules:

@@ -14,7 +14,7 @@ from mokka_core.model.identity import gpu_dma_bits, legacy_irq
 from mokka_core.stage.surface import Entry, File
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import GpuState, NodeState
+    from mokka_core.model.node import Gpu, Node
 
 PROC_DIR = "proc/driver/nvidia"
 
@@ -67,7 +67,7 @@ STRING_PARAMS = ("RegistryDwords", "RegistryDwordsPerDevice", "RmMsg", "GpuBlack
                  "ExcludedGpus")
 
 
-def proc_entries(node: NodeState) -> list[Entry]:
+def proc_entries(node: Node) -> list[Entry]:
     entries: list[Entry] = [
         File(f"{PROC_DIR}/version", render_version(node.driver_version), mode=0o444),
         File(f"{PROC_DIR}/params", render_params(), mode=0o444),
@@ -98,7 +98,7 @@ def render_registry() -> str:
     return 'Binary: ""\n'
 
 
-def render_information(gpu: GpuState) -> str:
+def render_information(gpu: Gpu) -> str:
     """One GPU's ``information`` file.  A lost GPU no longer answers RM: no UUID, unknown VBIOS."""
     cfg = gpu.config
     bits = gpu_dma_bits(cfg.architecture)

@@ -27,13 +27,13 @@ from .modules import module_entries
 from .render_proc import proc_entries
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class GpuSurface(Surface):
     name = "gpu"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         settings = node.surface("gpu")
         if not settings.enabled:
             return []

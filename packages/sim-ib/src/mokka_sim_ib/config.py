@@ -1,6 +1,6 @@
 """The responder's input: one JSON file staged beside sysfs, so both always describe the same node.
 
-``<root>/var/lib/mokka/ib/node.json`` (format version 1)::
+``NODE_CONFIG`` in the ib folder of the node's state directory (format version 1)::
 
     {"version": 1, "node_name": "...", "gid_prefix": int, "sm_lid": 1, "sm_guid": int,
      "ports": [PortModel as a dict, one per HCA in index order]}
@@ -13,17 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.paths import STATE_DIR
+from mokka_core.stage.store import IB_DIR
 
 from .hca import CAP_MASK, GID_PREFIX, MELLANOX_VENDOR_ID, PHYS_STATES, RATES, SM_LID, PortView
 from .mad import PortModel
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
-IB_STATE_DIR = f"{STATE_DIR}/ib"
-NODE_CONFIG = f"{IB_STATE_DIR}/node.json"
-SOCKET = f"{IB_STATE_DIR}/responder.sock"
+NODE_CONFIG = f"{IB_DIR}/node.json"
+SOCKET = f"{IB_DIR}/responder.sock"
 FORMAT_VERSION = 1
 
 
@@ -53,7 +52,7 @@ class NodeConfig:
             raise ValueError(f"{path}: not a sim-ib node file ({exc})") from None
 
 
-def node_config(node: NodeState, views: list[PortView]) -> NodeConfig:
+def node_config(node: Node, views: list[PortView]) -> NodeConfig:
     prefix = node.infiniband.guid_prefix if node.infiniband else "a088c203"
     # The subnet manager is not on any simulated host: it stands for the fabric's (unmodelled) switch.
     sm_guid = (int(prefix.replace(":", "")[:8], 16) << 32) | 0x1

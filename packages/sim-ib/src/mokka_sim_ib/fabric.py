@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import struct
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from mokka_core.stage.store import atomic_write
 
 from .mad import PortModel
 
@@ -97,10 +97,7 @@ class Directory:
         if self.fabric_dir is None:
             return
         self.fabric_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.fabric_dir, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(own, out)
-        os.replace(tmp, self.fabric_dir / f"{self.own_name}.json")
+        atomic_write(self.fabric_dir / f"{self.own_name}.json", json.dumps(own), mode=0o600)
 
     def withdraw(self) -> None:
         if self.fabric_dir is not None:

@@ -13,7 +13,7 @@ from mokka_core.errors import ConfigError
 from mokka_core.model.identity import format_guid
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import HcaState, NodeState
+    from mokka_core.model.node import Hca, Node
 
 #: IB port states (IBA 14.2.5.6 PortInfo:PortState) as the kernel names them in ``ports/N/state``.
 PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
@@ -100,7 +100,7 @@ class PortView:
             return 0
 
 
-def ports(node: NodeState) -> list[PortView]:
+def ports(node: Node) -> list[PortView]:
     """One view per HCA; empty when the surface is disabled or the profile has no InfiniBand."""
     ib = node.infiniband
     settings = node.surface("ib")
@@ -110,7 +110,7 @@ def ports(node: NodeState) -> list[PortView]:
     return [_port(node, hca, failed) for hca in node.hcas]
 
 
-def _port(node: NodeState, hca: HcaState, failed: bool) -> PortView:
+def _port(node: Node, hca: Hca, failed: bool) -> PortView:
     ib = node.infiniband
     assert ib is not None
     state = "DOWN" if failed else ib.port_state

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.native import native_library
+from mokka_core.stage.store import IB_DIR
 from mokka_core.stage.surface import ConsumerNeeds, Dir, Entry, File, Service, StageContext, Surface
 
-from . import config, hca, sysfs
-
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 log = logging.getLogger(__name__)
 
@@ -34,33 +33,44 @@ def shim_path() -> Path | None:
 
 def consumer_needs(root: Path) -> ConsumerNeeds:
     """The shim preloaded and the node's responder socket; without a built shim, only the socket."""
+    from . import config
+
     shim = shim_path()
     if shim is None:
         log.info("%s is not built (make -C packages/sim-ib/native install): MAD and verbs tools "
-                    "(ibping, ibv_devinfo) will not see the HCAs", SHIM_NAME)
+                 "(ibping, ibv_devinfo) will not see the HCAs", SHIM_NAME)
     return ConsumerNeeds(preload=(str(shim),) if shim is not None else (),
                          environment={SOCKET_ENV: str(root.absolute() / config.SOCKET)})
 
 
 class IbSurface(Surface):
     name = "ib"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
+        # loaded where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
+        from . import config, hca, sysfs
+
         views = hca.ports(node)
         if not views:
             return []
         node_file = config.node_config(node, views).to_json()
         return [
             *sysfs.device_entries(node, views),
-            Dir(config.IB_STATE_DIR),
+            Dir(IB_DIR),
             File(config.NODE_CONFIG, node_file, mode=0o644),
         ]
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
+        from . import config, hca
+
         if not hca.ports(node):
             return []
         command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]
         return [Service(name="sim-ib-responder", command=command, ready_path=config.SOCKET)]
 
-    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+    def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
+        from . import hca
+
         return consumer_needs(ctx.root) if hca.ports(node) else ConsumerNeeds()

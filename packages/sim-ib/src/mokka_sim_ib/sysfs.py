@@ -23,7 +23,7 @@ from mokka_core.stage.surface import CharDevice, Dir, Entry, File, Symlink
 from .hca import CAP_MASK, COUNTERS, PHYS_STATES, PortView
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 #: The RDMA core's char-device major and the minor bases of its three device kinds.
 RDMA_MAJOR = 231
@@ -42,7 +42,7 @@ CLASS_VERBS = "sys/class/infiniband_verbs"
 DEV_DIR = "dev/infiniband"
 
 
-def device_entries(node: NodeState, views: list[PortView]) -> list[Entry]:
+def device_entries(node: Node, views: list[PortView]) -> list[Entry]:
     if not views:
         return []
     roots = {hca.name: hca.root_complex for hca in node.hcas}

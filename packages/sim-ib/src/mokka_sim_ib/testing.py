@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mokka_core.model.resolve import NodeState
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave
 from mokka_core.stage.surface import StageContext
@@ -58,7 +58,7 @@ def stage_node(root: Path, name: str, *, state: str = "healthy", enabled: bool =
     return SimNode(name, root)
 
 
-def _stand_in_for_pci(root: Path, node: NodeState) -> None:
+def _stand_in_for_pci(root: Path, node: Node) -> None:
     """What sim-pci renders for each HCA function and libibverbs reads (its modalias), if sim-pci is absent."""
     for hca in node.hcas:
         function = root / "sys/devices" / hca.root_complex / hca.bus_id

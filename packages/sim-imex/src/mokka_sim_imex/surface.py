@@ -14,18 +14,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mokka_core.stage.store import IMEX_DIR
 from mokka_core.stage.surface import CharDevice, Dir, Entry, File, Service, StageContext, Surface
 
-from . import procdevices
-from .config import CONFIG_DIR, CONFIG_FILE, DEFAULT_NODE_IP, NODES_CONFIG_FILE, render_config, render_nodes_config
-
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 CHANNEL_DIR = "dev/nvidia-caps-imex-channels"
 CAPS_DIR = "dev/nvidia-caps"
 CAPABILITY_FILE = "proc/driver/nvidia/capabilities/fabric-imex-mgmt"
-PROC_DEVICES_FILE = "var/lib/mokka/imex/proc-devices"
+PROC_DEVICES_FILE = f"{IMEX_DIR}/proc-devices"
 #: the driver's channel limit; the DRA driver allocates channel ids below it
 CHANNEL_COUNT = 2048
 #: minor of the fabric-imex-mgmt capability on the nvidia-caps major
@@ -33,8 +31,6 @@ IMEX_MGMT_MINOR = 512
 HOST_PROC_DEVICES_ENV = "MOKKA_HOST_PROC_DEVICES"
 #: used where the host has no /proc/devices (not Linux)
 MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
-#: files an administrator (or the DRA driver's compute-domain daemon) edits after staging
-EDITABLE = (CONFIG_FILE, NODES_CONFIG_FILE)
 
 
 def host_proc_devices() -> tuple[str, str]:
@@ -48,8 +44,21 @@ def host_proc_devices() -> tuple[str, str]:
 
 class ImexSurface(Surface):
     name = "imex"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
+        # loaded where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
+        from . import procdevices
+        from .config import (
+            CONFIG_DIR,
+            CONFIG_FILE,
+            DEFAULT_NODE_IP,
+            NODES_CONFIG_FILE,
+            render_config,
+            render_nodes_config,
+        )
+
         text, source = host_proc_devices()
         majors = procdevices.choose_majors(text, source)
         entries: list[Entry] = [Dir(CHANNEL_DIR), Dir(CAPS_DIR)]
@@ -64,18 +73,23 @@ class ImexSurface(Surface):
         entries.append(File(NODES_CONFIG_FILE, render_nodes_config([DEFAULT_NODE_IP])))
         return entries
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
+        from .config import CONFIG_FILE
+
         command = [sys.executable, "-m", "mokka_sim_imex.daemon", "-c", str(ctx.root / CONFIG_FILE)]
         if node.surface(self.name).state == "failed":
             command.append("--failed")
         return [Service(name="nvidia-imex", command=command)]
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
+        from .config import CONFIG_FILE, NODES_CONFIG_FILE
+
+        editable = (CONFIG_FILE, NODES_CONFIG_FILE)  # an administrator (or the DRA driver) edits them after staging
         problems = []
         for entry in self.plan(node, ctx):
             target = ctx.root / entry.path
             if not (target.exists() or target.is_symlink()):
                 problems.append(f"{self.name}: missing /{entry.path}")
-            elif isinstance(entry, File) and entry.path not in EDITABLE and target.read_bytes() != entry.data():
+            elif isinstance(entry, File) and entry.path not in editable and target.read_bytes() != entry.data():
                 problems.append(f"{self.name}: /{entry.path} differs from the node state")
         return problems

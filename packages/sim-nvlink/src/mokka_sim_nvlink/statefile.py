@@ -1,10 +1,15 @@
-"""Reading the NVML state file (format: native/README.md) for the NVLink and fabric keys only."""
+"""Reading the NVML state file (format: native/README.md) for the NVLink and fabric keys only.
+
+Keys are spelled once, in the key table (``mokka_core.stage.nvml_keys``, generated from
+``native/state-keys.toml``); the helpers below refuse a key the table does not have.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-HEADER = "mokka-nvml-state 1"
+from mokka_core.stage import nvml_keys
+from mokka_core.stage.nvml_keys import HEADER
 
 
 class StateFileError(ValueError):
@@ -30,4 +35,15 @@ def read(path: Path) -> dict[str, str]:
 
 
 def device_count(values: dict[str, str]) -> int:
-    return len({key.split(".")[1] for key in values if key.startswith("device.")})
+    return len({found[1][0] for found in map(nvml_keys.split_key, values)
+                if found is not None and found[0] == "device"})
+
+
+def device_value(values: dict[str, str], index: int, key: str) -> str | None:
+    """The value of ``device.<index>.<key>`` (a ``nvml_keys.DEVICE_*`` key), None when not written."""
+    return values.get(nvml_keys.device_key(index, key))
+
+
+def link_value(values: dict[str, str], index: int, link: int, key: str) -> str | None:
+    """The value of ``device.<index>.nvlink.<link>.<key>`` (a ``nvml_keys.LINK_*`` key), None when not written."""
+    return values.get(nvml_keys.link_key(index, link, key))

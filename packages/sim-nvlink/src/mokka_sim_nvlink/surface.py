@@ -9,23 +9,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.surface import Entry, StageContext, Surface
 
-from . import statefile
-from .topology import fabric_placement, nv_matrix
-
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class NvlinkSurface(Surface):
     name = "nvlink"
+    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
+    reads = frozenset[str]()
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
+        from mokka_core.stage import nvml_keys as keys
+        from mokka_core.stage.paths import NVML_STATE_FILE
+
+        from . import statefile
+        from .topology import fabric_placement, nv_matrix
+
         try:
             values = statefile.read(ctx.root / NVML_STATE_FILE)
         except statefile.StateFileError as exc:
@@ -38,24 +42,24 @@ class NvlinkSurface(Surface):
         matrix = nv_matrix(node)
         placement = fabric_placement(node)
         for gpu in node.gpus:
-            prefix = f"device.{gpu.index}"
-            count = int(values.get(f"{prefix}.nvlink.count", "0") or 0)
+            count = int(statefile.device_value(values, gpu.index, keys.DEVICE_NVLINK_COUNT) or 0)
             if count != len(gpu.links):
                 problems.append(f"{self.name}: GPU {gpu.index}: NVML view has {count} links, node has {len(gpu.links)}")
                 continue
             for link in gpu.links:
-                shown = values.get(f"{prefix}.nvlink.{link.link}.state", "0") == "1"
+                shown = statefile.link_value(values, gpu.index, link.link, keys.LINK_STATE) == "1"
                 if shown != link.active:
                     problems.append(f"{self.name}: GPU {gpu.index} link {link.link}: NVML view says "
                                     f"{'active' if shown else 'inactive'}, node says "
                                     f"{'active' if link.active else 'inactive'}")
             expected_row = ",".join(str(n) for n in matrix[gpu.index])
-            row = values.get(f"{prefix}.topology.nvlinks")
+            row = statefile.device_value(values, gpu.index, keys.DEVICE_TOPOLOGY_NVLINKS)
             if gpu.links and row is not None and row != expected_row:
                 problems.append(f"{self.name}: GPU {gpu.index}: NV# row {row} in the NVML view, {expected_row} "
                                 "in the node state")
             if placement is not None:
-                shown_place = (values.get(f"{prefix}.fabric.cluster_uuid"), values.get(f"{prefix}.fabric.clique_id"))
+                shown_place = (statefile.device_value(values, gpu.index, keys.DEVICE_FABRIC_CLUSTER_UUID),
+                               statefile.device_value(values, gpu.index, keys.DEVICE_FABRIC_CLIQUE_ID))
                 if shown_place != (placement[0], str(placement[1])):
                     problems.append(f"{self.name}: GPU {gpu.index}: fabric cluster/clique {shown_place} in the "
                                     f"NVML view, {placement} in the node state")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from mokka_core.stage.nvml_view import nvlink_matrix
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 @dataclass(frozen=True)
@@ -24,12 +24,12 @@ class LinkRow:
     speed_mbps: int
 
 
-def nv_matrix(node: NodeState) -> list[list[int]]:
+def nv_matrix(node: Node) -> list[list[int]]:
     """NVLinks between each pair of GPUs, exactly as the NVML view renders them (``topo -m``'s NV#)."""
     return nvlink_matrix(node)
 
 
-def link_rows(node: NodeState) -> list[LinkRow]:
+def link_rows(node: Node) -> list[LinkRow]:
     speed = node.nvlink.bandwidth_per_link_mbps if node.nvlink else 0
     rows = []
     for gpu in node.gpus:
@@ -44,7 +44,7 @@ def link_rows(node: NodeState) -> list[LinkRow]:
     return rows
 
 
-def render_matrix(node: NodeState) -> str:
+def render_matrix(node: Node) -> str:
     """The NVLink part of ``nvidia-smi topo -m`` (NV# or ``-`` where there is none)."""
     names = [f"GPU{gpu.index}" for gpu in node.gpus]
     lines = ["\t".join(["", *names])]
@@ -54,7 +54,7 @@ def render_matrix(node: NodeState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_links(node: NodeState) -> str:
+def render_links(node: Node) -> str:
     lines = []
     for row in link_rows(node):
         state = f"{row.speed_mbps / 1000:.3f} GB/s" if row.active else "<inactive>"
@@ -62,7 +62,7 @@ def render_links(node: NodeState) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def fabric_placement(node: NodeState) -> tuple[str, int] | None:
+def fabric_placement(node: Node) -> tuple[str, int] | None:
     """(cluster UUID, clique id) the GPUs report, or None when the node has no fabric (a100, b200, ...)."""
     fabric = node.gpus[0].config.fabric if node.gpus else None
     return (fabric.cluster_uuid, fabric.clique_id) if fabric else None

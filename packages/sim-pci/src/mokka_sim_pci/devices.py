@@ -16,7 +16,7 @@ from mokka_core.model.identity import gpu_dma_bits, legacy_irq
 from .config_space import Bar, Function, Link
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import GpuState, HcaState, NodeState, RootComplexState, SwitchState
+    from mokka_core.model.node import Gpu, Hca, Node, RootComplex, Switch
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
@@ -45,7 +45,7 @@ IOMMU_GROUP_BASE = 40  # above the groups of a host's own root ports and chipset
 @dataclass(frozen=True)
 class PciFunction:
     bus_id: str
-    root: RootComplexState
+    root: RootComplex
     kind: str  # "gpu" | "nvswitch" | "hca"
     function: Function
     numa_node: int  # -1 when the platform reports no NUMA affinity
@@ -56,7 +56,7 @@ class PciFunction:
     dma_bits: int
 
 
-def pci_functions(node: NodeState) -> list[PciFunction]:
+def pci_functions(node: Node) -> list[PciFunction]:
     """Every function the pci surface shows, sorted by bus id (the order lspci lists them)."""
     wanted: list[tuple[str, Callable[[], PciFunction]]] = []
     layout = _Layout(node)
@@ -71,7 +71,7 @@ def pci_functions(node: NodeState) -> list[PciFunction]:
 class _Layout:
     """Hands out non-overlapping MMIO windows and IOMMU groups, one slot per function in bus order."""
 
-    def __init__(self, node: NodeState) -> None:
+    def __init__(self, node: Node) -> None:
         self.roots = {root.id: root for root in node.root_complexes}
         self.slot = -1
         self.mmio64 = MMIO64_BASE
@@ -87,26 +87,22 @@ class _Layout:
         return address
 
 
-def _gpu(node: NodeState, gpu: GpuState, layout: _Layout) -> PciFunction:
+def _gpu(node: Node, gpu: Gpu, layout: _Layout) -> PciFunction:
     bound = node.surface("gpu").active
     cfg = gpu.config
     pci, pcie = cfg.pci, cfg.pcie
     bar0, group = layout.next_slot()
     bar1_size = _pow2(cfg.bar1_memory.total_bytes if cfg.bar1_memory else 256 << 20)
     bar1 = layout.take64(2 * bar1_size)
-    subsystem = (pci.subsystem_id or 0) if pci else 0
-    link = Link(
-        max_gen=(pcie.max_link_gen if pcie and pcie.max_link_gen else 4),
-        max_width=(pcie.max_link_width if pcie and pcie.max_link_width else 16),
-        current_gen=(pcie.current_link_gen if pcie and pcie.current_link_gen else 4),
-        current_width=(pcie.current_link_width if pcie and pcie.current_link_width else 16),
-    )
+    subsystem = pci.subsystem_id
+    link = Link(max_gen=pcie.max_link_gen, max_width=pcie.max_link_width, current_gen=pcie.current_link_gen,
+                current_width=pcie.current_link_width)
     function = Function(
         vendor=NVIDIA_VENDOR,
-        device=((pci.device_id or 0) >> 16) if pci else 0,  # NVML packs device << 16 | vendor
+        device=pci.device_id >> 16,  # NVML packs device << 16 | vendor
         subsystem_vendor=subsystem & 0xFFFF,
         subsystem_device=subsystem >> 16,
-        revision=pci.revision if pci else 0xA1,
+        revision=pci.revision,
         class_code=CLASS_3D_CONTROLLER,
         irq=legacy_irq(gpu.bus_id),
         link=link,
@@ -133,7 +129,7 @@ def _gpu(node: NodeState, gpu: GpuState, layout: _Layout) -> PciFunction:
     )
 
 
-def _switch(node: NodeState, switch: SwitchState, layout: _Layout) -> PciFunction:
+def _switch(node: Node, switch: Switch, layout: _Layout) -> PciFunction:
     bound = node.surface("gpu").active  # nvidia.ko drives NVSwitches too
     bar0, group = layout.next_slot()
     assert switch.root_complex is not None  # only PCI-visible switches get here
@@ -165,7 +161,7 @@ def _switch(node: NodeState, switch: SwitchState, layout: _Layout) -> PciFunctio
     )
 
 
-def _hca(node: NodeState, hca: HcaState, layout: _Layout) -> PciFunction:
+def _hca(node: Node, hca: Hca, layout: _Layout) -> PciFunction:
     bound = node.surface("ib").active
     _, group = layout.next_slot()
     root = layout.roots[hca.root_complex]
@@ -197,7 +193,7 @@ def _hca(node: NodeState, hca: HcaState, layout: _Layout) -> PciFunction:
     )
 
 
-def cpu_count(node: NodeState) -> int:
+def cpu_count(node: Node) -> int:
     """nr_cpu_ids as the node's CPU lists imply it (highest CPU named + 1)."""
     highest = 0
     for root in node.root_complexes:

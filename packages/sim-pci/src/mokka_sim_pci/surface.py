@@ -17,25 +17,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Entry, StageContext, Surface
-
-from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
-from .sysfs import BUS_DEVICES, Dir, driver_entries, function_entries, root_complex_entries
+from mokka_core.stage.surface import Dir, Entry, StageContext, Surface
 
 if TYPE_CHECKING:
-    from mokka_core.model.resolve import NodeState
+    from mokka_core.model.node import Node
 
 
 class PciSurface(Surface):
     name = "pci"
+    #: ids, link, BAR sizes; a GPU fallen off the bus reads all ones
+    reads = frozenset({"architecture", "bar1_memory", "failure", "pci", "pcie"})
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         if not node.surface("pci").enabled:
             return []
         return render_pci_tree(node)
 
 
-def render_pci_tree(node: NodeState) -> list[Entry]:
+def render_pci_tree(node: Node) -> list[Entry]:
+    # the renderers load where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
+    from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
+    from .sysfs import BUS_DEVICES, driver_entries, function_entries, root_complex_entries
+
     functions = pci_functions(node)
     nr_cpus = cpu_count(node)
     entries: list[Entry] = [Dir(BUS_DEVICES)]

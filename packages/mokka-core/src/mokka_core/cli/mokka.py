@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError, MokkaError
-from ..model.resolve import NodeState
+from ..model.codec import encode
+from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
 from ..schema.loader import load_profile
@@ -91,7 +92,7 @@ def show(
     )
     node = spec.resolve()
     if as_json:
-        typer.echo(node.model_dump_json(indent=2))
+        typer.echo(json.dumps(encode(node), indent=2))
     else:
         typer.echo(node_table(node))
 
@@ -160,7 +161,7 @@ def surfaces() -> None:
         typer.echo(f"{name:<14} {surface.__module__}.{surface.__qualname__}")
 
 
-def node_table(node: NodeState) -> str:
+def node_table(node: Node) -> str:
     gpu0 = node.gpus[0].config
     lines = [
         f"Node {node.node_name}: profile {node.profile_name}, {len(node.gpus)} x {gpu0.name}",

@@ -33,14 +33,10 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from ..errors import MokkaError
-from ..model.resolve import GpuState, NodeState
-from ..stage import nodefile
-
-if TYPE_CHECKING:
-    from ..model.records import NodeRecord
+from ..model.node import Gpu, Node
 from .podresources import DEFAULT_SOCKET, GPU_RESOURCE, Claim, KubeletUnavailable, PodResourcesClient
 
 log = logging.getLogger("mokka.allocwatch")
@@ -87,7 +83,7 @@ def process_ids(containers: list[tuple[str, str, str]]) -> dict[tuple[str, str, 
     return pids
 
 
-def match_gpu(device_id: str, node: NodeState) -> GpuState | None:
+def match_gpu(device_id: str, node: Node) -> Gpu | None:
     """The GPU a kubelet device id names: a UUID (with or without ``GPU-``) or a decimal index."""
     wanted = device_id.strip().lower()
     for gpu in node.gpus:
@@ -107,7 +103,7 @@ class Allocation:
     unknown: list[str] = field(default_factory=list)  # device ids that name no GPU of this node
 
 
-def allocate(claims: list[Claim], node: NodeState) -> Allocation:
+def allocate(claims: list[Claim], node: Node) -> Allocation:
     result = Allocation()
     for claim in claims:
         gpu = match_gpu(claim.device_id, node)
@@ -121,7 +117,7 @@ def allocate(claims: list[Claim], node: NodeState) -> Allocation:
     return result
 
 
-def apply_allocation(doc: Document, node: NodeState, allocation: Allocation, used_fraction: float) -> None:
+def apply_allocation(doc: Document, node: Node, allocation: Allocation, used_fraction: float) -> None:
     """Rewrite the watcher-owned keys of every GPU's bucket in the override document ``doc``."""
     pids = process_ids([h for holders in allocation.holders.values() for h in holders])
     devices = doc.setdefault("devices", {})
@@ -203,15 +199,11 @@ class AllocationWatcher:
 
     def publish(self, claims: list[Claim]) -> bool:
         from ..ctl import store
-        from ..stage.render import resolve_with
 
         root = self.settings.root
         try:
-            spec = nodefile.load(root)
-            path = store.override_path(root)
-            inputs = spec.inputs(with_override=False)
-            doc = store.read_document(path)
-            node = resolve_with(inputs, store.validate_document(doc, path))
+            now = store.current(root)  # a read: the change itself is made under the node lock
+            node, doc = now.node(), now.doc
         except MokkaError as exc:
             if str(exc) != self._node_problem:  # once per distinct problem, not every poll
                 log.warning("node at %s not readable, nothing published: %s", root, exc)
@@ -230,8 +222,7 @@ class AllocationWatcher:
         if store.normalise(wanted) == store.normalise(doc):
             return False
 
-        def mutate(current_doc: Document, current: NodeState | NodeRecord) -> str:
-            node = cast("NodeState", current)  # the full path (no fast=True): the resolved models
+        def mutate(current_doc: Document, node: Node) -> str:
             apply_allocation(current_doc, node, allocate(claims, node), self.settings.used_fraction)
             return "allocations published"
 

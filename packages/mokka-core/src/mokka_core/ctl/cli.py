@@ -51,7 +51,32 @@ EXAMPLES = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands in for the subparser of a verb this run does not parse (see ``build_parser(only=...)``)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self) -> _Unbuilt:
+        return self
+
+
+def verb_of(argv: Sequence[str]) -> str | None:
+    """The verb ``argv`` names, if it names one (the first word that is neither an option nor --root's value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--root":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in EXAMPLES else None
+        elif word in ("-h", "--help"):
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that verb's part (what a change needs: each subparser
+    costs about a millisecond to build, and a ctl change has a budget of a hundred)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", type=Path, default=argparse.SUPPRESS,
                         help="node root (default: $MOKKA_ROOT, the cluster root, or /)")
@@ -60,12 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()))
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
-    def verb(name: str, summary: str) -> argparse.ArgumentParser:
+    def verb(name: str, summary: str) -> Any:
+        if only is not None and name != only:
+            return _Unbuilt()
         return verbs.add_parser(name, help=summary, description=summary, parents=[common],
                                 epilog=f"example:\n  {EXAMPLES[name]}",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def target(sub: argparse.ArgumentParser) -> None:
+    def target(sub: Any) -> None:
         sub.add_argument("gpu", metavar="GPU", help=TARGET_HELP)
 
     sub = verb("fail", "Put a GPU in a failure mode (or back to healthy).")
@@ -189,9 +216,10 @@ def mutation(args: argparse.Namespace) -> Any:
 
 def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface] | None = None) -> int:
     """Run one ctl command; returns the exit status (``surfaces`` replaces discovery, for tests)."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=verb_of(words))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:
         return int(exc.code or 0)
     from ..errors import MokkaError
@@ -202,10 +230,9 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         if args.verb == "status":
             return show_status(root, args.json)
         from .store import apply
-        from .verbs import FAST_VERBS
 
         outcome = apply(root, mutation(args), surfaces=surfaces, start_empty=args.verb == "reset" and not args.gpu,
-                        fast=args.verb in FAST_VERBS)
+                        validate=args.verb == "set")
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -222,27 +249,24 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if os.environ.get("MOKKA_CTL_VERBOSE"):
         print(f"rendered: {outcome.render.summary()}", file=sys.stderr)
-        print(f"path: {'fast' if outcome.fast else 'full'}; pydantic loaded: {'pydantic' in sys.modules}",
-              file=sys.stderr)
+        print(f"node from: {'snapshot' if outcome.from_snapshot else 'files'}; "
+              f"pydantic loaded: {'pydantic' in sys.modules}", file=sys.stderr)
     return 0
 
 
 def show_status(root: Path, as_json: bool) -> int:
     import json
 
-    from ..model.records import NodeRecord
     from ..stage import snapshot
     from .report import node_summary, table
 
     snap = snapshot.load(root)
     if snap is not None:
-        node: Any = NodeRecord(snap.data["node"])
+        node = snap.node()
     else:
         from ..stage import nodefile
-        from ..stage.render import resolve_with
 
-        inputs = nodefile.load(root).inputs()
-        node = resolve_with(inputs, inputs.override)
+        node = nodefile.load(root).resolve()
     summary = node_summary(node, root)
     print(json.dumps(summary, indent=2) if as_json else table(summary), flush=True)
     return 0

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..model.records import plain
+from ..model.codec import encode
 
 if TYPE_CHECKING:
-    from ..model.records import GpuRecord, NodeRecord
-    from ..model.resolve import GpuState, NodeState
+    from ..model.node import Gpu, Node
 
 
-def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
+def gpu_summary(gpu: Gpu) -> dict[str, Any]:
     config = gpu.config
     ecc = config.ecc.errors.volatile if config.ecc else None
     throttle = config.clocks_throttle_reasons
@@ -21,7 +20,7 @@ def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
         faults.append(gpu.failure_mode)
     if config.nvlink_error and config.nvlink_error.rate:
         faults.append(f"nvlink_errors={config.nvlink_error.rate:g}/s")
-    if config.fabric and any(v for k, v in plain(config.fabric.health).items() if k != "incorrect_configuration"):
+    if config.fabric and any(v for k, v in encode(config.fabric.health).items() if k != "incorrect_configuration"):
         faults.append("fabric_degraded")
     return {
         "index": gpu.index,
@@ -34,15 +33,15 @@ def gpu_summary(gpu: GpuState | GpuRecord) -> dict[str, Any]:
         "clock_mhz": config.clocks.graphics_current if config.clocks else None,
         "pstate": config.performance_state,
         "ecc_volatile": {"correctable": ecc.single_bit.total, "uncorrectable": ecc.double_bit.total} if ecc else None,
-        "remapped_rows": {k: v for k, v in plain(config.remapped_rows).items() if k != "availability_histogram"}
+        "remapped_rows": {k: v for k, v in encode(config.remapped_rows).items() if k != "availability_histogram"}
         if config.remapped_rows else None,
-        "throttle": sorted(k for k, v in plain(throttle).items() if v and k != "counters") if throttle else [],
-        "xid_events": [plain(event) for event in config.xid_events or ()],
+        "throttle": sorted(k for k, v in encode(throttle).items() if v and k != "counters") if throttle else [],
+        "xid_events": [encode(event) for event in config.xid_events or ()],
         "faults": faults,
     }
 
 
-def node_summary(node: NodeState | NodeRecord, root: Path) -> dict[str, Any]:
+def node_summary(node: Node, root: Path) -> dict[str, Any]:
     from ..stage import staging
 
     staged = set(staging.staged_surfaces(root))

@@ -1,79 +1,73 @@
-"""The override file: locked read-modify-write, validated against the node, replaced atomically, re-rendered.
+"""The override file: locked read-modify-write, the change applied to the node, re-rendered, replaced atomically.
 
-One call of :func:`apply` is one transaction under the node lock: read the
-current document (a corrupt one is refused with how to reset it), resolve the
-node as it is, let the verb change a copy, resolve the node with the change (any
-invalid value is refused and nothing is written), re-render the surfaces whose
-plan changed with the very code the daemon uses (all-or-nothing: a surface that
-cannot render the change refuses it), then write the file (temp file in the same
-directory, mode 0644, ``rename``).  Two writers therefore serialise and
-neither loses the other's update.
-
-Two ways to the changed node, one outcome:
-
-* the full path reads and validates every input with pydantic and resolves the node;
-* the fast path, for verbs whose values are range-checked by the verb itself
-  (:data:`~.verbs.FAST_VERBS`), starts from the node's snapshot (see
-  :mod:`mokka_core.stage.snapshot`) and lays the changed document over it, without
-  importing pydantic: it is what keeps a change within 250 ms of the command
-  starting.  Where the snapshot is missing or stale, or the change needs the full
-  validation (a block the override creates lacks required fields, the surfaces
-  change), the full path runs instead.  ``tests/test_ctl_fast.py`` checks that both
-  paths render every surface the same for every verb and profile.
+One call of :func:`apply` is one transaction under the node lock: take the node as it
+is (its snapshot, or resolved from its files where the snapshot is stale), let the verb
+change a copy of the override document, lay the new document over the node with
+``model.apply`` (the daemon and ``mokka run`` do the same), re-render the surfaces
+whose plan changed (all-or-nothing: a surface that cannot render the change refuses
+it), then write the file (temp file in the same directory, mode 0644, ``rename``) and
+record the snapshot.  Two writers therefore serialise and neither loses the other's
+update.  A verb that writes values it does not check itself (``set``) has the whole
+new document validated first.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import yaml
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import ConfigError, MokkaError
-from ..model.inputs import Fingerprint, fingerprint
-from ..model.records import NodeRecord
-from ..model.shapes import NotFast
+from ..model import apply as model_apply
+from ..model.inputs import Fingerprint
 from ..stage import snapshot
-from ..stage.lock import node_lock
-from ..stage.paths import OVERRIDE_FILE
 from ..stage.render import RenderResult, installed_surfaces, render
-from ..stage.staging import StagingError
-from .complete import complete
+from ..stage.store import NodeStore, atomic_write
 
 if TYPE_CHECKING:
-    from ..model.resolve import NodeState
-    from ..schema.overlays import Override
+    from ..model.node import Node
     from ..stage.surface import Surface
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 Document = dict[str, Any]
-Mutation = Callable[[Document, "NodeState | NodeRecord"], str]
+Mutation = Callable[[Document, "Node"], str]
 
 
 class Refused(MokkaError):
     """The change is not applied (exit status 1); the override file is unchanged."""
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     message: str
-    node: NodeState | NodeRecord
+    node: Node
     render: RenderResult
-    fast: bool = False  # taken without pydantic, from the node's snapshot
+    from_snapshot: bool  # the node was taken from its snapshot (no document read, no pydantic)
+
+
+class Current(NamedTuple):
+    """The node as it is: resolved without the override, the canonical override, and where they came from."""
+
+    base: Node
+    doc: Document
+    path: Path  # the override file
+    inputs: dict[str, Fingerprint]  # of every input but the override file
+    from_snapshot: bool
+    rendered: list[str] | None = None  # the surfaces the snapshot's node is staged with, where it is known
+
+    def node(self) -> Node:
+        return model_apply.apply(self.base, self.doc)
+
+    def rendered_with(self, surfaces: Mapping[str, Surface]) -> bool:
+        """Whether what is staged now is this node rendered with ``surfaces``."""
+        return self.rendered is not None and self.rendered == snapshot.surface_ids(surfaces)
 
 
 def override_path(root: Path) -> Path:
     from ..stage import nodefile
 
     spec = nodefile.load(root)
-    return spec.override_file or root / OVERRIDE_FILE
+    return spec.override_file or NodeStore(root).override_file
 
 
 def read_document(path: Path) -> Document:
@@ -86,8 +80,10 @@ def read_document(path: Path) -> Document:
         raise Refused(corrupt_message(path, f"unreadable ({exc})")) from None
     if not text.strip():
         return {}
+    import yaml  # only where a document is read or written: after a change is visible, on the ctl's way
+
     try:
-        data = yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise Refused(corrupt_message(path, f"not valid YAML ({str(exc).splitlines()[0]})")) from None
     if not isinstance(data, dict):
@@ -100,130 +96,84 @@ def corrupt_message(path: Path, why: str) -> str:
             f"`nvml-mock-ctl reset` (clears every override) or fix it by hand.")
 
 
-def validate_document(doc: Document, path: Path) -> Override | None:
+def checked(base: Node, doc: Document, path: Path, profile_source: str) -> Document:
+    """``doc`` validated (keys strictly, values against ``base``) and canonical; raises ConfigError."""
+    from ..model.resolve import canonical_override
     from ..schema.loader import validate
     from ..schema.overlays import Override
 
     if not doc:
-        return None
-    return validate(Override, doc, str(path), strict_keys=True)
+        return {}
+    document = validate(Override, doc, str(path), strict_keys=True).model_dump(exclude_unset=True)
+    return canonical_override(base, document, str(path), profile_source)
 
 
 def write_document(path: Path, doc: Document) -> Fingerprint:
     """Replace the file with ``doc``; returns the new file's fingerprint (taken before it is visible)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if doc else ""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".overrides-", suffix=".tmp")
+    import yaml
+
+    text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                     default_flow_style=False) if doc else ""
+    return atomic_write(path, text)
+
+
+def current(root: Path, *, start_empty: bool = False) -> Current:
+    """The node as it is now (caller holds the node lock): from its snapshot, else from its files.
+
+    ``start_empty``: the override file is about to be cleared, so it is not read (a corrupt one
+    must not stand in the way of ``reset``).
+    """
+    snap = snapshot.load(root)
+    if snap is not None:
+        inputs = {path: print_ for path, print_ in snap.inputs.items() if path != str(snap.override_path)}
+        return Current(snap.base, snap.override_doc, snap.override_path, inputs, from_snapshot=True,
+                       rendered=snap.rendered_with)
+    from ..model.resolve import resolve_base
+    from ..stage import nodefile
+
+    spec = nodefile.load(root)
+    path = spec.override_file or NodeStore(root).override_file
+    read = spec.inputs(with_override=False)
+    doc = {} if start_empty else read_document(path)
+    base = resolve_base(read)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # consumers may read as another user
-        written = fingerprint(tmp)  # rename keeps inode, size and mtime
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return written
+        canonical = checked(base, doc, path, read.profile_source)
+    except ConfigError as exc:
+        raise Refused(corrupt_message(path, "\n  " + "\n  ".join(exc.lines()))) from None
+    return Current(base, canonical, path, dict(read.fingerprints or {}), from_snapshot=False)
 
 
 def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | None = None,
-          start_empty: bool = False, fast: bool = False) -> Outcome:
+          start_empty: bool = False, validate: bool = False) -> Outcome:
     """Apply one verb as a locked transaction; raise :class:`Refused` and leave the file alone if invalid.
 
-    ``fast``: the verb checks its own values, so the node's snapshot may stand in for the full resolve.
+    ``validate``: the verb writes values it does not check itself, so the new document is validated.
     """
-    with node_lock(root):
+    with NodeStore(root).lock():
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
-        change = None
-        if fast and not start_empty:
-            try:
-                change = prepare_fast(root, mutate)
-            except (LookupError, TypeError, ValueError, AttributeError):
-                change = None  # a snapshot edited into nonsense: the full path reads the real inputs
-        if change is None:
-            change = prepare_full(root, mutate, start_empty=start_empty)
+        now = current(root, start_empty=start_empty)
+        doc: Document = {} if start_empty else now.doc
+        before = model_apply.apply(now.base, doc)
+        changed = copy.deepcopy(doc)
+        message = mutate(changed, before)
+        changed = normalise(changed)
+        try:
+            if validate:
+                changed = normalise(checked(now.base, changed, now.path, now.base.profile_name))
+            node = model_apply.apply(now.base, changed)
+        except (ConfigError, model_apply.ApplyError) as exc:
+            lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
+            raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
         # render first: a surface that cannot render the change refuses it with the file untouched
+        result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None)
         try:
-            result = render(root, change.node, chosen)
-        except StagingError:
-            if not change.fast:
-                raise
-            # a surface (a third-party plugin, say) that needs the models: the full path decides
-            change = prepare_full(root, mutate)
-            result = render(root, change.node, chosen)
-        try:
-            written = write_document(change.path, change.doc)
+            written = write_document(now.path, changed)
         except OSError:
-            render(root, change.current, chosen)  # put the rendered state back in line with the file
+            render(root, now.node(), chosen)  # put the rendered state back in line with the file
             raise
-        change.record(written, chosen)
-    return Outcome(message=change.message, node=change.node, render=result, fast=change.fast)
-
-
-@dataclass
-class Change:
-    """A verb's change, made but not yet published."""
-
-    message: str
-    doc: Document  # the new override document
-    path: Path  # the override file
-    node: NodeState | NodeRecord  # the node with the change
-    current: NodeState | NodeRecord  # the node without it
-    #: update the snapshot once the file is written and the node rendered with these surfaces
-    record: Callable[[Fingerprint, Mapping[str, Surface]], None]
-    fast: bool
-
-
-def prepare_full(root: Path, mutate: Mutation, *, start_empty: bool = False) -> Change:
-    """The change, validated by resolving the whole node with pydantic (caller holds the node lock)."""
-    from ..model.shapes import device_shapes
-    from ..stage import nodefile
-    from ..stage.render import resolve_with
-
-    spec = nodefile.load(root)
-    path = spec.override_file or root / OVERRIDE_FILE
-    inputs = spec.inputs(with_override=False)
-    doc: Document = {} if start_empty else read_document(path)
-    try:
-        current = resolve_with(inputs, validate_document(doc, path))
-    except ConfigError as exc:
-        raise Refused(corrupt_message(path, "\n  " + "\n  ".join(exc.lines()))) from None
-    changed = copy.deepcopy(doc)
-    message = mutate(changed, current)
-    changed = normalise(changed)
-    complete(changed, current, device_shapes())
-    try:
-        node = resolve_with(inputs, validate_document(changed, path))
-    except ConfigError as exc:
-        raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
-
-    def record(written: Fingerprint, rendered_with: Mapping[str, Surface]) -> None:
-        fingerprints = {**(inputs.fingerprints or {}), str(path): written}
-        snapshot.save(root, replace(inputs, override_doc=changed, override_source=str(path),
-                                    fingerprints=fingerprints), node, rendered_with)
-
-    return Change(message, changed, path, node, current, record, fast=False)
-
-
-def prepare_fast(root: Path, mutate: Mutation) -> Change | None:
-    """The change from the node's snapshot, without pydantic; None where only the full path can make it."""
-    snap = snapshot.load(root)
-    if snap is None:
-        return None
-    doc = snap.override_doc
-    current = NodeRecord(snap.data["node"])  # resolved from ``doc``
-    changed = copy.deepcopy(doc)
-    message = mutate(changed, current)
-    changed = normalise(changed)
-    if changed.get("surfaces") != doc.get("surfaces"):
-        return None
-    complete(changed, current, snap.shapes)
-    try:
-        node = snap.node_with(changed)
-    except NotFast:
-        return None
-    return Change(message, changed, snap.override_path, node, current,
-                  lambda written, rendered_with: snap.advance(changed, node, written, rendered_with), fast=True)
+        snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen)
+    return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
 
 
 def normalise(doc: Document) -> Document:

@@ -3,7 +3,8 @@
 A verb is a :data:`~.store.Mutation`: it gets a copy of the document and the
 resolved node, edits the document and returns the line to print.  Values out of
 range are refused here with a message naming the value and the limit; anything
-the verb lets through is validated again by resolving the whole node.
+the verb lets through must be valid: ``model.apply`` lays it over the node as it is
+(``set``, which writes values it cannot check, has the whole document validated).
 
 Targets: ``all``, an index, a UUID or a PCI bus id.  A value written for ``all``
 also clears that value from every per-GPU bucket, so ``temp all 80`` really
@@ -18,11 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
-    from ..model.records import GpuRecord, NodeRecord
-    from ..model.resolve import GpuState, NodeState
-
-    Node = NodeState | NodeRecord  # the full path's models or the fast path's records: read the same
-    Gpu = GpuState | GpuRecord
+    from ..model.node import Gpu, Node
 
 FAILURE_MODES = {"lost": "lost", "fallen-off-bus": "fallen_off_bus", "ecc-uncorrectable": "ecc_uncorrectable",
                  "healthy": "healthy"}
@@ -426,11 +423,6 @@ def reset(target: str | None) -> Mutation:
 
     return mutate
 
-
-#: Verbs that check every value they write (range, type, the GPU's limits) and change nothing but GPU
-#: configurations: the node's snapshot can stand in for validating the whole node (see ``store``).
-FAST_VERBS = frozenset({"fail", "xid", "temp", "power", "util", "clocks", "throttle", "pstate", "ecc",
-                        "remapped-rows", "fabric-health", "nvlink-error"})
 
 VERBS: dict[str, Callable[..., Mutation]] = {
     "fail": fail, "xid": xid, "temp": temperature, "power": power, "util": utilization, "clocks": clocks,

@@ -8,17 +8,16 @@ re-render agree.
 from __future__ import annotations
 
 import hashlib
-import uuid
 
-MOKKA_NAMESPACE = uuid.UUID("6d6f6b6b-612d-4e56-8d4c-2d6d6f636b00")
+MOKKA_NAMESPACE = "6d6f6b6b-612d-4e56-8d4c-2d6d6f636b00"
 
 
 def gpu_uuid(profile: str, node_name: str, index: int) -> str:
-    return f"GPU-{uuid.uuid5(MOKKA_NAMESPACE, f'gpu/{profile}/{node_name}/{index}')}"
+    return f"GPU-{_uuid5(f'gpu/{profile}/{node_name}/{index}')}"
 
 
 def switch_uuid(profile: str, node_name: str, index: int) -> str:
-    return f"SWITCH-{uuid.uuid5(MOKKA_NAMESPACE, f'nvswitch/{profile}/{node_name}/{index}')}"
+    return f"SWITCH-{_uuid5(f'nvswitch/{profile}/{node_name}/{index}')}"
 
 
 def board_serial(profile: str, node_name: str, index: int) -> str:
@@ -63,3 +62,9 @@ def legacy_irq(bus_id: str) -> int:
 def gpu_dma_bits(architecture: str | None) -> int:
     """DMA address width NVIDIA's driver programs: 52 bits from Hopper on, 47 before."""
     return 52 if architecture in ("hopper", "blackwell") else 47
+
+
+def _uuid5(name: str) -> str:
+    import uuid  # only where a node is resolved: the ctl changes nodes without naming new GPUs
+
+    return str(uuid.uuid5(uuid.UUID(MOKKA_NAMESPACE), name))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the snapshot imports this module for fingerprints: no pydantic on the ctl's fast path
     from ..schema.overlays import Override, TopologyOverlay
@@ -22,8 +23,7 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-@dataclass
-class Inputs:
+class Inputs(NamedTuple):
     """Everything a node is resolved from, with where each part came from (for error messages)."""
 
     profile: Profile
@@ -33,7 +33,7 @@ class Inputs:
     overlay: TopologyOverlay | None = None
     override: Override | None = None
     override_source: str = "override"
-    surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    surfaces: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     #: the override file's document as written (what ``override`` was validated from)
     override_doc: dict[str, Any] | None = None
     #: each input file's fingerprint, taken before it was read (see ``snapshot``); None when built in memory

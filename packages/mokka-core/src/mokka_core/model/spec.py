@@ -11,7 +11,8 @@ from ..schema.builtin import DEFAULT_PROFILE, builtin_path, load_builtin
 from ..schema.loader import load_overlay, load_profile, read_override
 from ..schema.overlays import SURFACES
 from .inputs import Fingerprint, Inputs, fingerprint
-from .resolve import NodeState, resolve
+from .node import Node
+from .resolve import resolve
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class NodeSpec:
             fingerprints=fingerprints,
         )
 
-    def resolve(self) -> NodeState:
+    def resolve(self) -> Node:
         return resolve(self.inputs())
 
 

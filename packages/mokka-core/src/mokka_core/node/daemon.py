@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MokkaError
-from ..model.records import NodeRecord
-from ..model.resolve import NodeState
+from ..model.apply import apply
+from ..model.node import Node
+from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
-from ..stage.lock import node_lock
-from ..stage.paths import OVERRIDE_FILE, STATE_DIR
-from ..stage.render import Interrupted, installed_surfaces, render, resolve_with, services
+from ..stage.render import Interrupted, installed_surfaces, render, services
+from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
 from . import runstate
 from .runstate import RunState, process_start_ticks
@@ -61,14 +61,15 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
-        with node_lock(root):
+        with NodeStore(root).lock():
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
             inputs = spec.inputs()
-            node = resolve_with(inputs, inputs.override)
+            base, doc = resolve_parts(inputs)
+            node = apply(base, doc)
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
             nodefile.save(root, spec)
-            snapshot.save(root, inputs, node, chosen)
+            snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -105,7 +106,7 @@ def _claim(root: Path) -> RunState:
     for rel in ("", *_ancestors(STATE_DIR)):
         if not (root / rel).is_dir():
             created.append(rel)
-    preexisting = [OVERRIDE_FILE] if (root / OVERRIDE_FILE).exists() else []
+    preexisting = [OVERRIDE_FILE] if NodeStore(root).override_file.exists() else []
     if existing is not None:  # a dead daemon's leftovers: keep what it recorded as not ours
         created = existing.created_dirs
         preexisting = existing.preexisting
@@ -128,11 +129,11 @@ def _set_phase(root: Path, state: RunState, phase: str) -> None:
         log.warning("cannot record phase %s: %s", phase, exc)
 
 
-def _programs(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
+def _programs(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
     return {name: service for name, (_, service) in services(node, chosen, root).items()}
 
 
-def _owners(node: NodeState | NodeRecord, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
+def _owners(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
     return {name: surface for name, (surface, _) in services(node, chosen, root).items()}
 
 
@@ -181,19 +182,19 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     (A writer that renders other surfaces, such as the allocation watcher that renders none,
     leaves a snapshot this daemon renders after all.)
     """
-    node: NodeState | NodeRecord
     try:
-        with node_lock(root):
-            fresh = snapshot.load(root)
-            if fresh is not None and fresh.rendered_with(chosen):
-                node = NodeRecord(fresh.data["node"])
-                log.info("re-rendered: nothing changed (the writer of the change rendered it)")
-            else:
-                inputs = spec.inputs()
-                node = resolve_with(inputs, inputs.override)
-                result = render(root, node, chosen, stop=stop_flag)
-                snapshot.save(root, inputs, node, chosen)
-                log.info("re-rendered: %s", result.summary())
+        with NodeStore(root).lock():
+            fresh = snapshot.record(root)  # the node is decoded after the lock: the next change need not wait
+            if fresh is None or fresh["rendered_with"] != snapshot.surface_ids(chosen):
+                fresh = None
+                node = _render_files(root, spec, chosen, stop_flag)
+        followed = snapshot.from_record(fresh) if fresh is not None else None
+        if followed is not None:
+            node = followed.node()
+            log.info("re-rendered: nothing changed (the writer of the change rendered it)")
+        elif fresh is not None:  # fresh but no node in it (edited by hand): the files decide
+            with NodeStore(root).lock():
+                node = _render_files(root, spec, chosen, stop_flag)
     except Interrupted:
         return programs
     except MokkaError as exc:
@@ -211,6 +212,17 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         state.services = _owners(node, chosen, root)
         log.info("services now: %s", ", ".join(sorted(wanted)) or "none")
     return wanted
+
+
+def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], stop_flag: threading.Event) -> Node:
+    """Resolve the node from its files, render what changed and record it (caller holds the node lock)."""
+    inputs = spec.inputs()
+    base, doc = resolve_parts(inputs)
+    node = apply(base, doc)
+    result = render(root, node, chosen, stop=stop_flag)
+    snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
+    log.info("re-rendered: %s", result.summary())
+    return node
 
 
 def _observe(paths: list[Path], wake: threading.Event) -> Any:

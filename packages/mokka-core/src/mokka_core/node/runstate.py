@@ -1,6 +1,6 @@
 """The daemon's bookkeeping file: who runs the node, in which phase, and what to remove at the end.
 
-``<root>/var/lib/mokka/daemon.json`` is written by ``run()`` (atomically) and read
+The run-state file (:attr:`~mokka_core.stage.store.NodeStore.daemon_file`) is written by ``run()`` and read
 by ``mokka node status`` and ``mokka node down``.  It identifies the daemon by pid
 *and* process start time, so a recycled pid is never signalled by mistake.
 """
@@ -8,13 +8,10 @@ by ``mokka node status`` and ``mokka node down``.  It identifies the daemon by p
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..stage.paths import STATE_DIR
-
-RUN_FILE = f"{STATE_DIR}/daemon.json"
+from ..stage.store import NodeStore, atomic_write
 
 STAGING, READY, RELOADING, STOPPING, FAILED = "staging", "ready", "reloading", "stopping", "failed"
 
@@ -30,16 +27,14 @@ class RunState:
     error: str | None = None
 
     def save(self, root: Path) -> None:
-        path = root / RUN_FILE
+        path = NodeStore(root).daemon_file
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".daemon.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, root: Path) -> RunState | None:
         try:
-            data = json.loads((root / RUN_FILE).read_text())
+            data = json.loads(NodeStore(root).daemon_file.read_text())
             return cls(**data)
         except (OSError, ValueError, TypeError):
             return None

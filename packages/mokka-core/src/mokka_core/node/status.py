@@ -19,10 +19,7 @@ def node_status(root: Path) -> dict[str, Any]:
     node = None
     try:
         spec = nodefile.load(root)
-        from ..stage.render import resolve_with
-
-        inputs = spec.inputs()
-        node = resolve_with(inputs, inputs.override)
+        node = spec.resolve()
         report["node"] = {"name": node.node_name, "profile": node.profile_name, "gpus": len(node.gpus)}
     except MokkaError as exc:
         report["error"] = str(exc)
@@ -35,7 +32,7 @@ def node_status(root: Path) -> dict[str, Any]:
     staged = set(staging.staged_surfaces(root))
     names = list(SURFACES) + sorted(staged - set(SURFACES))
     for name in names:
-        settings = node.surfaces.get(name) if node is not None else None  # type: ignore[call-overload]
+        settings = node.surfaces.get(name) if node is not None else None
         programs = {program: processes.get(program, "NOT RUNNING")
                     for program, owner in (state.services if state else {}).items() if owner == name}
         report["surfaces"][name] = {

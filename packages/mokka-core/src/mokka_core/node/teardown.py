@@ -13,16 +13,11 @@ import time
 from pathlib import Path
 
 from ..stage import staging
-from ..stage.paths import LOCK_FILE, NODE_FILE, OVERRIDE_FILE
-from ..stage.render import DIGEST_FILE, SURFACES_FILE
-from ..stage.snapshot import SNAPSHOT_FILE
-from .runstate import RUN_FILE, RunState
-from .supervise import CONFIG_FILE, PID_FILE, Supervisor, socket_path
+from ..stage.store import NodeStore
+from .runstate import RunState
+from .supervise import Supervisor, socket_path
 
 log = logging.getLogger(__name__)
-
-BOOKKEEPING = (DIGEST_FILE, SURFACES_FILE, SNAPSHOT_FILE, NODE_FILE, CONFIG_FILE, PID_FILE, OVERRIDE_FILE, LOCK_FILE,
-               RUN_FILE)
 
 
 def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = None,
@@ -37,10 +32,11 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
             removed.append(name)
         except Exception as exc:
             log.error("teardown of surface %s failed: %s", name, exc)
-    keep = set(run_state.preexisting) if run_state else {OVERRIDE_FILE}
-    for rel in BOOKKEEPING:
-        if rel not in keep:
-            (root / rel).unlink(missing_ok=True)
+    store = NodeStore(root)
+    keep = {root / rel for rel in run_state.preexisting} if run_state else {store.override_file}
+    for path in store.bookkeeping:
+        if path not in keep:
+            path.unlink(missing_ok=True)
     socket_path(root).unlink(missing_ok=True)
     for rel in reversed(run_state.created_dirs if run_state else []):
         with contextlib.suppress(OSError):  # not empty: something not ours lives there

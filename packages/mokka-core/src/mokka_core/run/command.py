@@ -23,10 +23,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import MokkaError
+from ..model.apply import apply
 from ..model.inputs import Inputs
-from ..model.resolve import NodeState, resolve
+from ..model.node import Node
+from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
@@ -84,7 +87,9 @@ class NodePlan:
     root: Path
     plans: dict[str, list[Entry]]
     inputs: Inputs
-    node: NodeState
+    base: Node  # without the override
+    override_doc: dict[str, Any]
+    node: Node
     installed: Mapping[str, type[Surface]]
     services: dict[str, Service]  # every enabled surface's, by program name
     needs: ConsumerNeeds  # what CMD needs from the enabled surfaces
@@ -93,13 +98,15 @@ class NodePlan:
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
     spec = nodefile.rooted(spec, root)  # the override and overlay nvml-mock-ctl will read
     inputs = spec.inputs()
-    node = resolve(inputs)
+    base, doc = resolve_parts(inputs)
+    node = apply(base, doc)
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
     ctx = StageContext(root=root, native_dir=native_dir())
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
-    return NodePlan(spec, root, plans, inputs, node, installed, programs, consumer_needs(node, instances, root))
+    return NodePlan(spec, root, plans, inputs, base, doc, node, installed, programs,
+                    consumer_needs(node, instances, root))
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
@@ -111,7 +118,8 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     nodefile.save(node.root, node.spec)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     save_digests(node.root, {name: plan_digest(plan) for name, plan in node.plans.items()})
-    snapshot.save(node.root, node.inputs, node.node, node.installed)
+    snapshot.save(node.root, node.base, Path(node.inputs.override_source), node.override_doc, node.inputs.fingerprints,
+                  node.installed)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

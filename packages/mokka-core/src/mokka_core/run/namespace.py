@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Union
 
-from ..stage.paths import LIB_DIR, STATE_DIR
+from ..stage.paths import LIB_DIR
+from ..stage.store import STATE_DIR
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000

@@ -6,15 +6,16 @@ Merge order (DESIGN §1): profile < topology overlay < override ``all`` < overri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from .profile import DeviceConfig, Model, NonNeg
+from .surfaces import SURFACES, SurfaceHealth, SurfaceName
 
-SURFACES = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
-SurfaceName = Literal["gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib"]
-SurfaceHealth = Literal["healthy", "failed"]
+__all__ = ["SURFACES", "Clique", "DevicePatch", "Domain", "KeysOf", "Override", "SurfaceHealth", "SurfaceName",
+           "SurfacePatch", "TopologyOverlay"]
+
 
 
 class Clique(Model):

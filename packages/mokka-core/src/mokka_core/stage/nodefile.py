@@ -1,6 +1,6 @@
 """The node file: which NodeSpec a staged root was built from, so later commands need no flags.
 
-``mokka node up`` and ``mokka run`` write ``<root>/var/lib/mokka/node.json``;
+``mokka node up`` and ``mokka run`` write it (:attr:`.store.NodeStore.node_file`);
 ``nvml-mock-ctl``, ``mokka node status`` and re-renders read it back.  Paths
 inside it are absolute; the override and overlay default to the files under the
 root's state directory.
@@ -11,20 +11,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MokkaError
 from ..model.resolve import DEFAULT_NODE_NAME
 from ..model.spec import NodeSpec
-from .paths import NODE_FILE, OVERLAY_FILE, OVERRIDE_FILE
+from .store import NodeStore, atomic_write
 
 FORMAT_VERSION = 1
 
 
 def save(root: Path, spec: NodeSpec) -> Path:
-    path = root / NODE_FILE
+    path = NodeStore(root).node_file
     path.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "version": FORMAT_VERSION,
@@ -36,16 +35,12 @@ def save(root: Path, spec: NodeSpec) -> Path:
         "override_file": str(spec.override_file) if spec.override_file else None,
         "surfaces": spec.surfaces,
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".node-", suffix=".tmp")
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out, indent=1)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1))
     return path
 
 
 def load(root: Path) -> NodeSpec:
-    path = root / NODE_FILE
+    path = NodeStore(root).node_file
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -71,8 +66,9 @@ def load(root: Path) -> NodeSpec:
 
 def rooted(spec: NodeSpec, root: Path) -> NodeSpec:
     """The spec with the override and overlay defaulting to the files in the root's state dir."""
+    store = NodeStore(root)
     return dataclasses.replace(
         spec,
-        override_file=spec.override_file or root / OVERRIDE_FILE,
-        overlay_file=spec.overlay_file or root / OVERLAY_FILE,
+        override_file=spec.override_file or store.override_file,
+        overlay_file=spec.overlay_file or store.overlay_file,
     )

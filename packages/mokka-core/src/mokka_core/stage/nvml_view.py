@@ -1,6 +1,6 @@
 """The NVML view of a node: the state file the mock libnvidia-ml reads.
 
-``render_nvml_state(node)`` is a pure function of the resolved :class:`NodeState`; the format
+``render_nvml_state(node)`` is a pure function of the resolved :class:`Node`; the format
 (framing, keys, types) is documented in ``native/README.md`` and golden-tested in
 ``tests/test_nvml_view.py``.  ``write_nvml_state`` replaces the file atomically so every
 running NVML client switches to the new snapshot within one check interval.
@@ -9,7 +9,7 @@ Given the staged ``root`` (``render_nvml_state(node, root)``, what the gpu surfa
 runtime couplings are rendered as well:
 
 * fabric state ``auto`` follows the fake fabric manager: the file names its readiness marker
-  (``<root>/`` :data:`~mokka_core.stage.paths.FABRICMANAGER_READY_FILE`) and the library reports
+  (``<root>/`` :data:`~mokka_core.stage.store.FABRICMANAGER_READY`) and the library reports
   In Progress until the marker exists, then Completed;
 * NVLink error injection (``nvlink_error.rate`` errors/s per active link, optional ``links``)
   accrues in the library from a wall-clock epoch; the epoch and the errors accrued before it are
@@ -27,24 +27,24 @@ its own (merged) ``dynamic_metrics`` block.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
 
-from .paths import FABRICMANAGER_READY_FILE, NVML_STATE_FILE
+from .nvml_keys import HEADER
+from .paths import NVML_STATE_FILE
+from .store import NodeStore, atomic_write
 
 if TYPE_CHECKING:
-    from ..model.resolve import GpuState, NodeState
-    from ..schema.profile import FabricHealth
+    from ..model.config import FabricHealth
+    from ..model.node import Gpu, Node
 
 __all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
            "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]
 
-HEADER = "mokka-nvml-state 1"
 STATE_FILE_NAME = "mokka-nvml.state"
 
 # nvml.h enumerations
@@ -89,26 +89,22 @@ def _b(flag: bool | str | None) -> int:
     return 1 if flag is True or flag == "enabled" else 0
 
 
-def nvlink_matrix(node: NodeState) -> list[list[int]]:
+def nvlink_matrix(node: Node) -> list[list[int]]:
     """NVLinks between each pair of GPUs: direct links, plus switch links when both ends reach a switch."""
-    def switch_links(gpu: GpuState) -> int:
-        return sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
-
+    switched = [sum(1 for link in gpu.links if link.active and link.remote_type == "switch") for gpu in node.gpus]
+    position = {gpu.index: n for n, gpu in enumerate(node.gpus)}
     rows = []
-    for a in node.gpus:
-        row = []
-        for b in node.gpus:
-            if a.index == b.index:
-                row.append(0)
-                continue
-            direct = sum(1 for link in a.links
-                         if link.active and link.remote_type == "gpu" and link.remote_index == b.index)
-            row.append(direct + (switch_links(a) if switch_links(b) else 0))
+    for n, a in enumerate(node.gpus):
+        row = [switched[n] if switched[m] and m != n else 0 for m in range(len(node.gpus))]
+        for link in a.links:
+            peer = position.get(link.remote_index) if link.remote_index is not None else None
+            if link.active and link.remote_type == "gpu" and peer is not None and peer != n:
+                row[peer] += 1
         rows.append(row)
     return rows
 
 
-def topology_level(a: GpuState, b: GpuState) -> int:
+def topology_level(a: Gpu, b: Gpu) -> int:
     """PCIe common ancestor (nvmlGpuTopologyLevel_t): same root complex PIX, same NUMA node NODE, else SYS."""
     if a.index == b.index:
         return 0
@@ -119,7 +115,7 @@ def topology_level(a: GpuState, b: GpuState) -> int:
     return TOPO_SYSTEM
 
 
-def _fabric_state(node: NodeState, state: str, follow_marker: bool) -> tuple[int, int]:
+def _fabric_state(node: Node, state: str, follow_marker: bool) -> tuple[int, int]:
     """(fabric.state, fabric.auto). ``auto`` is coupled to the fabric manager, as on real nodes:
     surface healthy -> the library follows its readiness marker (in progress, then completed; without
     a root to find the marker, completed); surface failed (daemon up, never trains) -> in progress;
@@ -136,7 +132,7 @@ def _fabric_state(node: NodeState, state: str, follow_marker: bool) -> tuple[int
     return FABRIC_STATE["completed"], 0
 
 
-def gpu_numa_node(node: NodeState, gpu: GpuState) -> int | None:
+def gpu_numa_node(node: Node, gpu: Gpu) -> int | None:
     """nvmlDeviceGetNumaNodeId: the GPU's own NUMA node, only where its memory is one (coherent
     Grace C2C: ``grace_superchip.coherent_memory``); x86 boards answer N/A. Deterministic scheme:
     the CPUs' nodes come first (0..max root complex NUMA node), then a block of
@@ -156,7 +152,7 @@ def _health_mask(health: FabricHealth) -> int:
             | tri(health.access_timeout_recovery) << 6 | FABRIC_CONFIG.get(health.incorrect_configuration, 1) << 8)
 
 
-def _device(node: NodeState, gpu: GpuState, nv: list[int], ctx: _RenderContext) -> Iterator[tuple[str, object]]:
+def _device(node: Node, gpu: Gpu, nv: list[int], ctx: _RenderContext) -> Iterator[tuple[str, object]]:
     c = gpu.config
     arch = ARCH.get(c.architecture or "", 0)
     yield "name", c.name or "NVIDIA GPU"
@@ -185,35 +181,27 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int], ctx: _RenderContext) 
     yield "lost", _b(gpu.lost)
 
     yield "pci.bus_id", nvml_bus_id(gpu.bus_id)
-    if c.pci:
-        yield "pci.device_id", f"0x{(c.pci.device_id or 0):08x}"
-        yield "pci.subsystem_id", f"0x{(c.pci.subsystem_id or 0):08x}"
-    if c.pcie:
-        p = c.pcie
-        yield "pcie.max_gen", p.max_link_gen or 0
-        yield "pcie.gpu_max_gen", p.max_link_gen or 0
-        yield "pcie.current_gen", p.current_link_gen or p.max_link_gen or 0
-        yield "pcie.max_width", p.max_link_width or 0
-        yield "pcie.current_width", p.current_link_width or p.max_link_width or 0
-        yield "pcie.replay_counter", p.replay_counter
-        yield "pcie.tx_kbps", p.tx_throughput_kbps
-        yield "pcie.rx_kbps", p.rx_throughput_kbps
+    yield "pci.device_id", f"0x{c.pci.device_id:08x}"
+    yield "pci.subsystem_id", f"0x{c.pci.subsystem_id:08x}"
+    p = c.pcie
+    yield "pcie.max_gen", p.max_link_gen
+    yield "pcie.gpu_max_gen", p.max_link_gen
+    yield "pcie.current_gen", p.current_link_gen
+    yield "pcie.max_width", p.max_link_width
+    yield "pcie.current_width", p.current_link_width
+    yield "pcie.replay_counter", p.replay_counter
+    yield "pcie.tx_kbps", p.tx_throughput_kbps
+    yield "pcie.rx_kbps", p.rx_throughput_kbps
 
     if c.memory:
         m = c.memory
         yield "memory.total", m.total_bytes
         yield "memory.reserved", m.reserved_bytes
-        used = m.used_bytes
-        if used is None:
-            used = max(0, m.total_bytes - m.reserved_bytes - m.free_bytes) if m.free_bytes is not None else 0
-        yield "memory.used", used
+        yield "memory.used", m.used_bytes
         yield "memory.bus_width", m.memory_bus_width
     if c.bar1_memory:
-        b1 = c.bar1_memory
-        yield "bar1.total", b1.total_bytes
-        b1_used = b1.used_bytes if b1.used_bytes is not None else (
-            b1.total_bytes - b1.free_bytes if b1.free_bytes is not None else 0)
-        yield "bar1.used", b1_used
+        yield "bar1.total", c.bar1_memory.total_bytes
+        yield "bar1.used", c.bar1_memory.used_bytes
 
     if c.thermal:
         t = c.thermal
@@ -229,14 +217,13 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int], ctx: _RenderContext) 
 
     if c.power:
         pw = c.power
-        enforced = pw.enforced_limit_mw if pw.enforced_limit_mw is not None else pw.default_limit_mw
         yield "power.supported", _b(pw.management_supported)
         yield "power.usage_mw", pw.current_draw_mw
-        yield "power.limit_mw", enforced
-        yield "power.enforced_limit_mw", enforced
+        yield "power.limit_mw", pw.enforced_limit_mw
+        yield "power.enforced_limit_mw", pw.enforced_limit_mw
         yield "power.default_limit_mw", pw.default_limit_mw
         yield "power.min_limit_mw", pw.min_limit_mw
-        yield "power.max_limit_mw", pw.max_limit_mw if pw.max_limit_mw is not None else pw.default_limit_mw
+        yield "power.max_limit_mw", pw.max_limit_mw
         yield "power.management_mode", _b(pw.management_mode)
         yield "power.energy_mj", pw.total_energy_consumption_mj
     if c.fan:
@@ -330,12 +317,12 @@ def _device(node: NodeState, gpu: GpuState, nv: list[int], ctx: _RenderContext) 
     yield "topology.nvlinks", ",".join(str(n) for n in nv)
 
     if gpu.links:
-        yield from _links(node, gpu)
+        yield from _links(node, gpu, ctx)
         yield from _nvlink_errors(gpu, ctx)
     yield from _processes(gpu)
 
 
-def _dynamic(gpu: GpuState) -> Iterator[tuple[str, object]]:
+def _dynamic(gpu: Gpu) -> Iterator[tuple[str, object]]:
     """Time-varying temperature / power / utilization: the library computes them per wall-clock second."""
     dm = gpu.config.dynamic_metrics
     if dm is None:
@@ -363,7 +350,7 @@ def _dynamic(gpu: GpuState) -> Iterator[tuple[str, object]]:
         yield "dynamic.utilization.burst_period_s", u.burst_period_sec
 
 
-def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
+def _ecc(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
     c = gpu.config
     if not c.ecc:
         yield "ecc.supported", 0
@@ -413,10 +400,9 @@ def _ecc(gpu: GpuState, arch: int) -> Iterator[tuple[str, object]]:
                     yield f"remapped_rows.histogram.{name}", getattr(h, name)
 
 
-def _links(node: NodeState, gpu: GpuState) -> Iterator[tuple[str, object]]:
+def _links(node: Node, gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
     assert node.nvlink is not None
-    switches = {s.bus_id: s for s in node.switches}
-    by_index = {g.index: g for g in node.gpus}
+    switches, by_index = ctx.switches, ctx.gpus
     yield "nvlink.count", max(link.link for link in gpu.links) + 1
     yield "nvlink.version", node.nvlink.version
     yield "nvlink.speed_mbps", node.nvlink.bandwidth_per_link_mbps
@@ -442,15 +428,14 @@ def _links(node: NodeState, gpu: GpuState) -> Iterator[tuple[str, object]]:
         yield p + "remote_device_id", f"0x{remote_dev:08x}"
 
 
-@dataclass(frozen=True)
-class NvlinkErrorClock:
+class NvlinkErrorClock(NamedTuple):
     """Injected NVLink errors of one GPU as a state file carries them: rate (milli-errors/s per link),
     the wall-clock epoch (ms) it applies from, links it applies to, errors accrued before the epoch."""
 
     rate_milli: int = 0
     epoch_ms: int = 0
     inject: frozenset[int] = frozenset()
-    accrued: Mapping[int, int] = field(default_factory=dict)
+    accrued: Mapping[int, int] = MappingProxyType({})
 
     def at(self, now_ms: int) -> dict[int, int]:
         """Errors per link at ``now_ms`` (the library's formula)."""
@@ -459,12 +444,18 @@ class NvlinkErrorClock:
         return {link: self.accrued.get(link, 0) + (grown if link in self.inject else 0) for link in links}
 
 
-@dataclass
 class _RenderContext:
-    root_index: dict[str, int]
-    ready_file: str | None
-    previous: Mapping[str, NvlinkErrorClock]
-    now_ms: int | None = None
+    """What one render works out once for every GPU."""
+
+    __slots__ = ("gpus", "now_ms", "previous", "ready_file", "root_index", "switches")
+
+    def __init__(self, node: Node, ready_file: str | None, previous: Mapping[str, NvlinkErrorClock]) -> None:
+        self.root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
+        self.switches = {s.bus_id: s for s in node.switches}
+        self.gpus = {g.index: g for g in node.gpus}
+        self.ready_file = ready_file
+        self.previous = previous
+        self.now_ms: int | None = None
 
     def now(self) -> int:
         if self.now_ms is None:
@@ -472,7 +463,7 @@ class _RenderContext:
         return self.now_ms
 
 
-def _nvlink_error_clock(gpu: GpuState, ctx: _RenderContext) -> NvlinkErrorClock:
+def _nvlink_error_clock(gpu: Gpu, ctx: _RenderContext) -> NvlinkErrorClock:
     config = gpu.config.nvlink_error
     rate_milli = round(config.rate * 1000) if config else 0
     wanted = set(config.links) if config and config.links else None
@@ -487,7 +478,7 @@ def _nvlink_error_clock(gpu: GpuState, ctx: _RenderContext) -> NvlinkErrorClock:
     return NvlinkErrorClock(rate_milli, ctx.now() if rate_milli else 0, inject, accrued)
 
 
-def _nvlink_errors(gpu: GpuState, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
+def _nvlink_errors(gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
     clock = _nvlink_error_clock(gpu, ctx)
     if not clock.rate_milli and not clock.accrued:
         return
@@ -502,6 +493,8 @@ def _nvlink_errors(gpu: GpuState, ctx: _RenderContext) -> Iterator[tuple[str, ob
 
 def read_nvlink_error_clocks(text: str) -> dict[str, NvlinkErrorClock]:
     """The NVLink error clocks in a state file's text, by GPU UUID (what a re-render carries over)."""
+    if "nvlink_error." not in text:
+        return {}
     raw: dict[str, dict[str, str]] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -526,7 +519,7 @@ def read_nvlink_error_clocks(text: str) -> dict[str, NvlinkErrorClock]:
     return clocks
 
 
-def _pci_functions(node: NodeState, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
+def _pci_functions(node: Node, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     """The node's non-GPU PCI functions (HCAs, PCI-visible NVSwitches): nvidia-smi topo -m asks the
     library for the PCIe level between them and the GPUs (export slot 23). An HCA assigned to a GPU
     shares that GPU's PCIe switch (``pcie_switch`` = the GPU's index), as on DGX/HGX baseboards."""
@@ -540,7 +533,7 @@ def _pci_functions(node: NodeState, root_index: Mapping[str, int]) -> Iterator[t
         yield f"pcifn.{n}.numa_node", -1 if numa_node is None else numa_node
 
 
-def _processes(gpu: GpuState) -> Iterator[tuple[str, object]]:
+def _processes(gpu: Gpu) -> Iterator[tuple[str, object]]:
     n = 0
     for proc in gpu.config.processes or []:
         kinds = {"C": [0], "": [0], "G": [1], "C+G": [0, 1]}[proc.type]
@@ -559,7 +552,7 @@ def _processes(gpu: GpuState) -> Iterator[tuple[str, object]]:
                 return
 
 
-def render_nvml_state(node: NodeState, root: str | os.PathLike[str] | None = None) -> str:
+def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) -> str:
     """The state file text for `node` (format version 1, see native/README.md).
 
     ``root``: the staged root the file goes to. It adds the fabric manager's readiness marker path
@@ -574,7 +567,7 @@ def render_nvml_state(node: NodeState, root: str | os.PathLike[str] | None = Non
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    ready_file = str(Path(root).absolute() / FABRICMANAGER_READY_FILE) if root is not None else None
+    ready_file = str(NodeStore(Path(root).absolute()).fabricmanager_ready) if root is not None else None
     if ready_file is not None:
         if "\n" in ready_file or len(ready_file) >= 512:
             raise ValueError(f"root {root}: not usable in the state file (line break, or path too long)")
@@ -585,16 +578,20 @@ def render_nvml_state(node: NodeState, root: str | os.PathLike[str] | None = Non
             previous = read_nvlink_error_clocks((Path(root) / NVML_STATE_FILE).read_text())
         except (OSError, UnicodeDecodeError):
             previous = {}
-    ctx = _RenderContext({rc.id: i for i, rc in enumerate(node.root_complexes)}, ready_file, previous)
+    ctx = _RenderContext(node, ready_file, previous)
     matrix = nvlink_matrix(node)
     for gpu, nv in zip(node.gpus, matrix, strict=True):
+        prefix = f"device.{gpu.index}."
         for key, value in _device(node, gpu, nv, ctx):
             if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
-            text = "" if value == "N/A" else str(value)  # an empty string is what the library reports as N/A
-            if "\n" in text or "\0" in text:
-                raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {text!r}")
-            lines.append(f"device.{gpu.index}.{key}={text}")
+            if type(value) is str:
+                if "\n" in value or "\0" in value:
+                    raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {value!r}")
+                text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+            else:
+                text = str(value)
+            lines.append(f"{prefix}{key}={text}")
     lines += [f"{key}={value}" for key, value in _pci_functions(node, ctx.root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
@@ -603,25 +600,9 @@ def render_nvml_state(node: NodeState, root: str | os.PathLike[str] | None = Non
     return "\n".join(lines) + "\n"
 
 
-def write_nvml_state(node: NodeState, path: str | os.PathLike[str],
+def write_nvml_state(node: Node, path: str | os.PathLike[str],
                      root: str | os.PathLike[str] | None = None) -> Path:
     """Write the state file atomically (temp file in the same directory, fsync, rename), mode 0644."""
     target = Path(path)
-    text = render_nvml_state(node, root)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(target, render_nvml_state(node, root), durable=True)
     return target

@@ -1,4 +1,5 @@
-"""Where things live under a staged root.  Nothing else in Mokka hard-codes these paths.
+"""Where things live under a staged root.  Nothing else in Mokka hard-codes these paths
+(the names in Mokka's own state directory are :mod:`.store`'s).
 
 The root is ``/`` on a node that shows the simulation at the real paths, a private
 directory under ``mokka run`` (mounted over the real paths in a private namespace),
@@ -8,22 +9,11 @@ or any directory in tests.
 from __future__ import annotations
 
 import os
-import sysconfig
+import sys
 from pathlib import Path
 
 from ..errors import MokkaError
-
-#: Mokka's own bookkeeping under a root: node spec, override file, manifests, logs.
-STATE_DIR = "var/lib/mokka"
-NODE_FILE = f"{STATE_DIR}/node.json"
-OVERRIDE_FILE = f"{STATE_DIR}/overrides.yaml"
-OVERLAY_FILE = f"{STATE_DIR}/topology.yaml"
-LOCK_FILE = f"{STATE_DIR}/overrides.yaml.lock"
-#: Runtime markers of the simulated daemons.
-RUN_DIR = f"{STATE_DIR}/run"
-#: Exists exactly while the fake fabric manager has the fabric trained; the NVML library reports
-#: fabric state ``auto`` as In Progress until it exists, then Completed.
-FABRICMANAGER_READY_FILE = f"{RUN_DIR}/fabricmanager.ready"
+from .store import NodeStore
 
 #: Default root of a cluster node (hostPath), used when neither --root nor $MOKKA_ROOT is given.
 CLUSTER_ROOT = Path("/var/lib/mokka/root")
@@ -31,6 +21,12 @@ CLUSTER_ROOT = Path("/var/lib/mokka/root")
 
 def multiarch() -> str:
     """Debian's multiarch triplet, e.g. x86_64-linux-gnu (where the real driver installs its libraries)."""
+    # the interpreter knows it without sysconfig (which costs nvml-mock-ctl milliseconds to import)
+    known = getattr(sys.implementation, "_multiarch", None)
+    if known:
+        return str(known)
+    import sysconfig
+
     return sysconfig.get_config_var("MULTIARCH") or f"{os.uname().machine}-linux-gnu"
 
 
@@ -51,7 +47,7 @@ def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
     env = os.environ.get("MOKKA_ROOT")
     if env:
         return Path(env)
-    if (CLUSTER_ROOT / NODE_FILE).exists():
+    if NodeStore(CLUSTER_ROOT).node_file.exists():
         return CLUSTER_ROOT
     if required:
         raise MokkaError(f"no node root: give --root DIR (--root / means this host itself), set $MOKKA_ROOT, "

@@ -5,7 +5,7 @@ after it wrote the override file, so both converge the same way.  A digest of ea
 surface's last published plan is kept in the state directory; a surface is
 restaged when its new plan's digest differs (or it is not staged), torn down when
 the node no longer enables it, and left alone otherwise.  Callers hold
-:func:`mokka_core.stage.lock.node_lock`.
+:meth:`mokka_core.stage.store.NodeStore.lock`.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
 from . import staging
 from .native import native_dir
-from .paths import STATE_DIR
+from .store import NodeStore, atomic_write
 from .surface import (
     CharDevice,
     ConsumerNeeds,
@@ -38,23 +37,22 @@ from .surface import (
     discover,
 )
 
-if TYPE_CHECKING:  # the models are imported only where a node is resolved: the ctl's fast path renders records
-    from ..model.inputs import Inputs
-    from ..model.records import NodeRecord
-    from ..model.resolve import NodeState
-    from ..schema.overlays import Override
+if TYPE_CHECKING:
+    from ..model.node import Node
 
 log = logging.getLogger(__name__)
 
-DIGEST_FILE = f"{STATE_DIR}/plans.json"
-SURFACES_FILE = f"{STATE_DIR}/surfaces.json"
 
-
-@dataclass
 class RenderResult:
-    staged: list[str] = field(default_factory=list)  # (re)published this time
-    removed: list[str] = field(default_factory=list)  # torn down because no longer enabled
-    unchanged: list[str] = field(default_factory=list)
+    """What one render did: the surfaces (re)published, torn down (no longer enabled), left alone."""
+
+    __slots__ = ("removed", "staged", "unchanged")
+
+    def __init__(self, staged: list[str] | None = None, removed: list[str] | None = None,
+                 unchanged: list[str] | None = None) -> None:
+        self.staged = staged or []
+        self.removed = removed or []
+        self.unchanged = unchanged or []
 
     def summary(self) -> str:
         parts = [f"{label} {', '.join(names)}" for label, names in
@@ -68,7 +66,7 @@ def installed_surfaces(only: tuple[str, ...] | None = None, root: Path | None = 
 
     Scanning the entry points of every installed distribution costs tens of
     milliseconds, which a ctl change cannot afford, so with ``root`` the result is
-    remembered in the root's state dir (``surfaces.json``) and later calls import
+    remembered in the root's state dir (``NodeStore.surface_cache``) and later calls import
     the recorded classes directly; a record that no longer imports is rebuilt, and
     ``refresh`` (the daemon at start-up) always rebuilds it.
     """
@@ -84,7 +82,7 @@ def _cached_surfaces(root: Path) -> dict[str, type[Surface]] | None:
     import importlib
 
     try:
-        record = json.loads((root / SURFACES_FILE).read_text())
+        record = json.loads(NodeStore(root).surface_cache.read_text())
         found: dict[str, type[Surface]] = {}
         for name, target in record.items():
             module, _, attr = target.partition(":")
@@ -98,18 +96,16 @@ def _cached_surfaces(root: Path) -> dict[str, type[Surface]] | None:
 
 
 def _save_surface_cache(root: Path, classes: Mapping[str, type[Surface]]) -> None:
-    path = root / SURFACES_FILE
+    path = NodeStore(root).surface_cache
     if not path.parent.is_dir():
         return
     record = {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in classes.items()}
-    tmp = path.with_name(f".surfaces.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(record, indent=1))
 
 
-def enabled(node: NodeState | NodeRecord, name: str) -> bool:
+def enabled(node: Node, name: str) -> bool:
     """Whether the node wants surface ``name`` staged (surfaces the node state does not know are on)."""
-    settings = node.surfaces.get(name)  # type: ignore[call-overload]
+    settings = node.surfaces.get(name)
     return True if settings is None else bool(settings.enabled)
 
 
@@ -117,13 +113,7 @@ def context(root: Path) -> StageContext:
     return StageContext(root=root, native_dir=native_dir())
 
 
-def resolve_with(inputs: Inputs, override: Override | None) -> NodeState:
-    from ..model.resolve import resolve
-
-    return resolve(replace(inputs, override=override))
-
-
-def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], ctx: StageContext,
+def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
                 stop: threading.Event | None = None) -> dict[str, list[Entry]]:
     """Every surface's plan; the first failure names its surface.
 
@@ -139,7 +129,7 @@ def build_plans(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], c
 
     def build(name: str, surface: Surface) -> None:
         try:
-            results[name] = list(surface.plan(node, ctx))  # type: ignore[arg-type]  # a record reads the same
+            results[name] = list(surface.plan(node, ctx))
         except BaseException as exc:
             errors[name] = exc
         finally:
@@ -193,34 +183,39 @@ def plan_digest(plan: list[Entry]) -> str:
 
 def load_digests(root: Path) -> dict[str, str]:
     try:
-        data = json.loads((root / DIGEST_FILE).read_text())
+        data = json.loads(NodeStore(root).plan_digests.read_text())
     except (OSError, ValueError):
         return {}  # unknown digests only cost a restage
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def save_digests(root: Path, digests: Mapping[str, str]) -> None:
-    path = root / DIGEST_FILE
+    path = NodeStore(root).plan_digests
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".plans.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(dict(sorted(digests.items())), indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(dict(sorted(digests.items())), indent=1))
 
 
-def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], *, force: bool = False,
-           stop: threading.Event | None = None) -> RenderResult:
-    """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes."""
+def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
+           stop: threading.Event | None = None, since: Node | None = None) -> RenderResult:
+    """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes.
+
+    ``since``: the node staged now, where the caller knows it (a fresh snapshot rendered with these
+    surfaces); a surface whose declared reads the change does not touch keeps its staged plan.
+    """
     ctx = context(root)
     wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
-    plans = build_plans(node, wanted, ctx, stop)
-    digests = {name: plan_digest(plan) for name, plan in plans.items()}
     old = load_digests(root)
     staged = set(staging.staged_surfaces(root))
+    touched = touched_fields(since, node) if since is not None and not force else None
+    kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
+            and not surface.reads & touched and name in staged and name in old}
+    plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
+    digests = {name: plan_digest(plan) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
                if force or name not in staged or old.get(name) != digests[name]}
     if stop is not None and stop.is_set():
         raise Interrupted("stopped before publishing")
-    result = RenderResult(unchanged=sorted(set(plans) - set(changed)))
+    result = RenderResult(unchanged=sorted((set(plans) | kept) - set(changed)))
     if changed:
         staging.stage_wave(changed, root)
         result.staged = list(changed)
@@ -237,7 +232,23 @@ def render(root: Path, node: NodeState | NodeRecord, surfaces: Mapping[str, Surf
     return result
 
 
-def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
+def touched_fields(before: Node, after: Node) -> frozenset[str] | None:
+    """The GPU configuration fields that differ between two nodes; None if anything else differs too."""
+    if len(before.gpus) != len(after.gpus):
+        return None
+    if any(getattr(before, name) != getattr(after, name) for name in before.__slots__ if name != "gpus"):
+        return None
+    touched: set[str] = set()
+    for old, new in zip(before.gpus, after.gpus, strict=True):
+        if any(getattr(old, name) != getattr(new, name) for name in old.__slots__ if name != "config"):
+            return None
+        if old.config is not new.config:
+            touched.update(name for name in old.config.__slots__
+                           if getattr(old.config, name) != getattr(new.config, name))
+    return frozenset(touched)
+
+
+def services(node: Node, surfaces: Mapping[str, Surface],
              root: Path) -> dict[str, tuple[str, Service]]:
     """The long-lived programs of every enabled surface, by program name: {program: (surface, service)}."""
     ctx = context(root)
@@ -245,7 +256,7 @@ def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
     for name, surface in surfaces.items():
         if not enabled(node, name):
             continue
-        for service in surface.services(node, ctx):  # type: ignore[arg-type]  # a record reads the same
+        for service in surface.services(node, ctx):
             if service.name in found:
                 owner = found[service.name][0]
                 raise staging.StagingError(name, f"service name {service.name!r} is also used by {owner}")
@@ -253,8 +264,8 @@ def services(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface],
     return found
 
 
-def consumer_needs(node: NodeState | NodeRecord, surfaces: Mapping[str, Surface], root: Path) -> ConsumerNeeds:
+def consumer_needs(node: Node, surfaces: Mapping[str, Surface], root: Path) -> ConsumerNeeds:
     """What a consumer process of the node needs, from every enabled surface together."""
     ctx = context(root)
-    return ConsumerNeeds.combine(surface.consumer(node, ctx)  # type: ignore[arg-type]  # a record reads the same
-                                 for name, surface in surfaces.items() if enabled(node, name))
+    return ConsumerNeeds.combine(surface.consumer(node, ctx) for name, surface in surfaces.items()
+                                 if enabled(node, name))

@@ -1,96 +1,69 @@
-"""A node's snapshot: the resolved node as JSON, so ``nvml-mock-ctl`` can change it without pydantic.
+"""A node's snapshot: the resolved node as rendered, with a fingerprint of every input it came from.
 
-Importing pydantic and building the profile models costs more than the ctl's whole budget
-(a change visible within 250 ms of the command starting), so after every render from validated
-inputs (``mokka node up`` and its re-renders, the ctl's full path, ``mokka run``) the node is
-written down as plain data under the node lock:
+Every render writes it under the node lock (``mokka node up`` and its re-renders, ``nvml-mock-ctl``,
+``mokka run``):
 
-* ``node``: the resolved :class:`~mokka_core.model.resolve.NodeState` (``model_dump(mode="json")``);
-* ``base_configs``: each GPU's configuration before the override file, validated;
-* ``override_doc``: the override document the node was resolved with;
-* ``shapes``: the blocks of a GPU configuration (see :mod:`mokka_core.model.shapes`);
-* ``inputs``: a fingerprint (inode, size, mtime) of every file the node was read from;
-* ``rendered_with``: the surfaces the writer rendered the node with (a node daemon whose own
-  surfaces are these need not render a change again).
+* ``base``: the resolved node before the override file (``model.codec.encode``);
+* ``override_path`` / ``override_doc``: the override file and the canonical document applied;
+* ``inputs``: the fingerprint (inode, size, mtime) of every file the node was read from, taken
+  before it was read, the override file's as written;
+* ``rendered_with``: the surfaces it was rendered with (a daemon whose own surfaces these are need
+  not render a change again).
 
-:func:`load` returns the snapshot only while every input file is unchanged and the snapshot was
-written by this version of Mokka; anything else (missing, corrupt, stale) gives None, and the
-ctl takes the full path.  :meth:`Snapshot.node_with` lays a new override document over the base
-configurations, as resolving would, and gives a :class:`~mokka_core.model.records.NodeRecord` that every
-surface renders from.  Only GPU configurations may differ from the snapshot's node: the ctl uses
-it for the verbs that change nothing else (see ``ctl/verbs.py``).
+:func:`load` returns the snapshot only while every input file is unchanged and this version of
+Mokka wrote it; the node is then ``apply(base, override_doc)`` without reading or validating a
+document again, which keeps ``nvml-mock-ctl`` free of pydantic.  Anything else (missing, corrupt,
+stale) gives None, and the caller resolves the node from its files: the snapshot is a cache.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
+from ..model.apply import apply
+from ..model.codec import decode, encode
 from ..model.inputs import Fingerprint, fingerprint
-from ..model.records import NodeRecord
-from ..model.shapes import Shapes, lay_over
-from ..schema.merge import merge_all
+from ..model.node import Node
 from ..version import __version__
-from .paths import NODE_FILE, STATE_DIR
-
-if TYPE_CHECKING:
-    from ..model.inputs import Inputs
-    from ..model.resolve import NodeState
+from .store import NodeStore, atomic_write
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FILE = f"{STATE_DIR}/snapshot.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-@dataclass(frozen=True)
-class Snapshot:
-    root: Path
-    data: dict[str, Any]  # the file's content, checked by load()
 
-    @property
-    def override_path(self) -> Path:
-        return Path(self.data["override_path"])
+class Snapshot(NamedTuple):
+    base: Node  # resolved without the override
+    override_path: Path
+    override_doc: dict[str, Any]  # canonical: what ``apply`` laid over ``base``
+    inputs: dict[str, Fingerprint]
+    rendered_with: list[str]
 
-    @property
-    def override_doc(self) -> dict[str, Any]:
-        return self.data["override_doc"]  # type: ignore[no-any-return]
+    def node(self) -> Node:
+        return apply(self.base, self.override_doc)
 
-    @property
-    def shapes(self) -> Shapes:
-        return self.data["shapes"]  # type: ignore[no-any-return]
-
-    def node_with(self, doc: dict[str, Any]) -> NodeRecord:
-        """The node with override document ``doc``; raises :class:`~mokka_core.model.shapes.NotFast`."""
-        everyone = doc.get("all")
-        devices = doc.get("devices") or {}
-        gpus = []
-        for gpu, base in zip(self.data["node"]["gpus"], self.data["base_configs"], strict=True):
-            patch = merge_all(everyone, devices.get(str(gpu["index"])))
-            gpus.append({**gpu, "config": lay_over(base, patch, self.shapes)})
-        return NodeRecord({**self.data["node"], "gpus": gpus})
-
-    def rendered_with(self, surfaces: Mapping[str, object]) -> bool:
+    def was_rendered_with(self, surfaces: Mapping[str, object]) -> bool:
         """Whether the node as recorded was rendered with exactly ``surfaces`` (so is staged as they would)."""
-        return bool(self.data["rendered_with"] == surface_ids(surfaces))
-
-    def advance(self, doc: dict[str, Any], node: NodeRecord, override_fingerprint: Fingerprint,
-                surfaces: Mapping[str, object]) -> None:
-        """Record that the override file (now ``override_fingerprint``) holds ``doc``, rendered as ``node``."""
-        inputs = {**self.data["inputs"], str(self.override_path): override_fingerprint}
-        _write(self.root, {**self.data, "inputs": inputs, "override_doc": doc, "node": node.plain(),
-                           "rendered_with": surface_ids(surfaces)})
+        return self.rendered_with == surface_ids(surfaces)
 
 
 def load(root: Path) -> Snapshot | None:
     """The root's snapshot if it still describes the node; None otherwise (never raises for bad content)."""
+    data = record(root)
+    return None if data is None else from_record(data)
+
+
+def record(root: Path) -> dict[str, Any] | None:
+    """The snapshot file's content while it still describes the node, its node not yet decoded; else None.
+
+    Cheap (no node is built): what a node daemon checks under the node lock after every change.
+    """
     try:
-        data = json.loads((root / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
             return None
         inputs = data["inputs"]
@@ -99,47 +72,47 @@ def load(root: Path) -> Snapshot | None:
         for path, recorded in inputs.items():
             if fingerprint(path) != recorded:
                 return None
-        node, bases = data["node"], data["base_configs"]
-        if not (isinstance(data["override_doc"], dict) and isinstance(data["shapes"], dict)
-                and isinstance(data["rendered_with"], list) and isinstance(node["surfaces"], dict)
-                and isinstance(bases, list) and len(bases) == len(node["gpus"])
-                and all(isinstance(gpu, dict) and isinstance(gpu["config"], dict) for gpu in node["gpus"])
-                and all(isinstance(base, dict) for base in bases)):
+        if not (isinstance(data["override_doc"], dict) and isinstance(data["rendered_with"], list)):
             return None
-        return Snapshot(root, data)
+        return data  # type: ignore[no-any-return]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def save(root: Path, inputs: Inputs, node: NodeState, surfaces: Mapping[str, object]) -> None:
-    """Write the snapshot of ``node``, resolved from ``inputs`` and rendered with ``surfaces`` (under the node lock).
+def from_record(data: Mapping[str, Any]) -> Snapshot | None:
+    """The snapshot a fresh record holds; None where its node is not a node (never raises for bad content)."""
+    try:
+        return Snapshot(base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
+                        override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
-    ``inputs.fingerprints`` were taken before the files were read (see ``NodeSpec.inputs``), so a
-    file changed since makes the snapshot stale at once.  Inputs without fingerprints (built in
-    memory, or read without the override file) remove the snapshot instead.
+
+def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str, Any],
+         inputs: Mapping[str, Fingerprint] | None, surfaces: Mapping[str, object]) -> None:
+    """Record that ``apply(base, override_doc)`` was rendered with ``surfaces`` (caller holds the node lock).
+
+    ``inputs`` were taken before the files were read (``NodeSpec.inputs``), the override file's when
+    it was written, so a file changed since makes the snapshot stale at once.  Without them (a node
+    built in memory) the snapshot is removed instead.
     """
-    from ..model.resolve import base_configs
-    from ..model.shapes import device_shapes
-
-    path = root / SNAPSHOT_FILE
-    known = inputs.fingerprints or {}
-    if str(inputs.override_source) not in known or not path.parent.is_dir():
+    store = NodeStore(root)
+    path = store.snapshot
+    known = dict(inputs or {})
+    if str(override_path) not in known or not path.parent.is_dir():
         path.unlink(missing_ok=True)
         return
     # the node file is written by the same command from the same spec, just before this
-    fingerprints = {**known, str(root / NODE_FILE): fingerprint(root / NODE_FILE)}
-    data = {
+    known[str(store.node_file)] = fingerprint(store.node_file)
+    _write(root, {
         "format": FORMAT_VERSION,
         "mokka_core": __version__,
-        "inputs": fingerprints,
-        "override_path": str(inputs.override_source),
-        "override_doc": inputs.override_doc or {},
-        "node": node.model_dump(mode="json"),
-        "base_configs": base_configs(inputs),
-        "shapes": device_shapes(),
+        "inputs": known,
+        "override_path": str(override_path),
+        "override_doc": dict(override_doc),
+        "base": encode(base),
         "rendered_with": surface_ids(surfaces),
-    }
-    _write(root, data)
+    })
 
 
 def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
@@ -153,20 +126,7 @@ def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
 
 def _write(root: Path, data: dict[str, Any]) -> None:
     """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
-    path = root / SNAPSHOT_FILE
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-", suffix=".tmp")
+        atomic_write(NodeStore(root).snapshot, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
     except OSError as exc:
-        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder; dump streams in Python
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change takes the full path", exc)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change resolves the node", exc)

@@ -18,17 +18,14 @@ import os
 import posixpath
 import shutil
 import stat
-import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MokkaError
+from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
 
 log = logging.getLogger(__name__)
-
-MANIFEST_DIR = "var/lib/mokka/manifests"
 
 
 class StagingError(MokkaError):
@@ -37,16 +34,21 @@ class StagingError(MokkaError):
         super().__init__(f"surface {surface}: {message}")
 
 
-@dataclass
 class Manifest:
-    surface: str
-    entries: list[str] = field(default_factory=list)  # files, links, devices we created
-    dirs: list[str] = field(default_factory=list)  # directories we created, in creation order
-    digests: dict[str, str] = field(default_factory=dict)  # entry -> digest of what was published there
+    """What one surface published under a root, so teardown removes exactly that."""
+
+    __slots__ = ("digests", "dirs", "entries", "surface")
+
+    def __init__(self, surface: str, entries: list[str] | None = None, dirs: list[str] | None = None,
+                 digests: dict[str, str] | None = None) -> None:
+        self.surface = surface
+        self.entries = entries or []  # files, links, devices we created
+        self.dirs = dirs or []  # directories we created, in creation order
+        self.digests = digests or {}  # entry -> digest of what was published there
 
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:
-        path = manifest_path(root, surface)
+        path = NodeStore(root).manifest(surface)
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -57,20 +59,14 @@ class Manifest:
                    digests=dict(data.get("digests") or {}))
 
     def save(self, root: Path) -> None:
-        path = manifest_path(root, self.surface)
+        path = NodeStore(root).manifest(self.surface)
         self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                   "digests": self.digests}, separators=(",", ":")))
-        os.replace(tmp, path)
-
-
-def manifest_path(root: Path, surface: str) -> Path:
-    return root / MANIFEST_DIR / f"{surface}.json"
+        atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                                       "digests": self.digests}, separators=(",", ":")))
 
 
 def staged_surfaces(root: Path) -> list[str]:
-    directory = root / MANIFEST_DIR
+    directory = NodeStore(root).manifests_dir
     return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
 
 
@@ -82,7 +78,7 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]
     digests = {surface: [_entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
                  for surface, plan in plans.items()}
-    scratch = Path(tempfile.mkdtemp(prefix=".mokka-stage-", dir=root))
+    scratch = scratch_dir(root, ".mokka-stage-")
     try:
         _materialise_all(plans, str(scratch), unchanged)
         return _publish(plans, root, scratch, previous, digests, unchanged)
@@ -159,7 +155,7 @@ def teardown(root: Path, surface: str) -> bool:
         return False
     for rel in reversed(manifest.entries):
         _remove(root / rel)
-    manifest_path(root, surface).unlink(missing_ok=True)
+    NodeStore(root).manifest(surface).unlink(missing_ok=True)
     leftovers = _remove_empty_dirs(root, manifest.dirs)
     if leftovers:
         _adopt_dirs(root, leftovers)

@@ -1,6 +1,6 @@
 """The surface plugin interface and discovery of installed surfaces.
 
-A surface turns a :class:`NodeState` into a *plan*: the files, links, directories
+A surface turns a :class:`Node` into a *plan*: the files, links, directories
 and device nodes it wants under a root.  The plan is pure data; ``staging``
 materialises it all-or-nothing and records what it created so teardown leaves no
 residue.  Long-lived parts are declared as :class:`Service` entries, and what a
@@ -18,25 +18,23 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Union
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Union
 
 if TYPE_CHECKING:
-    from ..model.resolve import NodeState
+    from ..model.node import Node
 
 
 ENTRY_POINT_GROUP = "mokka.surfaces"
 
 
-@dataclass(frozen=True)
-class Dir:
+class Dir(NamedTuple):
     path: str
     mode: int = 0o755
 
 
-@dataclass(frozen=True)
-class File:
+class File(NamedTuple):
     path: str
     content: bytes | str
     mode: int = 0o644
@@ -45,21 +43,18 @@ class File:
         return self.content.encode() if isinstance(self.content, str) else self.content
 
 
-@dataclass(frozen=True)
-class Copy:
+class Copy(NamedTuple):
     path: str
     source: Path
     mode: int | None = None  # None keeps the source's mode
 
 
-@dataclass(frozen=True)
-class Symlink:
+class Symlink(NamedTuple):
     path: str
     target: str
 
 
-@dataclass(frozen=True)
-class CharDevice:
+class CharDevice(NamedTuple):
     path: str
     major: int
     minor: int
@@ -69,23 +64,21 @@ class CharDevice:
 Entry = Union[Dir, File, Copy, Symlink, CharDevice]
 
 
-@dataclass(frozen=True)
-class Service:
+class Service(NamedTuple):
     """A long-lived foreground program of a surface (supervisord runs it under ``mokka node up``)."""
 
     name: str
     command: list[str]
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = MappingProxyType({})
     #: a path under the root that exists once the service is ready; None: ready once started
     ready_path: str | None = None
 
 
-@dataclass(frozen=True)
-class ConsumerNeeds:
+class ConsumerNeeds(NamedTuple):
     """What a process using the node needs besides the staged files: libraries to preload, environment."""
 
     preload: tuple[str, ...] = ()
-    environment: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = MappingProxyType({})
 
     @classmethod
     def combine(cls, needs: Iterable[ConsumerNeeds]) -> ConsumerNeeds:
@@ -104,8 +97,8 @@ class ConsumerNeeds:
         return out
 
 
-@dataclass(frozen=True)
-class StageContext:
+
+class StageContext(NamedTuple):
     """Where a surface is staged, and the few facts about this installation a plan may need."""
 
     root: Path
@@ -116,19 +109,23 @@ class Surface(ABC):
     """One simulated layer of a GPU node (gpu, pci, cdi, imex, nvlink, fabricmanager, ib)."""
 
     name: ClassVar[str]
+    #: the fields of a GPU's configuration (``GpuConfig``) the plan reads, besides everything outside
+    #: the configurations; None: all of them.  A change of only other fields leaves the plan as it
+    #: is, and ``render`` does not build it again (``testing.sim_contract`` checks the declaration).
+    reads: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         """Everything this surface wants under ``ctx.root`` for ``node``; must not touch the disk."""
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         return []
 
-    def consumer(self, node: NodeState, ctx: StageContext) -> ConsumerNeeds:
+    def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
         """What a consumer process of this node needs from this surface (default: nothing)."""
         return ConsumerNeeds()
 
-    def check(self, node: NodeState, ctx: StageContext) -> list[str]:
+    def check(self, node: Node, ctx: StageContext) -> list[str]:
         """Problems found in what is staged now (empty list: all good)."""
         problems = []
         for entry in self.plan(node, ctx):

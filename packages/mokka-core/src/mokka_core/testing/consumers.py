@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
+from ..stage.store import atomic_write
+
 __all__ = [
     "PYNVML_REQUIREMENT",
     "ConsumerUnavailable",
@@ -223,7 +225,7 @@ def go_program(source: Path, name: str, go_packages: list[str], present: bool) -
                                 capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             missing(f"building {name} failed: {result.stderr.strip()[-500:]}")
-        os.replace(work / name, binary)
+        atomic_write(binary, (work / name).read_bytes(), mode=0o755)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return binary

@@ -6,14 +6,14 @@ import os
 import shutil
 from pathlib import Path
 
-from ..model.resolve import NodeState
+from ..model.node import Node
 from ..stage.native import native_dir
 from ..stage.nvml_view import render_nvml_state
 from ..stage.paths import LIB_DIR, NVML_STATE_FILE
 from .consumers import missing
 
 
-def stage_nvml_view(root: Path, node: NodeState, *, follow_fabric_manager: bool = False) -> Path:
+def stage_nvml_view(root: Path, node: Node, *, follow_fabric_manager: bool = False) -> Path:
     """What the gpu surface stages for NVML: the built mock library chain and the rendered state file.
 
     With ``follow_fabric_manager`` a fabric state ``auto`` waits for the fake fabric manager's readiness

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..model.records import plain
-from ..model.resolve import NodeState
+from ..model.codec import encode
+from ..model.node import Node
 from ..node.daemon import run
 from ..node.settings import NodeSettings
 from ..stage.surface import Entry, File, Service, StageContext, Surface
@@ -85,22 +85,20 @@ class DaemonRunner:
 PROBE_FILE = "var/lib/mokka-probe/state.json"
 
 
-def probe_view(node: NodeState) -> dict[str, Any]:
+def probe_view(node: Node) -> dict[str, Any]:
     gpus = {}
     for gpu in node.gpus:
         config = gpu.config
         memory = config.memory
-        total = memory.total_bytes if memory else 0
-        used = memory.used_bytes if memory and memory.used_bytes is not None else 0
-        free = memory.free_bytes if memory and memory.free_bytes is not None else total - used
         gpus[str(gpu.index)] = {
             "uuid": gpu.uuid,
             "lost": gpu.lost,
             "failure": gpu.failure_mode,
             "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
             "power_mw": config.power.current_draw_mw if config.power else None,
-            "memory": {"total": total, "used": used, "free": free},
-            "xid_events": [plain(event) for event in config.xid_events or ()],
+            "memory": {"total": memory.total_bytes, "reserved": memory.reserved_bytes, "used": memory.used_bytes,
+                       "free": memory.free_bytes} if memory else None,
+            "xid_events": [encode(event) for event in config.xid_events or ()],
         }
     return {"node": node.node_name, "gpus": gpus}
 
@@ -110,7 +108,7 @@ class ProbeSurface(Surface):
 
     name = "probe"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [File(PROBE_FILE, json.dumps(probe_view(node), sort_keys=True))]
 
 
@@ -119,14 +117,14 @@ class StaticSurface(Surface):
 
     name = "static"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [File("etc/mokka-static/driver", f"{node.driver_version}\n")]
 
 
 class BrokenSurface(Surface):
     name = "broken"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         raise RuntimeError("deliberately broken test surface")
 
 
@@ -139,7 +137,7 @@ class SlowSurface(Surface):
         self.delay = delay
         self.started = threading.Event()
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         self.started.set()
         time.sleep(self.delay)
         return [File("etc/mokka-slow/done", "1\n")]
@@ -154,10 +152,10 @@ class ServiceSurface(Surface):
         self.pid_dir = pid_dir
         self.program = program
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [File("etc/mokka-service/enabled", "1\n")]
 
-    def services(self, node: NodeState, ctx: StageContext) -> list[Service]:
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
         code = ("import os, sys, time; p = sys.argv[1]; os.makedirs(os.path.dirname(p), exist_ok=True); "
                 "open(p, 'w').write(str(os.getpid())); time.sleep(3600)")
         pid_file = str(self.pid_dir.absolute() / f"{self.program}.pid")
@@ -173,7 +171,7 @@ class NvmlSurface(Surface):
 
     name = "gpu"
 
-    def plan(self, node: NodeState, ctx: StageContext) -> list[Entry]:
+    def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         from ..stage.nvml_view import render_nvml_state  # type: ignore[import-not-found,unused-ignore]
         from ..stage.paths import LIB_DIR, NVML_STATE_FILE
         from ..stage.surface import Copy, Symlink

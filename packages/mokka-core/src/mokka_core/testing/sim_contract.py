@@ -11,21 +11,154 @@ app and surface, and adds only what is specific to it::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 import pytest
 import typer
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from ..errors import MokkaError
+from ..model.codec import decode
+from ..model.config import BLOCKS, LISTS, GpuConfig
+from ..model.node import Node
+from ..model.spec import NodeSpec
+from ..model.value import Value
+from ..schema.profile import DeviceConfig
 from ..stage import paths
-from ..stage.surface import Surface, discover
+from ..stage.native import native_dir
+from ..stage.render import plan_digest
+from ..stage.surface import StageContext, Surface, discover
 
 runner = CliRunner()
 
 
-class SimContract:
+def variants(node: Node, field: str) -> Iterator[Node]:
+    """``node`` with one value inside GPU configuration field ``field`` changed on every GPU, each way it can.
+
+    Numbers grow, flags flip, a choice takes each other value the documents allow, a missing block
+    appears, a tuple gains an item: every leaf of the field in turn.
+    """
+    first = getattr(node.gpus[0].config, field)
+    for path, others in _leaves(first, GpuConfig, field):
+        for k in range(others):
+            gpus = []
+            for gpu in node.gpus:
+                config = gpu.config.replace(**{field: _changed(getattr(gpu.config, field), GpuConfig, field, path, k)})
+                gpus.append(gpu.replace(config=config))
+            yield node.replace(gpus=tuple(gpus))
+
+
+def _choices(owner: type, field: str) -> tuple[Any, ...]:
+    """The values the documents allow for ``owner.field``, where they name them (a Literal)."""
+    if not _CHOICES:
+        for model in _document_models(DeviceConfig):
+            owner_name = "GpuConfig" if model is DeviceConfig else model.__name__
+            for name, info in model.model_fields.items():
+                literal = [arg for arg in _flat(info.annotation) if get_origin(arg) is Literal]
+                if literal:
+                    _CHOICES[(owner_name, name)] = tuple(v for arg in literal for v in get_args(arg))
+    return _CHOICES.get((owner.__name__, field), ())
+
+
+_CHOICES: dict[tuple[str, str], tuple[Any, ...]] = {}
+#: an item for the configuration's tuples of blocks
+_ITEMS: dict[str, dict[str, Any]] = {"processes": {"pid": 4242, "name": "probe", "used_memory_mib": 7},
+                                     "xid_events": {"code": 13, "seq": 9999}, "memory_clocks": {"freq_mhz": 1000}}
+
+
+def _leaves(value: Any, owner: type, field: str) -> Iterator[tuple[tuple[str, ...], int]]:
+    """(path inside the value, how many other values it can take) of every leaf."""
+    if isinstance(value, Value):
+        for name in value.__slots__:
+            for path, others in _leaves(getattr(value, name), type(value), name):
+                yield (name, *path), others
+    elif value is None and BLOCKS.get(owner, {}).get(field) is not None:
+        yield (), 1 if _fresh(BLOCKS[owner][field]) is not None else 0
+    else:
+        choices = _choices(owner, field)
+        yield (), max(len(choices) - 1, 0) if choices else 1
+
+
+def _changed(value: Any, owner: type, field: str, path: tuple[str, ...], k: int) -> Any:
+    if path:
+        if not isinstance(value, Value):
+            return value  # this GPU lacks the block the first has
+        inner = getattr(value, path[0])
+        return value.replace(**{path[0]: _changed(inner, type(value), path[0], path[1:], k)})
+    choices = _choices(owner, field)
+    if choices:
+        return [choice for choice in choices if choice != value][k % max(len(choices) - 1, 1)]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, tuple):
+        item_class = LISTS.get(owner, {}).get(field)
+        return (*value, decode(item_class, _ITEMS.get(field, {})) if item_class is not None else 1)
+    if value is None:
+        block = BLOCKS.get(owner, {}).get(field)
+        return _fresh(block) if block is not None else "x"
+    return value
+
+
+def _fresh(block: type) -> Any:
+    try:
+        return block()
+    except TypeError:  # a block with required values: no default to make one from
+        return None
+
+
+def _document_models(model: type[BaseModel]) -> Iterator[type[BaseModel]]:
+    seen: set[type[BaseModel]] = set()
+    todo = [model]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        yield current
+        for info in current.model_fields.values():
+            todo += [arg for arg in _flat(info.annotation) if isinstance(arg, type) and issubclass(arg, BaseModel)]
+
+
+def _flat(annotation: Any) -> Iterator[Any]:
+    yield annotation
+    if get_origin(annotation) is not Literal:
+        for arg in get_args(annotation):
+            yield from _flat(arg)
+
+
+#: boards that between them have every feature a plan may read (fabric, NVSwitches, HCAs, C2C, no NVLink)
+READS_PROFILES = ("h100", "gb200", "t4", "a100")
+
+
+class ReadsContract:
+    """A surface's plan changes with nothing but what its ``reads`` declares (mixed into SimContract)."""
+
+    surface: ClassVar[type[Surface]]
+
+    @pytest.mark.parametrize("profile", READS_PROFILES)
+    def test_the_plan_reads_only_what_the_surface_declares(self, profile: str, tmp_path: Path) -> None:
+        reads = self.surface.reads
+        if reads is None:
+            pytest.skip("the surface reads every field")
+        surface = self.surface()
+        ctx = StageContext(root=tmp_path, native_dir=native_dir())
+        node = NodeSpec(profile=profile, gpus=2).resolve()
+        before = plan_digest(surface.plan(node, ctx))
+        for field in GpuConfig.__slots__:
+            if field in reads:
+                continue
+            for changed in variants(node, field):
+                assert plan_digest(surface.plan(changed, ctx)) == before, f"{self.surface.name} reads {field}"
+
+
+class SimContract(ReadsContract):
     app: ClassVar[typer.Typer]
     surface: ClassVar[type[Surface]]
     #: False for surfaces whose ``check`` needs another surface staged beside them (nvlink reads the NVML view)
@@ -73,7 +206,7 @@ class SimContract:
         monkeypatch.delenv("MOKKA_ROOT", raising=False)
         monkeypatch.setattr(paths, "CLUSTER_ROOT", tmp_path / "no-cluster-node")
         monkeypatch.chdir(tmp_path)
-        before = {p: sorted(os.listdir(p)) for p in ("/", f"/{paths.STATE_DIR}") if os.path.isdir(p)}
+        before = {p: sorted(os.listdir(p)) for p in ("/", "/var/lib/mokka") if os.path.isdir(p)}
         for verb in ("stage", "check", "teardown", "serve"):
             result = self.invoke(verb, *(["--profile", "h100"] if verb != "teardown" else []))
             assert result.exit_code != 0, verb

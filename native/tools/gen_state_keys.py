@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Generate the state-file key vocabulary from its one source, ``native/state-keys.toml``.
+
+Outputs (all committed; ``native/tests/test_state_keys.py`` fails when one is stale):
+
+* ``native/src/state_keys.inc``: the ``{key, type, offset, size, aux}`` descriptor tables
+  ``state.c`` includes;
+* ``packages/mokka-core/src/mokka_core/stage/nvml_keys.py``: per-scope key sets, one constant
+  per key and :func:`is_known_key`;
+* ``native/README.md``: the key tables between the ``state-keys`` markers.
+
+``mokka.h`` supplies the index limits and the header line.  ``--out-dir D`` writes the outputs
+under ``D`` (same relative paths, README included) instead of in place.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = Path("native/state-keys.toml")
+MOKKA_H = Path("native/src/mokka.h")
+C_OUT = Path("native/src/state_keys.inc")
+PY_OUT = Path("packages/mokka-core/src/mokka_core/stage/nvml_keys.py")
+README = Path("native/README.md")
+BEGIN = "<!-- state-keys: generated from native/state-keys.toml by `make -C native keys`; edit the table, not this -->"
+END = "<!-- /state-keys -->"
+SCOPES = ("system", "device", "link", "process", "event", "pcifn")
+TYPES = {"u32": "T_U32", "i32": "T_I32", "u64": "T_U64", "str": "T_STR", "u8list": "T_U8LIST", "cpuset": "T_CPUSET"}
+README_TYPES = {"u8list": "list", "cpuset": "cpus"}
+KEY_RE = re.compile(r"[a-z0-9_.]+")
+PLACEHOLDER_RE = re.compile(r"<([a-z_]+)>")
+REGENERATE = "make -C native keys"
+
+
+class TableError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the table: a key, or a key family with placeholders."""
+
+    scope: str
+    key: str
+    type: str
+    field: str
+    doc: str
+    default: str | None
+    aux: str | None  # u8list: count member; cpuset: flag member
+    expand: dict[str, list[str] | dict[str, str]]
+
+    def expanded(self) -> list[tuple[str, str]]:
+        """(key, field) of every key of the row, placeholders nested left to right."""
+        names = PLACEHOLDER_RE.findall(self.key)
+        choices = []
+        for name in names:
+            values = self.expand[name]
+            if isinstance(values, list):
+                choices.append([(v, str(i)) for i, v in enumerate(values)])
+            else:
+                choices.append(list(values.items()))
+        out = []
+        for combo in itertools.product(*choices):
+            key, field = self.key, self.field
+            for name, (in_key, in_field) in zip(names, combo, strict=True):
+                key = key.replace(f"<{name}>", in_key)
+                field = field.replace(f"<{name}>", in_field)
+            out.append((key, field))
+        return out
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str
+    prefix: str
+    limits: dict[str, str]
+    struct: str
+    table: str
+    title: str
+    entries: tuple[Entry, ...]
+
+
+def load(root: Path) -> list[Scope]:
+    data = tomllib.loads((root / TABLE).read_text())
+    scopes = []
+    for name in SCOPES:
+        s = data["scope"][name]
+        entries = tuple(_entry(name, row) for row in data.get(name, []))
+        seen: set[str] = set()
+        for entry in entries:
+            for key, _ in entry.expanded():
+                if key in seen:
+                    raise TableError(f"{TABLE}: {name} key {key!r} twice")
+                seen.add(key)
+        scopes.append(Scope(name, s["prefix"], dict(s.get("limits", {})), s["struct"], s["table"], s["title"],
+                            entries))
+    unknown = set(data) - {"scope", *SCOPES}
+    if unknown:
+        raise TableError(f"{TABLE}: unknown sections {sorted(unknown)}")
+    return scopes
+
+
+def _entry(scope: str, row: dict[str, object]) -> Entry:
+    where = f"{TABLE}: {scope} key {row.get('key')!r}"
+    allowed = {"key", "type", "field", "doc", "default", "count", "flag", "expand"}
+    if set(row) - allowed:
+        raise TableError(f"{where}: unknown attributes {sorted(set(row) - allowed)}")
+    for required in ("key", "type", "field", "doc"):
+        if not isinstance(row.get(required), str) or not row[required]:
+            raise TableError(f"{where}: {required} must be a non-empty string")
+    key, type_, field = str(row["key"]), str(row["type"]), str(row["field"])
+    if type_ not in TYPES:
+        raise TableError(f"{where}: type {type_!r} is not one of {', '.join(TYPES)}")
+    aux_name = {"u8list": "count", "cpuset": "flag"}.get(type_)
+    for name in ("count", "flag"):
+        if (name in row) != (name == aux_name):
+            raise TableError(f"{where}: `{name}` belongs to type {'u8list' if name == 'count' else 'cpuset'} only, "
+                             f"and that type needs it")
+    expand = row.get("expand", {})
+    assert isinstance(expand, dict)
+    names = PLACEHOLDER_RE.findall(key)
+    if sorted(names) != sorted(expand) or len(set(names)) != len(names):
+        raise TableError(f"{where}: placeholders {names} and expand.{sorted(expand)} differ")
+    for name in names:
+        if f"<{name}>" not in field:
+            raise TableError(f"{where}: field {field!r} does not use <{name}>")
+    entry = Entry(scope, key, type_, field, str(row["doc"]),
+                  None if row.get("default") is None else str(row["default"]),
+                  None if aux_name is None else str(row[aux_name]), expand)
+    for full, _ in entry.expanded():
+        if not KEY_RE.fullmatch(full):
+            raise TableError(f"{where}: {full!r} has a character outside [a-z0-9_.]")
+    return entry
+
+
+def mokka_h(root: Path) -> tuple[dict[str, int], str]:
+    text = (root / MOKKA_H).read_text()
+    limits = {m[1]: int(m[2]) for m in re.finditer(r"^#define (MK_MAX_\w+) (\d+)\b", text, re.M)}
+    magic = re.search(r'^#define MK_STATE_MAGIC "([^"]+)"', text, re.M)
+    if magic is None:
+        raise TableError(f"{MOKKA_H}: no MK_STATE_MAGIC")
+    return limits, magic[1]
+
+
+# ---- C --------------------------------------------------------------------------------------------
+
+C_HEAD = f"""\
+/* Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.
+ * The descriptor tables of state.c: {{key, type, offset, size, aux}} per key of each scope. */
+#define MK_KEY_NUM(s, t, k, f) {{k, t, offsetof(struct s, f), 0, 0}}
+#define MK_KEY_STR(s, k, f) {{k, T_STR, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0}}
+#define MK_KEY_U8LIST(s, k, f, n) \\
+    {{k, T_U8LIST, offsetof(struct s, f), sizeof(((struct s *)0)->f) / sizeof(((struct s *)0)->f[0]), \\
+     offsetof(struct s, n)}}
+#define MK_KEY_CPUSET(s, k, f, flag) {{k, T_CPUSET, offsetof(struct s, f), 0, offsetof(struct s, flag)}}
+"""
+
+
+def render_c(scopes: list[Scope]) -> str:
+    out = [C_HEAD]
+    for scope in scopes:
+        out.append(f"\nstatic const struct desc {scope.table}[] = {{ /* {scope.prefix}<key> */\n")
+        for entry in scope.entries:
+            for key, field in entry.expanded():
+                s = scope.struct
+                if entry.type == "str":
+                    line = f'MK_KEY_STR({s}, "{key}", {field})'
+                elif entry.type == "u8list":
+                    line = f'MK_KEY_U8LIST({s}, "{key}", {field}, {entry.aux})'
+                elif entry.type == "cpuset":
+                    line = f'MK_KEY_CPUSET({s}, "{key}", {field}, {entry.aux})'
+                else:
+                    line = f'MK_KEY_NUM({s}, {TYPES[entry.type]}, "{key}", {field})'
+                out.append(f"    {line},\n")
+        out.append("};\n")
+    return "".join(out)
+
+
+# ---- Python ---------------------------------------------------------------------------------------
+
+PY_FUNCS = '''
+
+def _index(text: str, limit: int) -> tuple[int, str] | None:
+    """A decimal index below ``limit`` (no leading zero) followed by '.', as the library reads it."""
+    digits, dot, rest = text.partition(".")
+    if not dot or not digits.isdigit() or not digits.isascii() or (len(digits) > 1 and digits[0] == "0"):
+        return None
+    value = int(digits)
+    return (value, rest) if value < limit else None
+
+
+def split_key(key: str) -> tuple[str, tuple[int, ...], str] | None:
+    """(scope, indices, key within the scope) of a full state-file key, routed as the library routes
+    it (``device.3.nvlink.7.state`` -> ``("link", (3, 7), "state")``); None where the library rejects
+    the line (bad character, bad or out-of-range index) or has no scope for it."""
+    if not _KEY_RE.fullmatch(key):
+        return None
+    head, dot, rest = key.partition(".")
+    if not dot or not rest:
+        return None
+    if head == "system":
+        return "system", (), rest
+    if head in ("event", "pcifn"):
+        found = _index(rest, LIMITS[head])
+        return None if found is None else (head, (found[0],), found[1])
+    if head != "device":
+        return None
+    device = _index(rest, LIMITS["device"])
+    if device is None:
+        return None
+    index, rest = device
+    if rest.startswith("nvlink.") and rest[7:8].isdigit():
+        link = _index(rest[7:], LIMITS["link"])
+        return None if link is None else ("link", (index, link[0]), link[1])
+    if rest.startswith("process.") and len(rest) > 8:
+        process = _index(rest[8:], LIMITS["process"])
+        return None if process is None else ("process", (index, process[0]), process[1])
+    return "device", (index,), rest
+
+
+def is_known_key(key: str) -> bool:
+    """Whether the library parses this full state-file key (any other key it ignores or rejects)."""
+    found = split_key(key)
+    return found is not None and found[2] in KEYS[found[0]]
+
+
+def system_key(key: str) -> str:
+    """``system.<key>``; KeyError for a key the table does not have."""
+    return _full("system", key, "system.")
+
+
+def device_key(index: int, key: str) -> str:
+    """``device.<index>.<key>``; KeyError for a key the table does not have."""
+    return _full("device", key, f"device.{index}.")
+
+
+def link_key(index: int, link: int, key: str) -> str:
+    """``device.<index>.nvlink.<link>.<key>``; KeyError for a key the table does not have."""
+    return _full("link", key, f"device.{index}.nvlink.{link}.")
+
+
+def _full(scope: str, key: str, prefix: str) -> str:
+    if key not in KEYS[scope]:
+        raise KeyError(f"{key!r} is not a {scope} key of the state file (native/state-keys.toml)")
+    return prefix + key
+'''
+
+
+def _q(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _const_name(scope: str, key: str) -> str:
+    return f"{scope.upper()}_{key.upper().replace('.', '_')}"
+
+
+def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
+    out = [f'"""The NVML state-file keys (format: native/README.md).\n\n'
+           f"Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.\n"
+           '"""\n\nfrom __future__ import annotations\n\nimport re\nfrom types import MappingProxyType\n\n'
+]
+    out.append(f"HEADER = {_q(magic)}\n")
+    scope_limits = {}
+    for scope in scopes:
+        for placeholder in PLACEHOLDER_RE.findall(scope.prefix)[-1:]:
+            scope_limits[scope.name] = limits[scope.limits[placeholder]]
+    out.append("# index limits (mokka.h): device.<i> < device, device.<i>.nvlink.<l> < link, ...\n")
+    out.append("LIMITS = MappingProxyType({" + ", ".join(f"{_q(k)}: {v}" for k, v in scope_limits.items()) + "})\n")
+    out.append('_KEY_RE = re.compile(r"[a-z0-9_.]+")\n')
+    names = []
+    for scope in scopes:
+        var = f"{scope.name.upper()}_TYPES"
+        names.append(scope.name)
+        out.append(f"\n# {scope.prefix}<key>: {scope.title}; key -> value type\n{var} = MappingProxyType({{\n")
+        for entry in scope.entries:
+            for key, _ in entry.expanded():
+                out.append(f"    {_q(key)}: {_q(entry.type)},\n")
+        out.append("})\n")
+        out.append(f"{scope.name.upper()}_KEYS = frozenset({var})\n")
+    for what in ("KEYS", "TYPES"):
+        out.append(f"\n{what} = MappingProxyType({{\n")
+        out.extend(f"    {_q(n)}: {n.upper()}_{what},\n" for n in names)
+        out.append("})\n")
+    out.append("\n# one constant per key that is not part of a family (families: see *_KEYS)\n")
+    seen: dict[str, str] = {}
+    for scope in scopes:
+        for entry in scope.entries:
+            if entry.expand:
+                continue
+            name = _const_name(scope.name, entry.key)
+            if name in seen:
+                raise TableError(f"{TABLE}: constant {name} for both {seen[name]} and {scope.name}.{entry.key}")
+            seen[name] = f"{scope.name}.{entry.key}"
+            out.append(f"{name} = {_q(entry.key)}\n")
+    out.append(PY_FUNCS)
+    return "".join(out)
+
+
+# ---- README ---------------------------------------------------------------------------------------
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_readme_block(scopes: list[Scope]) -> str:
+    out = [BEGIN, "\n"]
+    total = sum(len(e.expanded()) for s in scopes for e in s.entries)
+    out.append(f"{total} keys. Defaults in brackets (a key not written keeps its default; no bracket: 0 or empty). "
+               "A family's key lists its alternatives; its field takes the position of a listed value or the named "
+               "member.\n")
+    for scope in scopes:
+        n = sum(len(e.expanded()) for e in scope.entries)
+        out.append(f"\n### `{scope.prefix}*`: {scope.title}\n{n} keys, in `struct {scope.struct}`.\n\n")
+        out.append("| key | type | field | meaning |\n|---|---|---|---|\n")
+        for entry in scope.entries:
+            key, field = entry.key, entry.field
+            for name, values in entry.expand.items():
+                if isinstance(values, list):
+                    key = key.replace(f"<{name}>", "<" + "|".join(values) + ">")
+                    field = field.replace(f"<{name}>", f"0–{len(values) - 1}")
+                else:
+                    key = key.replace(f"<{name}>", "<" + "|".join(values) + ">")
+                    field = field.replace(f"<{name}>", "<" + "|".join(values.values()) + ">")
+            shown = f"`{_md(key)}`" + (f" [{entry.default}]" if entry.default is not None else "")
+            type_ = README_TYPES.get(entry.type, entry.type)
+            if entry.aux:
+                field += f"` (+ `{entry.aux}`)"
+            else:
+                field += "`"
+            out.append(f"| {shown} | {type_} | `{_md(field)} | {_md(entry.doc)} |\n")
+    out.append(END)
+    return "".join(out)
+
+
+def render_readme(text: str, scopes: list[Scope]) -> str:
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise TableError(f"{README}: markers {BEGIN!r} ... {END!r} not found")
+    return text[:start] + render_readme_block(scopes) + text[end + len(END):]
+
+
+def outputs(root: Path) -> dict[Path, str]:
+    scopes = load(root)
+    limits, magic = mokka_h(root)
+    for scope in scopes:
+        for placeholder, limit in scope.limits.items():
+            if limit not in limits:
+                raise TableError(f"{TABLE}: scope {scope.name}: limit {limit} (<{placeholder}>) not in {MOKKA_H}")
+    return {C_OUT: render_c(scopes), PY_OUT: render_py(scopes, limits, magic),
+            README: render_readme((root / README).read_text(), scopes)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=ROOT, help="repository root (inputs)")
+    ap.add_argument("--out-dir", type=Path, help="write the outputs under this directory instead of in place")
+    a = ap.parse_args(argv)
+    try:
+        generated = outputs(a.root)
+    except (TableError, KeyError, tomllib.TOMLDecodeError) as exc:
+        print(f"gen_state_keys: {exc}", file=sys.stderr)
+        return 1
+    out_dir = a.out_dir or a.root
+    for rel, text in generated.items():
+        path = out_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""A node's state directory (``<root>/var/lib/mokka``): every name in it, the node lock, the one atomic write.
+
+The names are spelled here and nowhere else: as paths relative to a root (the module
+constants, for plans and for records kept relative) and as paths under a given root
+(the properties of :class:`NodeStore`).  Inside the ib and imex folders the names
+belong to their surfaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..model.inputs import Fingerprint, fingerprint
+
+STATE_DIR = "var/lib/mokka"
+NODE_FILE = f"{STATE_DIR}/node.json"
+OVERRIDE_FILE = f"{STATE_DIR}/overrides.yaml"
+OVERLAY_FILE = f"{STATE_DIR}/topology.yaml"
+LOCK_FILE = f"{STATE_DIR}/overrides.yaml.lock"
+DAEMON_FILE = f"{STATE_DIR}/daemon.json"
+SUPERVISORD_CONFIG = f"{STATE_DIR}/supervisord.conf"
+SUPERVISORD_PID = f"{STATE_DIR}/supervisord.pid"
+SUPERVISORD_SOCKET = f"{STATE_DIR}/supervisor.sock"
+MANIFESTS_DIR = f"{STATE_DIR}/manifests"
+PLAN_DIGESTS = f"{STATE_DIR}/plans.json"
+SURFACE_CACHE = f"{STATE_DIR}/surfaces.json"
+SNAPSHOT = f"{STATE_DIR}/snapshot.json"
+#: Read by the preload library (C): while it exists, nothing is redirected.
+PRELOAD_KILL_SWITCH = f"{STATE_DIR}/preload-disabled"
+#: Runtime markers of the simulated daemons.
+RUN_DIR = f"{STATE_DIR}/run"
+#: Exists exactly while the fake fabric manager has the fabric trained; the NVML library reports
+#: fabric state ``auto`` as In Progress until it exists, then Completed.
+FABRICMANAGER_READY = f"{RUN_DIR}/fabricmanager.ready"
+IB_DIR = f"{STATE_DIR}/ib"
+IMEX_DIR = f"{STATE_DIR}/imex"
+
+
+class NodeStore:
+    """The state directory of the node under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def node_file(self) -> Path:
+        """Which NodeSpec the root was built from (``stage.nodefile``)."""
+        return self.root / NODE_FILE
+
+    @property
+    def override_file(self) -> Path:
+        """The runtime override file (``nvml-mock-ctl``, the allocation watcher), unless the node names another."""
+        return self.root / OVERRIDE_FILE
+
+    @property
+    def overlay_file(self) -> Path:
+        """The topology overlay, unless the node names another."""
+        return self.root / OVERLAY_FILE
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def daemon_file(self) -> Path:
+        """The node daemon's run state (``node.runstate``)."""
+        return self.root / DAEMON_FILE
+
+    @property
+    def supervisord_config(self) -> Path:
+        return self.root / SUPERVISORD_CONFIG
+
+    @property
+    def supervisord_pid(self) -> Path:
+        return self.root / SUPERVISORD_PID
+
+    @property
+    def supervisord_socket(self) -> Path:
+        return self.root / SUPERVISORD_SOCKET
+
+    @property
+    def service_log_dir(self) -> Path:
+        """supervisord's ``childlogdir`` (services log to stdout, so nothing is written there)."""
+        return self.dir
+
+    @property
+    def manifests_dir(self) -> Path:
+        return self.root / MANIFESTS_DIR
+
+    def manifest(self, surface: str) -> Path:
+        """What ``surface`` staged under the root (``stage.staging``)."""
+        return self.manifests_dir / f"{surface}.json"
+
+    @property
+    def plan_digests(self) -> Path:
+        """A digest of each surface's last published plan (``stage.render``)."""
+        return self.root / PLAN_DIGESTS
+
+    @property
+    def surface_cache(self) -> Path:
+        """The installed surface classes, so a ctl change need not scan entry points (``stage.render``)."""
+        return self.root / SURFACE_CACHE
+
+    @property
+    def snapshot(self) -> Path:
+        """The resolved node as plain data (``stage.snapshot``)."""
+        return self.root / SNAPSHOT
+
+    @property
+    def preload_kill_switch(self) -> Path:
+        return self.root / PRELOAD_KILL_SWITCH
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / RUN_DIR
+
+    @property
+    def fabricmanager_ready(self) -> Path:
+        return self.root / FABRICMANAGER_READY
+
+    @property
+    def ib_dir(self) -> Path:
+        return self.root / IB_DIR
+
+    @property
+    def imex_dir(self) -> Path:
+        return self.root / IMEX_DIR
+
+    @property
+    def bookkeeping(self) -> tuple[Path, ...]:
+        """Every file Mokka itself keeps here, for teardown.
+
+        Manifests and the surfaces' folders are not listed: staging's teardown removes them
+        with what they record.
+        """
+        return (self.plan_digests, self.surface_cache, self.snapshot, self.node_file, self.supervisord_config,
+                self.supervisord_pid, self.override_file, self.lock_file, self.daemon_file)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """The node lock: one ``flock`` on the lock file serialises every writer of the root's rendered state.
+
+        The ctl holds it across read-modify-write of the override file and the re-render
+        that follows; the daemon holds it while it re-renders.  ``flock`` locks belong to
+        an open file description, so two threads of one process exclude each other too.
+        """
+        self.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _exclusive(prefix: Path, suffix: str, flags: int) -> tuple[int, str]:
+    """A new file named ``prefix<random>suffix``, created exclusively (mode 0600), opened with ``flags``.
+
+    What ``tempfile.mkstemp`` does, without the module (it and ``random`` cost nvml-mock-ctl milliseconds).
+    """
+    for _ in range(100):
+        name = f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name like {prefix}*{suffix}")
+
+
+def scratch_dir(parent: Path, prefix: str) -> Path:
+    """A new private directory ``parent/prefix<random>`` (mode 0700), as ``tempfile.mkdtemp`` makes."""
+    for _ in range(100):
+        path = parent / f"{prefix}{os.urandom(6).hex()}"
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free directory name like {parent / prefix}*")
+
+
+def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o644, durable: bool = False) -> Fingerprint:
+    """Replace ``path`` with ``data`` (text as UTF-8): a reader sees the old file or the new one, never a part.
+
+    The data goes to a temp file in the same directory, gets exactly ``mode`` (whatever the
+    umask: consumers may read as another user) and is renamed over ``path``; on any failure
+    the temp file is removed and ``path`` is left as it was.  ``durable`` also fsyncs the file
+    before the rename and the directory after it, so the new content survives a crash.
+    Returns the new file's fingerprint, taken before the rename makes it visible (a rename
+    keeps inode, size and mtime), so a caller can record it before any reader sees the file.
+    The directory must exist.
+    """
+    fd, tmp = _exclusive(path.parent / f".{path.name}.", ".tmp", os.O_WRONLY)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(out.fileno(), mode)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        written = fingerprint(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    return written
