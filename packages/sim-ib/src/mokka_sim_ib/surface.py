@@ -6,7 +6,6 @@ UMAD and verbs queries to the responder's socket.
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +17,6 @@ from mokka_core.stage.surface import ConsumerNeeds, Dir, Entry, File, Service, S
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
-log = logging.getLogger(__name__)
 
 SHIM_NAME = "libmokka-ib.so"
 SHIM_DIR = Path(__file__).parent / "_native"  # `make -C packages/sim-ib/native install` puts it here
@@ -37,8 +35,10 @@ def consumer_needs(root: Path) -> ConsumerNeeds:
 
     shim = shim_path()
     if shim is None:
-        log.info("%s is not built (make -C packages/sim-ib/native install): MAD and verbs tools "
-                 "(ibping, ibv_devinfo) will not see the HCAs", SHIM_NAME)
+        import logging  # here only: nvml-mock-ctl loads every surface module and must not pay for logging
+
+        logging.getLogger(__name__).info("%s is not built (make -C packages/sim-ib/native install): MAD and verbs "
+                                         "tools (ibping, ibv_devinfo) will not see the HCAs", SHIM_NAME)
     return ConsumerNeeds(preload=(str(shim),) if shim is not None else (),
                          environment={SOCKET_ENV: str(root.absolute() / config.SOCKET)})
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -40,7 +39,6 @@ from .surface import (
 if TYPE_CHECKING:
     from ..model.node import Node
 
-log = logging.getLogger(__name__)
 
 
 class RenderResult:
@@ -227,8 +225,6 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
             new_digests.pop(name, None)
             result.removed.append(name)
     save_digests(root, new_digests)
-    if result.staged or result.removed:
-        log.info("render: %s", result.summary())
     return result
 
 

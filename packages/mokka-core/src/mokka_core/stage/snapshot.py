@@ -19,7 +19,6 @@ stale) gives None, and the caller resolves the node from its files: the snapshot
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,8 +29,6 @@ from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
 from ..version import __version__
 from .store import NodeStore, atomic_write
-
-log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2
 
@@ -129,4 +126,7 @@ def _write(root: Path, data: dict[str, Any]) -> None:
     try:
         atomic_write(NodeStore(root).snapshot, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
     except OSError as exc:
-        log.warning("node snapshot not written (%s): the next nvml-mock-ctl change resolves the node", exc)
+        import logging
+
+        logging.getLogger(__name__).warning("node snapshot not written (%s): the next nvml-mock-ctl change "
+                                            "resolves the node", exc)

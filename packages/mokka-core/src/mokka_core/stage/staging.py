@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import logging
 import os
 import posixpath
 import shutil
@@ -24,8 +23,6 @@ from pathlib import Path
 from ..errors import MokkaError
 from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
-
-log = logging.getLogger(__name__)
 
 
 class StagingError(MokkaError):
@@ -206,7 +203,10 @@ def _materialise(entry: Entry, path: str) -> None:
             os.chmod(path, entry.mode)
         except PermissionError:
             # without CAP_MKNOD (unprivileged tests) an empty file keeps the name visible
-            log.warning("no permission to create device node /%s; staging an empty file instead", entry.path)
+            import logging  # only here, and in the snapshot's rare warning: nvml-mock-ctl never loads it otherwise
+
+            logging.getLogger(__name__).warning("no permission to create device node /%s; staging an empty file "
+                                                "instead", entry.path)
             with open(path, "wb"):
                 pass
             os.chmod(path, entry.mode)
