@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import stat
 from pathlib import Path
@@ -18,8 +17,6 @@ from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_gpu.library import built_library
 from mokka_sim_gpu.surface import GpuSurface
 
-HAS_NVML_VIEW = importlib.util.find_spec("mokka_core.stage.nvml_view") is not None
-
 
 def test_healthy_h100_footprint(staged) -> None:
     root = staged("h100")
@@ -27,7 +24,7 @@ def test_healthy_h100_footprint(staged) -> None:
     assert os.readlink(lib / "libnvidia-ml.so.1") == "libnvidia-ml.so.550.163.01"
     assert os.readlink(lib / "libnvidia-ml.so") == "libnvidia-ml.so.1"
     assert (lib / "libnvidia-ml.so.550.163.01").read_bytes().startswith(b"\x7fELF")
-    assert (root / paths.NVML_STATE_FILE).exists() == HAS_NVML_VIEW
+    assert (root / paths.NVML_STATE_FILE).read_text().startswith("mokka-nvml-state 1\n")
     assert sorted(p.name for p in (root / "dev").iterdir()) == sorted(
         [f"nvidia{i}" for i in range(8)] + ["nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"]
     )
@@ -70,8 +67,7 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
     staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
     expected = [f"{paths.LIB_DIR}/{name}" for name in
                 ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01")]
-    if HAS_NVML_VIEW:
-        expected.append(paths.NVML_STATE_FILE)
+    expected.append(paths.NVML_STATE_FILE)
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
         "modules.alias", "modules.alias.bin", "modules.dep", "modules.dep.bin",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,10 +55,6 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
 
 def state_file_entries(node: Node, root: Path | None = None) -> list[Entry]:
     """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
-    try:
-        view = importlib.import_module("mokka_core.stage.nvml_view")
-    except ModuleNotFoundError as exc:
-        if exc.name != "mokka_core.stage.nvml_view":
-            raise
-        return []  # a mokka-core without the NVML view: the library reports no state file
-    return [File(paths.NVML_STATE_FILE, view.render_nvml_state(node, root), mode=0o644)]
+    from mokka_core.stage.nvml_view import render_nvml_state
+
+    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, root), mode=0o644)]
