@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.stage.staging import StagingError, stage_wave, staged_surfaces, teardown
+from mokka_core.stage.staging import StagingError, stage_wave, staged_surfaces, teardown, teardown_all
+from mokka_core.stage.store import NodeStore
 from mokka_core.stage.surface import CharDevice, Dir, File, Symlink
 from mokka_core.testing.tree import tree_snapshot as snapshot
 
@@ -46,6 +47,21 @@ def test_teardown_in_either_order_removes_shared_directories(root: Path) -> None
     teardown(root, "b")
     teardown(root, "a")
     assert snapshot(root) == before
+
+
+def test_teardown_all_removes_every_surface_and_their_shared_directories(root: Path) -> None:
+    before = snapshot(root)
+    stage_wave({"a": plan_a(), "b": [File("sys/bus/pci/drivers/nvidia/bind", "")], "c": [File("sys/x/c", "3")]}, root)
+    assert sorted(teardown_all(root)) == ["a", "b", "c"]
+    assert snapshot(root) == before
+
+
+def test_teardown_all_removes_what_it_can_and_names_an_unreadable_manifest(root: Path) -> None:
+    stage_wave({"a": [File("sys/x/a", "1")], "b": [File("sys/x/b", "2")]}, root)
+    NodeStore(root).manifest("b").write_text("{not json")
+    with pytest.raises(StagingError, match="b"):
+        teardown_all(root)
+    assert not (root / "sys/x/a").exists() and (root / "sys/x/b").exists()
 
 
 def test_conflict_with_foreign_file_publishes_nothing(root: Path) -> None:

@@ -26,12 +26,16 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     run_state = run_state or RunState.load(root)
     (supervisor or Supervisor(root)).stop(deadline)
     removed = []
-    for name in staging.staged_surfaces(root):
-        try:
-            staging.teardown(root, name)
-            removed.append(name)
-        except Exception as exc:
-            log.error("teardown of surface %s failed: %s", name, exc)
+    try:
+        removed = staging.teardown_all(root)
+    except Exception as exc:
+        log.error("teardown of the staged surfaces failed: %s", exc)
+        for name in staging.staged_surfaces(root):  # one by one: what can go, goes
+            try:
+                staging.teardown(root, name)
+                removed.append(name)
+            except Exception as each:
+                log.error("teardown of surface %s failed: %s", name, each)
     store = NodeStore(root)
     keep = {root / rel for rel in run_state.preexisting} if run_state else {store.override_file}
     for path in store.bookkeeping:

@@ -150,13 +150,41 @@ def teardown(root: Path, surface: str) -> bool:
     manifest = Manifest.load(root, surface)
     if manifest is None:
         return False
+    base = str(root)
     for rel in reversed(manifest.entries):
-        _remove(root / rel)
+        _remove(f"{base}/{rel}")
     NodeStore(root).manifest(surface).unlink(missing_ok=True)
     leftovers = _remove_empty_dirs(root, manifest.dirs)
     if leftovers:
         _adopt_dirs(root, leftovers)
     return True
+
+
+def teardown_all(root: Path) -> list[str]:
+    """Remove what every surface staged under ``root`` in one pass (no directory changes hands); returns them.
+
+    A surface whose manifest cannot be read is left in place (and named in the error raised at the end).
+    """
+    manifests, unreadable = {}, []
+    for surface in staged_surfaces(root):
+        try:
+            manifest = Manifest.load(root, surface)
+        except StagingError as exc:
+            unreadable.append(exc)
+            continue
+        if manifest is not None:
+            manifests[surface] = manifest
+    base = str(root)
+    for manifest in manifests.values():
+        for rel in reversed(manifest.entries):
+            _remove(f"{base}/{rel}")
+    store = NodeStore(root)
+    for surface in manifests:
+        store.manifest(surface).unlink(missing_ok=True)
+    _remove_empty_dirs(root, [d for manifest in manifests.values() for d in manifest.dirs])
+    if unreadable:
+        raise unreadable[0]
+    return list(manifests)
 
 
 def _normal_relative(path: str) -> bool:
@@ -351,9 +379,10 @@ def _remove(path: str | Path) -> None:
 def _remove_empty_dirs(root: Path, dirs: list[str]) -> list[str]:
     """Remove the listed directories deepest first if empty; return those still in use."""
     kept = []
+    base = str(root)
     for rel in sorted(set(dirs), key=lambda d: d.count("/"), reverse=True):
         try:
-            (root / rel).rmdir()
+            os.rmdir(f"{base}/{rel}")
         except FileNotFoundError:
             pass
         except OSError as exc:
