@@ -15,7 +15,7 @@ Python's bytecode caches count: an installed package has them, an editable insta
 first use unless PYTHONDONTWRITEBYTECODE is set (``make setup`` compiles them).
 
 The consumer watches the NVML state file the mock library reads (by inode/mtime/size, every 0.5 ms,
-as the library does every few ms); without one it watches the plan digests the re-render writes.
+as the library does every few ms); without one it watches the node's snapshot the re-render writes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage.paths import NVML_STATE_FILE
-from mokka_core.stage.store import PLAN_DIGESTS, SNAPSHOT
+from mokka_core.stage.store import SNAPSHOT
 from mokka_core.testing.runner import DaemonRunner
 
 
@@ -115,7 +115,7 @@ def bench_ctl(spec: NodeSpec, runs: int, change: Callable[[int], list[str]],
     with DaemonRunner(settings):
         watched = root / NVML_STATE_FILE
         if not watched.exists():
-            watched = root / PLAN_DIGESTS
+            watched = root / SNAPSHOT
         for n in range(runs):
             before = signature(watched)
             cpu_before = children_cpu()

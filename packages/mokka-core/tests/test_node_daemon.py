@@ -14,8 +14,9 @@ from mokka_core.node.daemon import run
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage import nodefile
+from mokka_core.stage import snapshot as node_snapshot
 from mokka_core.stage.staging import StagingError, staged_surfaces
-from mokka_core.stage.store import NODE_FILE, OVERRIDE_FILE, PLAN_DIGESTS
+from mokka_core.stage.store import NODE_FILE, OVERRIDE_FILE
 from mokka_core.testing.runner import (
     PROBE_FILE,
     BrokenSurface,
@@ -82,8 +83,7 @@ def test_override_change_restages_exactly_the_surfaces_whose_plan_changed(root: 
         wait_for(lambda: probe(root)["gpus"]["2"]["temperature_c"] == 91)
         assert probe(root)["gpus"]["1"]["temperature_c"] != 91
         assert (root / "etc/mokka-static/driver").stat().st_ino == static_inode
-        digests = json.loads((root / PLAN_DIGESTS).read_text())
-        assert set(digests) == {"probe", "static"}
+        assert set(node_snapshot.digests(root)) == {"probe", "static"}
 
 
 def test_profile_file_change_is_rendered(root: Path, write_profile) -> None:

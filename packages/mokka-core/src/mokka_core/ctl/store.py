@@ -172,7 +172,8 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         except OSError:
             render(root, now.node(), chosen)  # put the rendered state back in line with the file
             raise
-        snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen)
+        snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
+                      result.digests)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
 
 

@@ -69,7 +69,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             started = time.monotonic()
             result = render(root, node, chosen, force=True, stop=stop_flag)
             nodefile.save(root, spec)
-            snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
+            snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen, result.digests)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -220,7 +220,7 @@ def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], sto
     base, doc = resolve_parts(inputs)
     node = apply(base, doc)
     result = render(root, node, chosen, stop=stop_flag)
-    snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen)
+    snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen, result.digests)
     log.info("re-rendered: %s", result.summary())
     return node
 

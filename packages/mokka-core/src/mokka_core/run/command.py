@@ -34,7 +34,7 @@ from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR
-from ..stage.render import consumer_needs, enabled, plan_digest, save_digests, services
+from ..stage.render import consumer_needs, enabled, plan_digest, services
 from ..stage.staging import stage_wave
 from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
 from . import namespace
@@ -117,9 +117,8 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
         stage_wave(node.plans, node.root)
     nodefile.save(node.root, node.spec)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
-    save_digests(node.root, {name: plan_digest(plan) for name, plan in node.plans.items()})
     snapshot.save(node.root, node.base, Path(node.inputs.override_source), node.override_doc, node.inputs.fingerprints,
-                  node.installed)
+                  node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()})
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

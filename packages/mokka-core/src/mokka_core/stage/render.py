@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
-from . import staging
+from . import snapshot, staging
 from .native import native_dir
 from .store import NodeStore, atomic_write
 from .surface import (
@@ -44,13 +44,14 @@ if TYPE_CHECKING:
 class RenderResult:
     """What one render did: the surfaces (re)published, torn down (no longer enabled), left alone."""
 
-    __slots__ = ("removed", "staged", "unchanged")
+    __slots__ = ("digests", "removed", "staged", "unchanged")
 
     def __init__(self, staged: list[str] | None = None, removed: list[str] | None = None,
                  unchanged: list[str] | None = None) -> None:
         self.staged = staged or []
         self.removed = removed or []
         self.unchanged = unchanged or []
+        self.digests: dict[str, str] = {}  # of every staged surface's plan, after the render
 
     def summary(self) -> str:
         parts = [f"{label} {', '.join(names)}" for label, names in
@@ -179,20 +180,6 @@ def plan_digest(plan: list[Entry]) -> str:
     return digest.hexdigest()
 
 
-def load_digests(root: Path) -> dict[str, str]:
-    try:
-        data = json.loads(NodeStore(root).plan_digests.read_text())
-    except (OSError, ValueError):
-        return {}  # unknown digests only cost a restage
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def save_digests(root: Path, digests: Mapping[str, str]) -> None:
-    path = NodeStore(root).plan_digests
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(dict(sorted(digests.items())), indent=1))
-
-
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
            stop: threading.Event | None = None, since: Node | None = None) -> RenderResult:
     """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes.
@@ -202,7 +189,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     """
     ctx = context(root)
     wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
-    old = load_digests(root)
+    old = snapshot.digests(root)
     staged = set(staging.staged_surfaces(root))
     touched = touched_fields(since, node) if since is not None and not force else None
     kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
@@ -224,7 +211,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
             staging.teardown(root, name)
             new_digests.pop(name, None)
             result.removed.append(name)
-    save_digests(root, new_digests)
+    result.digests = new_digests  # the caller records them with the node (``snapshot.save``)
     return result
 
 

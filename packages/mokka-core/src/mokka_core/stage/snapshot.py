@@ -8,7 +8,9 @@ Every render writes it under the node lock (``mokka node up`` and its re-renders
 * ``inputs``: the fingerprint (inode, size, mtime) of every file the node was read from, taken
   before it was read, the override file's as written;
 * ``rendered_with``: the surfaces it was rendered with (a daemon whose own surfaces these are need
-  not render a change again).
+  not render a change again);
+* ``digests``: a digest of each staged surface's plan (``render`` restages a surface whose plan's
+  digest changed): they describe what is staged, so they are read whether or not the rest is fresh.
 
 :func:`load` returns the snapshot only while every input file is unchanged and this version of
 Mokka wrote it; the node is then ``apply(base, override_doc)`` without reading or validating a
@@ -86,7 +88,8 @@ def from_record(data: Mapping[str, Any]) -> Snapshot | None:
 
 
 def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str, Any],
-         inputs: Mapping[str, Fingerprint] | None, surfaces: Mapping[str, object]) -> None:
+         inputs: Mapping[str, Fingerprint] | None, surfaces: Mapping[str, object],
+         digests: Mapping[str, str]) -> None:
     """Record that ``apply(base, override_doc)`` was rendered with ``surfaces`` (caller holds the node lock).
 
     ``inputs`` were taken before the files were read (``NodeSpec.inputs``), the override file's when
@@ -96,8 +99,10 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
     store = NodeStore(root)
     path = store.snapshot
     known = dict(inputs or {})
-    if str(override_path) not in known or not path.parent.is_dir():
-        path.unlink(missing_ok=True)
+    if not path.parent.is_dir():
+        return
+    if str(override_path) not in known:  # a node built in memory: what is staged, but no node to start from
+        _write(root, {"format": FORMAT_VERSION, "mokka_core": __version__, "digests": dict(sorted(digests.items()))})
         return
     # the node file is written by the same command from the same spec, just before this
     known[str(store.node_file)] = fingerprint(store.node_file)
@@ -109,7 +114,18 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
         "override_doc": dict(override_doc),
         "base": encode(base),
         "rendered_with": surface_ids(surfaces),
+        "digests": dict(sorted(digests.items())),
     })
+
+
+def digests(root: Path) -> dict[str, str]:
+    """The digest of each staged surface's plan as last rendered, fresh or not ({} where unknown: a restage)."""
+    try:
+        data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
+        recorded = data["digests"] if data.get("format") == FORMAT_VERSION else {}
+        return {str(k): str(v) for k, v in recorded.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def surface_ids(surfaces: Mapping[str, object]) -> list[str]:

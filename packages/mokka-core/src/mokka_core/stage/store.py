@@ -26,7 +26,6 @@ SUPERVISORD_CONFIG = f"{STATE_DIR}/supervisord.conf"
 SUPERVISORD_PID = f"{STATE_DIR}/supervisord.pid"
 SUPERVISORD_SOCKET = f"{STATE_DIR}/supervisor.sock"
 MANIFESTS_DIR = f"{STATE_DIR}/manifests"
-PLAN_DIGESTS = f"{STATE_DIR}/plans.json"
 SURFACE_CACHE = f"{STATE_DIR}/surfaces.json"
 SNAPSHOT = f"{STATE_DIR}/snapshot.json"
 #: Read by the preload library (C): while it exists, nothing is redirected.
@@ -100,18 +99,13 @@ class NodeStore:
         return self.manifests_dir / f"{surface}.json"
 
     @property
-    def plan_digests(self) -> Path:
-        """A digest of each surface's last published plan (``stage.render``)."""
-        return self.root / PLAN_DIGESTS
-
-    @property
     def surface_cache(self) -> Path:
         """The installed surface classes, so a ctl change need not scan entry points (``stage.render``)."""
         return self.root / SURFACE_CACHE
 
     @property
     def snapshot(self) -> Path:
-        """The resolved node as plain data (``stage.snapshot``)."""
+        """What was rendered from what: the node, its inputs' fingerprints, each plan's digest (``stage.snapshot``)."""
         return self.root / SNAPSHOT
 
     @property
@@ -141,7 +135,7 @@ class NodeStore:
         Manifests and the surfaces' folders are not listed: staging's teardown removes them
         with what they record.
         """
-        return (self.plan_digests, self.surface_cache, self.snapshot, self.node_file, self.supervisord_config,
+        return (self.surface_cache, self.snapshot, self.node_file, self.supervisord_config,
                 self.supervisord_pid, self.override_file, self.lock_file, self.daemon_file)
 
     @contextlib.contextmanager
