@@ -54,6 +54,7 @@ class Current(NamedTuple):
     inputs: dict[str, Fingerprint]  # of every input but the override file
     from_snapshot: bool
     rendered: list[str] | None = None  # the surfaces the snapshot's node is staged with, where it is known
+    digests: dict[str, str] | None = None  # of the staged plans, where the snapshot was read
 
     def node(self) -> Node:
         return model_apply.apply(self.base, self.doc)
@@ -128,7 +129,7 @@ def current(root: Path, *, start_empty: bool = False) -> Current:
     if snap is not None:
         inputs = {path: print_ for path, print_ in snap.inputs.items() if path != str(snap.override_path)}
         return Current(snap.base, snap.override_doc, snap.override_path, inputs, from_snapshot=True,
-                       rendered=snap.rendered_with)
+                       rendered=snap.rendered_with, digests=snap.digests)
     from ..model.resolve import resolve_base
     from ..stage import nodefile
 
@@ -166,7 +167,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
             lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
         # render first: a surface that cannot render the change refuses it with the file untouched
-        result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None)
+        result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None, recorded=now.digests)
         try:
             written = write_document(now.path, changed)
         except OSError:

@@ -181,15 +181,17 @@ def plan_digest(plan: list[Entry]) -> str:
 
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
-           stop: threading.Event | None = None, since: Node | None = None) -> RenderResult:
+           stop: threading.Event | None = None, since: Node | None = None,
+           recorded: Mapping[str, str] | None = None) -> RenderResult:
     """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes.
 
     ``since``: the node staged now, where the caller knows it (a fresh snapshot rendered with these
     surfaces); a surface whose declared reads the change does not touch keeps its staged plan.
+    ``recorded``: the digests of the staged plans, where the caller has read the snapshot already.
     """
     ctx = context(root)
     wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
-    old = snapshot.digests(root)
+    old = dict(recorded) if recorded is not None else snapshot.digests(root)
     staged = set(staging.staged_surfaces(root))
     touched = touched_fields(since, node) if since is not None and not force else None
     kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None

@@ -41,6 +41,7 @@ class Snapshot(NamedTuple):
     override_doc: dict[str, Any]  # canonical: what ``apply`` laid over ``base``
     inputs: dict[str, Fingerprint]
     rendered_with: list[str]
+    digests: dict[str, str]  # of each staged surface's plan
 
     def node(self) -> Node:
         return apply(self.base, self.override_doc)
@@ -82,7 +83,8 @@ def from_record(data: Mapping[str, Any]) -> Snapshot | None:
     """The snapshot a fresh record holds; None where its node is not a node (never raises for bad content)."""
     try:
         return Snapshot(base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
-                        override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"])
+                        override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"],
+                        digests={str(k): str(v) for k, v in data.get("digests", {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
