@@ -120,7 +120,7 @@ def bench_ctl(spec: NodeSpec, runs: int, change: Callable[[int], list[str]],
             before = signature(watched)
             cpu_before = children_cpu()
             started = time.monotonic()
-            if full:  # as if there were no snapshot: the full path, pydantic and all
+            if full:  # as if there were no snapshot: the node resolved from its files, pydantic and all
                 (root / SNAPSHOT).unlink(missing_ok=True)
             proc = subprocess.Popen([ctl, "--root", str(root), *change(n)], stdout=subprocess.DEVNULL)
             seen = exited = None

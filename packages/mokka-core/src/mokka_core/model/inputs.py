@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-if TYPE_CHECKING:  # the snapshot imports this module for fingerprints: no pydantic on the ctl's fast path
+if TYPE_CHECKING:  # the snapshot imports this module for fingerprints: nvml-mock-ctl must not load pydantic
     from ..schema.overlays import Override, TopologyOverlay
     from ..schema.profile import Profile
 
