@@ -103,7 +103,7 @@ def canonical_override(node: Node, doc: Mapping[str, Any], source: str, profile_
 
     Each GPU's configuration with the override laid over it is validated as a whole, and a bad
     value is reported in the override's terms (``all.<path>`` or ``devices.<i>.<path>``).  The
-    result holds the values as validation gives them (``0x2330`` -> 8496), ready for ``apply``.
+    result holds the values as validation gives them (``"0x2330"`` -> 9008), ready for ``apply``.
     """
     out: dict[str, Any] = {key: value for key, value in doc.items() if key not in ("all", "devices")}
     everyone = doc.get("all")
@@ -113,7 +113,10 @@ def canonical_override(node: Node, doc: Mapping[str, Any], source: str, profile_
     canonical_devices = {}
     for gpu in node.gpus:
         own = devices.get(str(gpu.index))
-        merged = _validated(gpu, merge_all(everyone, own), doc, source, profile_source)
+        patch = merge_all(everyone, own)
+        if not patch:
+            continue  # nothing laid over this GPU: its configuration was validated with the profile
+        merged = _validated(gpu, patch, doc, source, profile_source)
         if own:
             canonical_devices[str(gpu.index)] = _project(own, merged)
     if canonical_devices:
