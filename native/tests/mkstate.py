@@ -20,12 +20,12 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages" / "mokka-core" / "src"))
 
 from mokka_core.model.spec import NodeSpec
-from mokka_core.stage import nvml_keys
+from mokka_core.stage import nvml_key_lookup, nvml_keys
 from mokka_core.stage.nvml_keys import HEADER
 from mokka_core.stage.nvml_view import render_nvml_state
 from mokka_core.testing import consumers
 
-__all__ = ["consumers", "make_state", "nvml_keys", "rendered", "write_state"]
+__all__ = ["consumers", "make_state", "nvml_key_lookup", "nvml_keys", "rendered", "write_state"]
 
 GPUS = {"t4": 4}  # the tests' T4 node has four boards (the profile describes a single-GPU machine)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import NATIVE, ROOT
-from mkstate import make_state, nvml_keys
+from mkstate import make_state, nvml_key_lookup
 
 GENERATOR = NATIVE / "tools" / "gen_state_keys.py"
 OUTPUTS = ["native/src/state_keys.inc", "packages/mokka-core/src/mokka_core/stage/nvml_keys.py", "native/README.md"]
@@ -43,10 +43,10 @@ def test_generator_rejects_a_bad_row(tmp_path: Path, row: str, message: str) -> 
 def test_test_states_and_fuzz_dictionary_use_table_keys() -> None:
     for shape in ("h100", "a100", "t4"):
         unknown = [line.partition("=")[0] for line in make_state(shape).splitlines()[1:-1]
-                   if not nvml_keys.is_known_key(line.partition("=")[0])]
+                   if not nvml_key_lookup.is_known_key(line.partition("=")[0])]
         assert not unknown, f"{shape}: {unknown}"
     tokens = [line.strip().strip('"') for line in (NATIVE / "fuzz" / "state.dict").read_text().splitlines()]
     keys = [token[:-1] for token in tokens if len(token) > 1 and token.endswith("=")]
     assert keys
     for key in keys:  # a full key, or one relative to device 0
-        assert nvml_keys.is_known_key(key) or nvml_keys.is_known_key(f"device.0.{key}"), key
+        assert nvml_key_lookup.is_known_key(key) or nvml_key_lookup.is_known_key(f"device.0.{key}"), key

@@ -5,8 +5,8 @@ Outputs (all committed; ``native/tests/test_state_keys.py`` fails when one is st
 
 * ``native/src/state_keys.inc``: the ``{key, type, offset, size, aux}`` descriptor tables
   ``state.c`` includes;
-* ``packages/mokka-core/src/mokka_core/stage/nvml_keys.py``: per-scope key sets, one constant
-  per key and :func:`is_known_key`;
+* ``packages/mokka-core/src/mokka_core/stage/nvml_keys.py``: per-scope key sets and one constant
+  per key (``stage/nvml_key_lookup.py``, written by hand, routes full keys through them);
 * ``native/README.md``: the key tables between the ``state-keys`` markers.
 
 ``mokka.h`` supplies the index limits and the header line.  ``--out-dir D`` writes the outputs
@@ -185,72 +185,6 @@ def render_c(scopes: list[Scope]) -> str:
 
 # ---- Python ---------------------------------------------------------------------------------------
 
-PY_FUNCS = '''
-
-def _index(text: str, limit: int) -> tuple[int, str] | None:
-    """A decimal index below ``limit`` (no leading zero) followed by '.', as the library reads it."""
-    digits, dot, rest = text.partition(".")
-    if not dot or not digits.isdigit() or not digits.isascii() or (len(digits) > 1 and digits[0] == "0"):
-        return None
-    value = int(digits)
-    return (value, rest) if value < limit else None
-
-
-def split_key(key: str) -> tuple[str, tuple[int, ...], str] | None:
-    """(scope, indices, key within the scope) of a full state-file key, routed as the library routes
-    it (``device.3.nvlink.7.state`` -> ``("link", (3, 7), "state")``); None where the library rejects
-    the line (bad character, bad or out-of-range index) or has no scope for it."""
-    if not _KEY_RE.fullmatch(key):
-        return None
-    head, dot, rest = key.partition(".")
-    if not dot or not rest:
-        return None
-    if head == "system":
-        return "system", (), rest
-    if head in ("event", "pcifn"):
-        found = _index(rest, LIMITS[head])
-        return None if found is None else (head, (found[0],), found[1])
-    if head != "device":
-        return None
-    device = _index(rest, LIMITS["device"])
-    if device is None:
-        return None
-    index, rest = device
-    if rest.startswith("nvlink.") and rest[7:8].isdigit():
-        link = _index(rest[7:], LIMITS["link"])
-        return None if link is None else ("link", (index, link[0]), link[1])
-    if rest.startswith("process.") and len(rest) > 8:
-        process = _index(rest[8:], LIMITS["process"])
-        return None if process is None else ("process", (index, process[0]), process[1])
-    return "device", (index,), rest
-
-
-def is_known_key(key: str) -> bool:
-    """Whether the library parses this full state-file key (any other key it ignores or rejects)."""
-    found = split_key(key)
-    return found is not None and found[2] in KEYS[found[0]]
-
-
-def system_key(key: str) -> str:
-    """``system.<key>``; KeyError for a key the table does not have."""
-    return _full("system", key, "system.")
-
-
-def device_key(index: int, key: str) -> str:
-    """``device.<index>.<key>``; KeyError for a key the table does not have."""
-    return _full("device", key, f"device.{index}.")
-
-
-def link_key(index: int, link: int, key: str) -> str:
-    """``device.<index>.nvlink.<link>.<key>``; KeyError for a key the table does not have."""
-    return _full("link", key, f"device.{index}.nvlink.{link}.")
-
-
-def _full(scope: str, key: str, prefix: str) -> str:
-    if key not in KEYS[scope]:
-        raise KeyError(f"{key!r} is not a {scope} key of the state file (native/state-keys.toml)")
-    return prefix + key
-'''
 
 
 def _q(text: str) -> str:
@@ -264,7 +198,7 @@ def _const_name(scope: str, key: str) -> str:
 def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
     out = [f'"""The NVML state-file keys (format: native/README.md).\n\n'
            f"Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.\n"
-           '"""\n\nfrom __future__ import annotations\n\nimport re\nfrom types import MappingProxyType\n\n'
+           '"""\n\nfrom __future__ import annotations\n\nfrom types import MappingProxyType\n\n'
 ]
     out.append(f"HEADER = {_q(magic)}\n")
     scope_limits = {}
@@ -273,7 +207,6 @@ def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
             scope_limits[scope.name] = limits[scope.limits[placeholder]]
     out.append("# index limits (mokka.h): device.<i> < device, device.<i>.nvlink.<l> < link, ...\n")
     out.append("LIMITS = MappingProxyType({" + ", ".join(f"{_q(k)}: {v}" for k, v in scope_limits.items()) + "})\n")
-    out.append('_KEY_RE = re.compile(r"[a-z0-9_.]+")\n')
     names = []
     for scope in scopes:
         var = f"{scope.name.upper()}_TYPES"
@@ -299,7 +232,6 @@ def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
                 raise TableError(f"{TABLE}: constant {name} for both {seen[name]} and {scope.name}.{entry.key}")
             seen[name] = f"{scope.name}.{entry.key}"
             out.append(f"{name} = {_q(entry.key)}\n")
-    out.append(PY_FUNCS)
     return "".join(out)
 
 

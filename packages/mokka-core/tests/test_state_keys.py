@@ -9,7 +9,7 @@ import pytest
 
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.builtin import BUILTIN_PROFILES
-from mokka_core.stage import nvml_keys
+from mokka_core.stage import nvml_key_lookup, nvml_keys
 from mokka_core.stage.nvml_view import render_nvml_state, write_nvml_state
 from mokka_core.stage.paths import NVML_STATE_FILE
 
@@ -104,7 +104,7 @@ def renders(profile: str, root: Path) -> list[str]:
 @pytest.mark.parametrize("profile", BUILTIN_PROFILES)
 def test_writer_emits_only_table_keys(profile: str, tmp_path: Path) -> None:
     unknown = sorted({key for text in renders(profile, tmp_path) for key in rendered_keys(text)
-                      if not nvml_keys.is_known_key(key)})
+                      if not nvml_key_lookup.is_known_key(key)})
     assert not unknown, (f"{profile}: the writer emits keys that are not in native/state-keys.toml (the library "
                          f"ignores them): {unknown}")
 
@@ -116,7 +116,7 @@ def test_the_renders_reach_every_branch(tmp_path: Path) -> None:
     for profile in BUILTIN_PROFILES:
         for text in renders(profile, tmp_path / profile):
             for key in rendered_keys(text):
-                found = nvml_keys.split_key(key)
+                found = nvml_key_lookup.split_key(key)
                 assert found is not None, key
                 seen.add((found[0], found[2]))
     assert {scope for scope, _ in seen} == set(nvml_keys.KEYS)
@@ -143,12 +143,12 @@ def test_the_renders_reach_every_branch(tmp_path: Path) -> None:
     ("Device.0.name", False), ("device.0.nvlink.count.x", False), ("gpu.0.name", False), ("system.", False),
 ])
 def test_is_known_key_routes_as_the_library(key: str, known: bool) -> None:
-    assert nvml_keys.is_known_key(key) is known
+    assert nvml_key_lookup.is_known_key(key) is known
 
 
 def test_full_key_helpers_refuse_unknown_keys() -> None:
-    assert nvml_keys.link_key(2, 5, nvml_keys.LINK_STATE) == "device.2.nvlink.5.state"
-    assert nvml_keys.device_key(1, nvml_keys.DEVICE_NVLINK_COUNT) == "device.1.nvlink.count"
-    assert nvml_keys.system_key(nvml_keys.SYSTEM_INIT_ERROR) == "system.init_error"
+    assert nvml_key_lookup.link_key(2, 5, nvml_keys.LINK_STATE) == "device.2.nvlink.5.state"
+    assert nvml_key_lookup.device_key(1, nvml_keys.DEVICE_NVLINK_COUNT) == "device.1.nvlink.count"
+    assert nvml_key_lookup.system_key(nvml_keys.SYSTEM_INIT_ERROR) == "system.init_error"
     with pytest.raises(KeyError, match=r"state-keys\.toml"):
-        nvml_keys.device_key(0, "nvlink.cuont")
+        nvml_key_lookup.device_key(0, "nvlink.cuont")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mokka_core.stage import nvml_keys
+from mokka_core.stage import nvml_key_lookup
 from mokka_core.stage.nvml_keys import HEADER
 
 
@@ -35,15 +35,15 @@ def read(path: Path) -> dict[str, str]:
 
 
 def device_count(values: dict[str, str]) -> int:
-    return len({found[1][0] for found in map(nvml_keys.split_key, values)
+    return len({found[1][0] for found in map(nvml_key_lookup.split_key, values)
                 if found is not None and found[0] == "device"})
 
 
 def device_value(values: dict[str, str], index: int, key: str) -> str | None:
     """The value of ``device.<index>.<key>`` (a ``nvml_keys.DEVICE_*`` key), None when not written."""
-    return values.get(nvml_keys.device_key(index, key))
+    return values.get(nvml_key_lookup.device_key(index, key))
 
 
 def link_value(values: dict[str, str], index: int, link: int, key: str) -> str | None:
     """The value of ``device.<index>.nvlink.<link>.<key>`` (a ``nvml_keys.LINK_*`` key), None when not written."""
-    return values.get(nvml_keys.link_key(index, link, key))
+    return values.get(nvml_key_lookup.link_key(index, link, key))

@@ -1,0 +1,79 @@
+"""Full NVML state-file keys (``device.3.nvlink.7.state``), routed as the library routes them.
+
+The keys themselves are the generated table in :mod:`.nvml_keys`; this module is what is read
+off it: which scope a full key falls in, whether the library parses it, and full keys built
+only from keys the table has.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .nvml_keys import KEYS, LIMITS
+
+_KEY_RE = re.compile(r"[a-z0-9_.]+")
+
+
+def _index(text: str, limit: int) -> tuple[int, str] | None:
+    """A decimal index below ``limit`` (no leading zero) followed by '.', as the library reads it."""
+    digits, dot, rest = text.partition(".")
+    if not dot or not digits.isdigit() or not digits.isascii() or (len(digits) > 1 and digits[0] == "0"):
+        return None
+    value = int(digits)
+    return (value, rest) if value < limit else None
+
+
+def split_key(key: str) -> tuple[str, tuple[int, ...], str] | None:
+    """(scope, indices, key within the scope) of a full state-file key, routed as the library routes
+    it (``device.3.nvlink.7.state`` -> ``("link", (3, 7), "state")``); None where the library rejects
+    the line (bad character, bad or out-of-range index) or has no scope for it."""
+    if not _KEY_RE.fullmatch(key):
+        return None
+    head, dot, rest = key.partition(".")
+    if not dot or not rest:
+        return None
+    if head == "system":
+        return "system", (), rest
+    if head in ("event", "pcifn"):
+        found = _index(rest, LIMITS[head])
+        return None if found is None else (head, (found[0],), found[1])
+    if head != "device":
+        return None
+    device = _index(rest, LIMITS["device"])
+    if device is None:
+        return None
+    index, rest = device
+    if rest.startswith("nvlink.") and rest[7:8].isdigit():
+        link = _index(rest[7:], LIMITS["link"])
+        return None if link is None else ("link", (index, link[0]), link[1])
+    if rest.startswith("process.") and len(rest) > 8:
+        process = _index(rest[8:], LIMITS["process"])
+        return None if process is None else ("process", (index, process[0]), process[1])
+    return "device", (index,), rest
+
+
+def is_known_key(key: str) -> bool:
+    """Whether the library parses this full state-file key (any other key it ignores or rejects)."""
+    found = split_key(key)
+    return found is not None and found[2] in KEYS[found[0]]
+
+
+def system_key(key: str) -> str:
+    """``system.<key>``; KeyError for a key the table does not have."""
+    return _full("system", key, "system.")
+
+
+def device_key(index: int, key: str) -> str:
+    """``device.<index>.<key>``; KeyError for a key the table does not have."""
+    return _full("device", key, f"device.{index}.")
+
+
+def link_key(index: int, link: int, key: str) -> str:
+    """``device.<index>.nvlink.<link>.<key>``; KeyError for a key the table does not have."""
+    return _full("link", key, f"device.{index}.nvlink.{link}.")
+
+
+def _full(scope: str, key: str, prefix: str) -> str:
+    if key not in KEYS[scope]:
+        raise KeyError(f"{key!r} is not a {scope} key of the state file (native/state-keys.toml)")
+    return prefix + key
