@@ -55,6 +55,7 @@ class Current(NamedTuple):
     from_snapshot: bool
     rendered: list[str] | None = None  # the surfaces the snapshot's node is staged with, where it is known
     digests: dict[str, str] | None = None  # of the staged plans, where the snapshot was read
+    base_json: Any = None  # ``base`` as the snapshot holds it, where it was read
 
     def node(self) -> Node:
         return model_apply.apply(self.base, self.doc)
@@ -129,7 +130,7 @@ def current(root: Path, *, start_empty: bool = False) -> Current:
     if snap is not None:
         inputs = {path: print_ for path, print_ in snap.inputs.items() if path != str(snap.override_path)}
         return Current(snap.base, snap.override_doc, snap.override_path, inputs, from_snapshot=True,
-                       rendered=snap.rendered_with, digests=snap.digests)
+                       rendered=snap.rendered_with, digests=snap.digests, base_json=snap.base_json)
     from ..model.resolve import resolve_base
     from ..stage import nodefile
 
@@ -174,7 +175,7 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
             render(root, now.node(), chosen)  # put the rendered state back in line with the file
             raise
         snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
-                      result.digests)
+                      result.digests, base_json=now.base_json)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
 
 

@@ -42,6 +42,7 @@ class Snapshot(NamedTuple):
     inputs: dict[str, Fingerprint]
     rendered_with: list[str]
     digests: dict[str, str]  # of each staged surface's plan
+    base_json: Any  # ``base`` as the file holds it (recorded again as it is: no second encode)
 
     def node(self) -> Node:
         return apply(self.base, self.override_doc)
@@ -84,19 +85,19 @@ def from_record(data: Mapping[str, Any]) -> Snapshot | None:
     try:
         return Snapshot(base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
                         override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"],
-                        digests={str(k): str(v) for k, v in data.get("digests", {}).items()})
+                        digests={str(k): str(v) for k, v in data.get("digests", {}).items()}, base_json=data["base"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str, Any],
          inputs: Mapping[str, Fingerprint] | None, surfaces: Mapping[str, object],
-         digests: Mapping[str, str]) -> None:
+         digests: Mapping[str, str], base_json: Any = None) -> None:
     """Record that ``apply(base, override_doc)`` was rendered with ``surfaces`` (caller holds the node lock).
 
     ``inputs`` were taken before the files were read (``NodeSpec.inputs``), the override file's when
     it was written, so a file changed since makes the snapshot stale at once.  Without them (a node
-    built in memory) the snapshot is removed instead.
+    built in memory) only the digests are recorded.  ``base_json``: ``base`` already encoded (as read).
     """
     store = NodeStore(root)
     path = store.snapshot
@@ -114,7 +115,7 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
         "inputs": known,
         "override_path": str(override_path),
         "override_doc": dict(override_doc),
-        "base": encode(base),
+        "base": encode(base) if base_json is None else base_json,
         "rendered_with": surface_ids(surfaces),
         "digests": dict(sorted(digests.items())),
     })
