@@ -147,7 +147,7 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
 def node_root(root: Path | None) -> Path:
     """--root, else $MOKKA_ROOT, else a cluster node's root; never / unless given (``--root /``)."""
-    return find_root(root, required=True)
+    return find_root(root, creates=True)
 
 
 def describe_entry(entry: object) -> str:
