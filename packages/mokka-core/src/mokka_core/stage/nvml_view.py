@@ -399,16 +399,32 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    lines += [f"system.{key}={_text('system', key, value)}" for key, value in extra_system.items()]
+    lines += [f"system.{key}={_text(key, value)}" for key, value in extra_system.items()]
     root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
+    append = lines.append
+
+    def emit(prefix: str, pairs: Iterable[tuple[str, object]], replaced: Mapping[str, object]) -> None:
+        for key, value in pairs:
+            if key in replaced:
+                continue
+            if type(value) is str:
+                if "\n" in value or "\0" in value:
+                    raise ValueError(f"{prefix}{key} contains a line break: {value!r}")
+                text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+            elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
+                continue
+            else:
+                text = str(value)
+            append(f"{prefix}{key}={text}")
+
     for gpu in node.gpus:
         prefix = f"device.{gpu.index}."
-        mine = extra.get(gpu.index, {})
-        pairs = [(key, value) for key, value in _device(node, gpu, root_index) if key not in mine]
-        for key, value in [*pairs, *mine.items()]:
-            if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
-                continue
-            lines.append(f"{prefix}{key}={_text(f'GPU {gpu.index}', key, value)}")
+        mine = extra.get(gpu.index)
+        if mine:
+            emit(prefix, _device(node, gpu, root_index), mine)
+            emit(prefix, mine.items(), {})
+        else:
+            emit(prefix, _device(node, gpu, root_index), {})
     lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
@@ -417,12 +433,12 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _text(owner: str, key: str, value: object) -> str:
+def _text(key: str, value: object) -> str:
     if type(value) is not str:
         return str(value)
     if "\n" in value or "\0" in value:
-        raise ValueError(f"{owner}: {key} contains a line break: {value!r}")
-    return "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+        raise ValueError(f"system.{key} contains a line break: {value!r}")
+    return value
 
 
 def write_nvml_state(node: Node, path: str | os.PathLike[str], contributed: Iterable[NvmlKeys] = ()) -> Path:
