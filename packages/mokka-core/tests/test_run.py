@@ -547,7 +547,8 @@ echo "driver_files=$(cat /proc/driver/nvidia/version 2>/dev/null | wc -l)"
 @pytest.mark.parametrize("pci", ["on", "disabled", "failed"])
 @pytest.mark.parametrize("gpu", ["on", "disabled", "failed"])
 def test_acceptance_attribution(real_node: None, gpu: str, pci: str) -> None:
-    """Each --disable/--fail combination of gpu and pci looks like a real node in that state."""
+    """Each --disable/--fail combination of gpu and pci looks like a real node in that state; the bus is
+    below the driver (docs: the attribution table in the mokka-core README)."""
     from mokka_core.testing.consumers import require
 
     apt_tool("lspci", "pciutils")
@@ -557,7 +558,7 @@ def test_acceptance_attribution(real_node: None, gpu: str, pci: str) -> None:
     options = [opt for name, state in (("gpu", gpu), ("pci", pci)) if state != "on" for opt in (flag[state], name)]
     done = mokka_run("--profile", "h100", *options, "--", "sh", "-c", f"{ATTRIBUTION_PROBE}\n{smi} -L 2>&1")
     facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if re.match(r"^[a-z_]+=", line))
-    driver_up = gpu == "on"
+    driver_up = gpu == "on" and pci != "disabled"  # with no NVIDIA GPU on the bus the module does not load
     assert facts["functions"] == ("0" if pci == "disabled" else "8")
     assert facts["bound"] == ("8" if driver_up and pci != "disabled" else "0")
     if pci != "disabled":
@@ -565,7 +566,10 @@ def test_acceptance_attribution(real_node: None, gpu: str, pci: str) -> None:
     assert (facts["modules"] != "0") == driver_up
     assert (facts["devices"] != "0") == driver_up
     assert (facts["driver_files"] != "0") == driver_up
-    assert SMI_SAYS[gpu] in done.stdout
+    if gpu == "on" and pci == "failed":  # every GPU fell off the bus
+        assert "Unable to determine the device handle for gpu 0000:1B:00.0: GPU is lost." in done.stdout
+    else:
+        assert SMI_SAYS[gpu if gpu == "disabled" or driver_up else "failed"] in done.stdout
 
 
 @pytest.mark.consumer

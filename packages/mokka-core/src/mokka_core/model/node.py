@@ -296,6 +296,17 @@ class Node(Value):
     def surface(self, name: str) -> SurfaceSettings:
         return self.surfaces[name]
 
+    @property
+    def driver_loaded(self) -> bool:
+        """The nvidia module is loaded: the gpu surface healthy, with GPUs on the PCI bus (with no
+        NVIDIA device there the module refuses to load, as ``modprobe nvidia`` does)."""
+        return self.surface("gpu").active and self.surface("pci").enabled
+
+    def gpu_lost(self, gpu: Gpu) -> bool:
+        """The driver has lost ``gpu``: its own fault, or the PCI bus failed under it (every GPU
+        fallen off the bus; the pci surface shows their config space as all ones)."""
+        return gpu.lost or self.surface("pci").state == "failed"
+
     def gpu(self, target: str | int) -> Gpu:
         """Find a GPU by index, UUID or PCI bus id (any case, 4- or 8-digit domain)."""
         text = str(target).strip().lower()

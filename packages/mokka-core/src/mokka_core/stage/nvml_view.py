@@ -58,6 +58,7 @@ TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
 FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
                  "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+XID_FALLEN_OFF_BUS = 79
 # counters whose library default is 0: a zero is not written (smaller file, faster parse in every process)
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
                          "pcie.tx_kbps", "pcie.rx_kbps", "utilization.encoder", "utilization.decoder",
@@ -135,7 +136,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "board_id", int(domain, 16) << 16 | int(bus, 16) << 8 | (dev & 0x1F) << 3 | (fn & 7)
     # module ids exist on SXM/HGX baseboards (NVLink) and where the profile has a platform block
     yield "module_id", gpu.module_id if (gpu.links or c.platform) else 0
-    yield "lost", _b(gpu.lost)
+    yield "lost", _b(node.gpu_lost(gpu))
 
     yield "pci.bus_id", nvml_bus_id(gpu.bus_id)
     yield "pci.device_id", f"0x{c.pci.device_id:08x}"
@@ -388,8 +389,7 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     system = node.system
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
-    gpu_surface = node.surface("gpu")
-    init_error = 0 if gpu_surface.state == "healthy" else NVML_ERROR_DRIVER_NOT_LOADED
+    init_error = 0 if node.driver_loaded else NVML_ERROR_DRIVER_NOT_LOADED
     extra_system: dict[str, object] = {}
     extra: dict[int, dict[str, object]] = {}
     for keys in contributed:
@@ -427,6 +427,10 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
             emit(prefix, _device(node, gpu, root_index), {})
     lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
+    if node.surface("pci").state == "failed":  # the bus failed: every GPU fell off it, after what happened before
+        after = max((seq for seq, _, _ in events), default=0)
+        events += [(after + 1 + n, gpu.index, XID_FALLEN_OFF_BUS) for n, gpu in enumerate(node.gpus)
+                   if gpu.failure_mode != "fallen_off_bus"]
     for n, (seq, index, code) in enumerate(events[-256:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
     lines.append("end")
