@@ -116,6 +116,13 @@ def in_range(what: str, value: float, low: float, high: float, unit: str = "") -
         raise Refused(f"{what} {value:g}{unit} out of range {low:g}-{high:g}{unit}; override unchanged")
 
 
+def pin(doc: Document, node: Node, target: str, reading: str) -> None:
+    """Hold ``reading`` at the value just written on the target GPUs, out of the load model
+    (``model.physics``): each GPU's ``pinned`` list gains it (lists replace, so per GPU)."""
+    for gpu in gpus_of(node, target):
+        set_path(device_bucket(doc, gpu.index), "pinned", sorted({*gpu.config.pinned, reading}))
+
+
 def pin_dynamics(node: Node, target: str, block: str) -> dict[str, Any]:
     """Switch off a dynamic-metrics generator where one drives this value, so the pinned value shows."""
     for gpu in gpus_of(node, target):
@@ -201,7 +208,9 @@ def temperature(target: str, celsius: int) -> Mutation:
 
     def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {"thermal.temperature_gpu_c": celsius, **pin_dynamics(node, target, "temperature")}
-        return f"ok: {write(doc, node, target, values)} temperature {celsius} C"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "temperature")
+        return f"ok: {named} temperature {celsius} C"
 
     return mutate
 
@@ -218,7 +227,9 @@ def power(target: str, watts: float) -> Mutation:
             if high:
                 in_range(f"GPU {gpu.index} power", watts, 0, high, " W")
         values: dict[str, Any] = {"power.current_draw_mw": round(watts * 1000), **pin_dynamics(node, target, "power")}
-        return f"ok: {write(doc, node, target, values)} power draw {watts:g} W"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "power")
+        return f"ok: {named} power draw {watts:g} W"
 
     return mutate
 
@@ -247,7 +258,9 @@ def clocks(target: str, mhz: int, memory_mhz: int | None) -> Mutation:
         values: dict[str, Any] = {"clocks.graphics_current": mhz, "clocks.sm_current": mhz}
         if memory_mhz is not None:
             values["clocks.memory_current"] = memory_mhz
-        return f"ok: {write(doc, node, target, values)} clocks {mhz} MHz"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "clocks")
+        return f"ok: {named} clocks {mhz} MHz"
 
     return mutate
 
@@ -267,7 +280,9 @@ def throttle(target: str, reasons: Sequence[str]) -> Mutation:
 
     def mutate(doc: Document, node: Node) -> str:
         values = {f"clocks_throttle_reasons.{r}": r in active for r in THROTTLE_REASONS}
-        return f"ok: {write(doc, node, target, values)} throttle {', '.join(sorted(active)) or 'none'}"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "throttle")
+        return f"ok: {named} throttle {', '.join(sorted(active)) or 'none'}"
 
     return mutate
 

@@ -472,6 +472,9 @@ class DeviceConfig(Model):
     fan: Fan | None = None
     clocks: Clocks | None = None
     clocks_throttle_reasons: ThrottleReasons | None = None
+    #: readings held at their configured values instead of following the load model (model/physics.py);
+    #: nvml-mock-ctl temp/power/clocks/throttle pin theirs
+    pinned: list[Literal["temperature", "power", "clocks", "throttle"]] = []
     supported_clocks: SupportedClocks | None = None
     performance_state: PState | None = None
     utilization: Utilization | None = None

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model.physics import readings
 from .nvml_keys import HEADER
 from .store import atomic_write
 
@@ -112,6 +113,7 @@ def _health_mask(health: FabricHealth) -> int:
 
 def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     c = gpu.config
+    now = readings(c)
     arch = ARCH.get(c.architecture or "", 0)
     yield "name", c.name or "NVIDIA GPU"
     yield "uuid", gpu.uuid
@@ -155,7 +157,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         m = c.memory
         yield "memory.total", m.total_bytes
         yield "memory.reserved", m.reserved_bytes
-        yield "memory.used", m.used_bytes
+        yield "memory.used", now.memory_used_bytes
         yield "memory.bus_width", m.memory_bus_width
     if c.bar1_memory:
         yield "bar1.total", c.bar1_memory.total_bytes
@@ -163,7 +165,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
 
     if c.thermal:
         t = c.thermal
-        yield "temperature.gpu", t.temperature_gpu_c
+        yield "temperature.gpu", now.temperature_c
         yield "temperature.memory", t.temperature_memory_c
         yield "temperature.shutdown", t.shutdown_threshold_c
         yield "temperature.slowdown", t.slowdown_threshold_c
@@ -176,7 +178,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     if c.power:
         pw = c.power
         yield "power.supported", _b(pw.management_supported)
-        yield "power.usage_mw", pw.current_draw_mw
+        yield "power.usage_mw", now.power_mw
         yield "power.limit_mw", pw.enforced_limit_mw
         yield "power.enforced_limit_mw", pw.enforced_limit_mw
         yield "power.default_limit_mw", pw.default_limit_mw
@@ -188,26 +190,26 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "fan.count", c.fan.count
         yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
 
-    if c.clocks:
-        k = c.clocks
+    if c.clocks and now.clocks:
+        k, current = c.clocks, now.clocks
         table = {
-            "graphics": (k.graphics_current, k.graphics_max, k.graphics_app, k.graphics_app_default, k.graphics_max),
-            "sm": (k.sm_current, k.sm_max, k.graphics_app, k.graphics_app_default, k.sm_max),
-            "memory": (k.memory_current, k.memory_max, k.memory_app, k.memory_app_default, k.memory_max),
-            "video": (k.video_current, k.video_max, 0, 0, k.video_max),
+            "graphics": (current.graphics, k.graphics_max, k.graphics_app, k.graphics_app_default, k.graphics_max),
+            "sm": (current.sm, k.sm_max, k.graphics_app, k.graphics_app_default, k.sm_max),
+            "memory": (current.memory, k.memory_max, k.memory_app, k.memory_app_default, k.memory_max),
+            "video": (current.video, k.video_max, 0, 0, k.video_max),
         }
         for domain_name, values in table.items():
             for what, value in zip(("current", "max", "app", "default_app", "boost_max"), values, strict=True):
                 yield f"clock.{domain_name}.{what}", value
     if c.clocks_throttle_reasons:
         r = c.clocks_throttle_reasons
-        yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if getattr(r, name)):x}"
+        yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if name in now.reasons):x}"
         yield "violation.power_ns", r.counters.sw_power_cap_us * 1000
         yield "violation.thermal_ns", (r.counters.sw_thermal_slowdown_us + r.counters.hw_thermal_slowdown_us) * 1000
         yield "violation.sync_boost_ns", r.counters.sync_boost_us * 1000
     yield from _dynamic(gpu)
     yield "clock.supported_event_reasons", f"0x{sum(EVENT_REASONS.values()):x}"
-    yield "pstate", int((c.performance_state or "P0")[1:])
+    yield "pstate", int(now.pstate[1:])
     if c.utilization:
         u = c.utilization
         yield "utilization.gpu", u.gpu
