@@ -17,7 +17,8 @@
  * errno is preserved by the lookup; no shared buffers (thread-safe without locks).
  * The exec family puts LD_PRELOAD and MOKKA_ROOT back if a program dropped them.
  *
- * Environment: MOKKA_ROOT, MOKKA_PRELOAD_ONLY, MOKKA_DEBUG=path (log redirections to stderr).
+ * Environment: MOKKA_ROOT, MOKKA_PRELOAD_ONLY, MOKKA_DEBUG=path (log redirections to stderr), all
+ * read with secure_getenv (ignored in a setuid/setgid program, as glibc ignores LD_LIBRARY_PATH).
  * Messages start with "mokka-preload:".
  */
 #include <dirent.h>
@@ -77,9 +78,9 @@ static int has_debug_category(const char *value, const char *category)
 static void load_config(void)
 {
     int saved = errno;
-    const char *root = getenv("MOKKA_ROOT");
-    const char *debug = getenv("MOKKA_DEBUG");
-    const char *only = getenv("MOKKA_PRELOAD_ONLY");
+    const char *root = secure_getenv("MOKKA_ROOT");
+    const char *debug = secure_getenv("MOKKA_DEBUG");
+    const char *only = secure_getenv("MOKKA_PRELOAD_ONLY");
     Dl_info info;
 
     config.debug_path = debug && has_debug_category(debug, "path");

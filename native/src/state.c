@@ -413,7 +413,7 @@ static char state_path[4096];
 static pthread_once_t path_once = PTHREAD_ONCE_INIT;
 
 static void resolve_path(void) {
-    const char *env = getenv("MOKKA_NVML_STATE");
+    const char *env = secure_getenv("MOKKA_NVML_STATE");
     if (env && *env) {
         snprintf(state_path, sizeof state_path, "%s", env);
         return;
