@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import nvml_env
 from mkstate import make_state, write_state
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..schema.loader import _problems
 from ..schema.merge import deep_merge, merge_all
-from ..schema.profile import DeviceConfig, Profile
+from ..schema.profile import MAX_GPUS, DeviceConfig, Profile
 from ..schema.surfaces import SURFACES
 from . import identity
 from .apply import apply
@@ -148,8 +148,8 @@ def _node_name(inputs: Inputs) -> str:
 
 def _gpu_count(profile: Profile, requested: int | None, source: str) -> int:
     if requested is not None:
-        if requested < 1:
-            raise ConfigError(source, [("count", f"must be at least 1, got {requested}")])
+        if not 1 <= requested <= MAX_GPUS:
+            raise ConfigError(source, [("count", f"must be 1 to {MAX_GPUS}, got {requested}")])
         return requested
     if profile.system.num_devices:
         return profile.system.num_devices

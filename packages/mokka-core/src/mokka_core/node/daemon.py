@@ -200,6 +200,10 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
     except MokkaError as exc:
         log.error("change not applied, node keeps its last good state: %s", exc)
         return programs
+    except Exception as exc:  # any defect while re-rendering: the node stays up as it was
+        log.error("change not applied, node keeps its last good state: %s: %s", type(exc).__name__, exc,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
+        return programs
     if not settings.supervise:
         return programs
     wanted = _programs(node, chosen, root)

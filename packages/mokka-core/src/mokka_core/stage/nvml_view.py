@@ -34,6 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
+from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER
 from .paths import NVML_STATE_FILE
 from .store import NodeStore, atomic_write
@@ -586,8 +587,6 @@ def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) ->
             if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
             if type(value) is str:
-                if "\n" in value or "\0" in value:
-                    raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {value!r}")
                 text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
             else:
                 text = str(value)
@@ -596,8 +595,22 @@ def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) ->
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
+    _check_bounds(node, lines)
     lines.append("end")
     return "\n".join(lines) + "\n"
+
+
+def _check_bounds(node: Node, lines: list[str]) -> None:
+    """Refuse what the library would reject (a rejected file leaves consumers on stale values or none)."""
+    for what, name in (("node name", node.node_name), ("profile name", node.profile_name)):
+        problem = value_problem("", name or "")
+        if problem:
+            raise ValueError(f"{what} {name[:60]!r} {problem}")
+    for line in lines[2:]:
+        key, _, text = line.partition("=")
+        problem = value_problem(key, text)
+        if problem:
+            raise ValueError(f"state file key {key}: {problem} (native/state-keys.toml)")
 
 
 def write_nvml_state(node: Node, path: str | os.PathLike[str],

@@ -1,0 +1,117 @@
+"""What the library would reject never reaches the state file (issue 18, items 6 and 7): the bounds of
+native/state-keys.toml refuse a value with a message naming the key and the bound, the override unchanged."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mokka_core.cli.mokka import app
+from mokka_core.ctl.cli import execute
+from mokka_core.errors import MokkaError
+from mokka_core.model.spec import NodeSpec
+from mokka_core.schema.builtin import builtin_text
+from mokka_core.schema.profile import MAX_GPUS
+from mokka_core.stage import nodefile
+from mokka_core.stage.nvml_key_lookup import value_problem
+from mokka_core.stage.nvml_keys import LIMITS
+from mokka_core.stage.nvml_view import render_nvml_state
+from mokka_core.stage.store import OVERRIDE_FILE
+from mokka_core.testing.runner import NvmlSurface
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile="h100", gpus=2))
+    assert execute(["--root", str(root), "temp", "0", "50"], surfaces={"gpu": NvmlSurface()}) == 0
+    return root
+
+
+@pytest.mark.parametrize(("assignment", "named"), [
+    ("memory.total_bytes=18446744073709551616", "18446744073709551615"),   # 2**64: past u64
+    ("pci.device_id=0x1ffffffff", "4294967295"),                           # 33 bits into a u32
+    ("name=" + "x" * 96, "95"),                                            # the library holds 95 characters
+    ("pcie.replay_counter=4294967296", "0..4294967295"),
+])
+def test_ctl_set_refuses_what_the_library_rejects(root: Path, capsys, assignment: str, named: str) -> None:
+    before = (root / OVERRIDE_FILE).read_bytes()
+    assert execute(["--root", str(root), "set", "0", assignment], surfaces={"gpu": NvmlSurface()}) == 1
+    err = capsys.readouterr().err
+    assert "state file key device.0." in err and named in err, err
+    assert "Traceback" not in err
+    assert (root / OVERRIDE_FILE).read_bytes() == before
+
+
+@pytest.mark.parametrize("field", ["  nvml_version", "name"])
+def test_line_break_in_a_profile_string_is_refused(tmp_path: Path, field: str) -> None:
+    evil = f'{field}: "550.1\\ndevice.0.temperature.gpu=92"'
+    text = re.sub(rf"^{field}: .*$", lambda _: evil, builtin_text("t4"), count=1, flags=re.M)
+    assert "\\ndevice.0" in text
+    path = tmp_path / "evil.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["profile", "validate", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "control character" in result.output and field.strip() in result.output
+
+
+def test_profile_validate_bounds_cpu_ids(tmp_path: Path) -> None:
+    """`cpu_affinity: "0-999999999"` ran `mokka run` out of memory; validate now names the key and the bound."""
+    text = builtin_text("h100")
+    assert "cpu_affinity:" in text
+    path = tmp_path / "huge.yaml"
+    path.write_text(re.sub(r'cpu_affinity: "[^"]*"', 'cpu_affinity: "0-999999999"', text, count=1))
+    result = CliRunner().invoke(app, ["profile", "validate", str(path)])
+    assert result.exit_code == 1 and "cpu_affinity" in result.output and "8192" in result.output, result.output
+    path.write_text(re.sub(r'cpu_affinity: "[^"]*"', 'cpu_affinity: "0-2047"', text))
+    result = CliRunner().invoke(app, ["profile", "validate", str(path)])
+    assert result.exit_code == 1 and "cpu_affinity" in result.output and "1024" in result.output, result.output
+
+
+def test_control_characters_in_gpu_strings_are_refused(root: Path, capsys) -> None:
+    before = (root / OVERRIDE_FILE).read_bytes()
+    assert execute(["--root", str(root), "set", "0", "name=\"H100\\nend\""], surfaces={"gpu": NvmlSurface()}) == 1
+    err = capsys.readouterr().err
+    assert "name: control characters are not allowed" in err and "override unchanged" in err, err
+    assert (root / OVERRIDE_FILE).read_bytes() == before
+
+
+def test_control_characters_in_the_node_name_are_refused() -> None:
+    node = NodeSpec(profile="t4").resolve()
+    with pytest.raises(ValueError, match="node name"):
+        render_nvml_state(node.replace(node_name="n1\nend"))
+
+
+def test_a_120000_digit_ctl_value_is_a_message(root: Path, capsys) -> None:
+    before = (root / OVERRIDE_FILE).read_bytes()
+    assert execute(["--root", str(root), "set", "0", "memory.total_bytes=" + "9" * 120_000],
+                   surfaces={"gpu": NvmlSurface()}) == 1
+    err = capsys.readouterr().err
+    assert "memory.total_bytes" in err and "digits" in err and "Traceback" not in err
+    assert (root / OVERRIDE_FILE).read_bytes() == before
+
+
+def test_bounds_come_from_the_key_table() -> None:
+    assert value_problem("device.0.memory.total", str(2**64 - 1)) is None
+    assert "u64 range" in (value_problem("device.0.memory.total", str(2**64)) or "")
+    assert value_problem("device.0.lost", "-2147483648") is None
+    assert value_problem("device.0.lost", "2147483648") is not None
+    assert value_problem("device.0.uuid", "G" * 95) is None and value_problem("device.0.uuid", "G" * 96)
+    assert value_problem("device.0.cpu_affinity", "0-1023") is None
+    assert value_problem("device.0.topology.levels", ",".join(["0"] * 257))
+    assert value_problem("device.0.unknown_key", "anything") is None
+
+
+def test_gpu_count_is_bounded_by_the_library() -> None:
+    assert MAX_GPUS == LIMITS["device"] >= 72
+    result = CliRunner().invoke(app, ["show", "--profile", "t4", "--gpus", "100000"])
+    assert isinstance(result.exception, MokkaError) and f"must be 1 to {MAX_GPUS}" in str(result.exception)
+
+
+def test_hca_bus_exhaustion_is_a_message() -> None:
+    """`--gpus 66` on h100 ran out of HCA bus numbers with a LookupError traceback."""
+    result = CliRunner().invoke(app, ["show", "--profile", "h100", "--gpus", "66"])
+    assert isinstance(result.exception, MokkaError) and "no PCI bus for HCA" in str(result.exception)
