@@ -115,3 +115,14 @@ def test_hca_bus_exhaustion_is_a_message() -> None:
     """`--gpus 66` on h100 ran out of HCA bus numbers with a LookupError traceback."""
     result = CliRunner().invoke(app, ["show", "--profile", "h100", "--gpus", "66"])
     assert isinstance(result.exception, MokkaError) and "no PCI bus for HCA" in str(result.exception)
+
+
+@pytest.mark.parametrize("name", ["../../../x/EVIL", "Node_1", "n1\nend", "a" * 254, "-edge", "x."])
+def test_node_names_are_dns_1123_subdomains(name: str) -> None:
+    with pytest.raises(MokkaError, match="DNS-1123"):
+        NodeSpec(profile="t4", node_name=name).resolve()
+
+
+def test_valid_node_names_resolve() -> None:
+    for name in ("mokka-node", "gpu-01.rack-3.example.com", "a" * 253):
+        assert NodeSpec(profile="t4", node_name=name).resolve().node_name == name

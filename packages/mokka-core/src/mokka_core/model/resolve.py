@@ -25,7 +25,7 @@ from .codec import decode, encode
 from .config import GpuConfig, Infiniband, Nvlink, System
 from .derive import BusMap, derive
 from .inputs import Inputs
-from .node import Gpu, Node, RootComplex, SurfaceSettings, Switch
+from .node import Gpu, Node, RootComplex, SurfaceSettings, Switch, node_name_problem
 
 DEFAULT_NODE_NAME = "mokka-node"
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
@@ -143,7 +143,11 @@ def _project(patch: Any, validated: Any) -> Any:
 
 
 def _node_name(inputs: Inputs) -> str:
-    return inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
+    name = inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
+    problem = node_name_problem(name)
+    if problem:
+        raise ConfigError("--node-name / NODE_NAME", [("node_name", problem)])
+    return name
 
 
 def _gpu_count(profile: Profile, requested: int | None, source: str) -> int:
