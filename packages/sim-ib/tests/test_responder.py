@@ -167,6 +167,7 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
         with connect(node) as sock:
             lid = json.loads((root / "var/lib/mokka/ib/node.json").read_text())["ports"][0]["lid"]
             reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=lid))
+        assert socket_path.stat().st_mode & 0o777 == 0o600  # its owner only (was 0666)
         assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"served"
     finally:
         serve.send_signal(signal.SIGTERM)
