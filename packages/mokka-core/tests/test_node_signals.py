@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -249,3 +250,17 @@ def test_the_next_up_removes_what_a_sigkilled_up_left(root: Path) -> None:
         daemon.terminate()
         daemon.communicate(timeout=20)
     assert snapshot(root) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a read-only tmpfs (root)")
+def test_node_up_on_a_read_only_root_is_a_message(tmp_path: Path) -> None:
+    root = tmp_path / "ro"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(root)], check=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "mokka_core", "node", "up", "--root", str(root), "--profile",
+                               "t4"], capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["umount", str(root)], check=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the root must be writable" in done.stderr and "Traceback" not in done.stderr, done.stderr

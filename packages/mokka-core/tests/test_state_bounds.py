@@ -126,3 +126,37 @@ def test_node_names_are_dns_1123_subdomains(name: str) -> None:
 def test_valid_node_names_resolve() -> None:
     for name in ("mokka-node", "gpu-01.rack-3.example.com", "a" * 253):
         assert NodeSpec(profile="t4", node_name=name).resolve().node_name == name
+
+
+def _validate(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["profile", "validate", str(path)])
+    assert result.exit_code == 1, result.output
+    return result.output
+
+
+T4_ENTRY = '  - {index: 0, pci: {bus_id: "0000:00:1e.0"}}'
+
+
+def test_validate_refuses_what_run_refuses(tmp_path: Path) -> None:
+    """`profile validate` said ok to these, and `run` failed on them or showed a node no real one is."""
+    t4 = builtin_text("t4")
+    assert T4_ENTRY in t4 and "device_id: 0x1EB810DE" in t4 and "num_devices: 1" in t4
+    two = t4.replace("num_devices: 1", "num_devices: 2")
+    uuid = "GPU-11111111-2222-3333-4444-555555555555"
+    assert "device.0.pci.device_id" in _validate(tmp_path, t4.replace("device_id: 0x1EB810DE", "device_id: 0x1EB810DE0"))
+    assert "u64 range" in _validate(tmp_path, t4.replace("total_bytes: 16106127360", f"total_bytes: {2**64}"))
+    assert "not below the GPU count 1" in _validate(
+        tmp_path, t4.replace(T4_ENTRY, T4_ENTRY + '\n  - {index: 5, pci: {bus_id: "0000:00:1f.0"}}'))
+    assert "UUIDs are unique" in _validate(tmp_path, two.replace(
+        T4_ENTRY, f'  - {{index: 0, uuid: {uuid}, pci: {{bus_id: "0000:00:1e.0"}}}}\n  - {{index: 1, uuid: {uuid}}}'))
+    assert "used twice" in _validate(tmp_path, two.replace(T4_ENTRY, T4_ENTRY + "\n" + T4_ENTRY.replace("0,", "1,")))
+    assert "levels deep" in _validate(tmp_path, t4 + "extra: " + "[" * 500 + "]" * 500 + "\n")
+
+
+def test_override_devices_that_do_not_exist_are_refused(tmp_path: Path) -> None:
+    override = tmp_path / "overrides.yaml"
+    override.write_text("version: 1\ndevices:\n  '9': {thermal: {temperature_gpu_c: 50}}\n")
+    with pytest.raises(MokkaError, match="no GPU 9 on this node"):
+        NodeSpec(profile="t4", override_file=override).resolve()

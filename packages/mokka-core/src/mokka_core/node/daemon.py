@@ -115,7 +115,11 @@ def _claim(root: Path) -> RunState:
         preexisting = existing.preexisting
     state = RunState(pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()),
                      created_dirs=created, preexisting=preexisting)
-    state.save(root)
+    try:
+        state.save(root)
+    except OSError as exc:
+        raise MokkaError(f"cannot record the node under {root}: {exc.strerror} ({exc.filename}); "
+                         "the root must be writable") from None
     return state
 
 
