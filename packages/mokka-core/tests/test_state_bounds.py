@@ -145,7 +145,8 @@ def test_validate_refuses_what_run_refuses(tmp_path: Path) -> None:
     assert T4_ENTRY in t4 and "device_id: 0x1EB810DE" in t4 and "num_devices: 1" in t4
     two = t4.replace("num_devices: 1", "num_devices: 2")
     uuid = "GPU-11111111-2222-3333-4444-555555555555"
-    assert "device.0.pci.device_id" in _validate(tmp_path, t4.replace("device_id: 0x1EB810DE", "device_id: 0x1EB810DE0"))
+    pci33 = t4.replace("device_id: 0x1EB810DE", "device_id: 0x1EB810DE0")
+    assert "device.0.pci.device_id" in _validate(tmp_path, pci33)
     assert "u64 range" in _validate(tmp_path, t4.replace("total_bytes: 16106127360", f"total_bytes: {2**64}"))
     assert "not below the GPU count 1" in _validate(
         tmp_path, t4.replace(T4_ENTRY, T4_ENTRY + '\n  - {index: 5, pci: {bus_id: "0000:00:1f.0"}}'))
