@@ -171,8 +171,11 @@ def _node_name(inputs: Inputs) -> str:
 
 def _gpu_count(profile: Profile, requested: int | None, source: str) -> int:
     if requested is not None:
-        if not 1 <= requested <= MAX_GPUS:
-            raise ConfigError(source, [("count", f"must be 1 to {MAX_GPUS}, got {requested}")])
+        if requested < 1:
+            raise ConfigError(source, [("count", f"must be at least 1, got {requested}")])
+        if requested > MAX_GPUS:
+            raise ConfigError(source, [("count", f"must be at most {MAX_GPUS} (what the mock library holds), "
+                                                 f"got {requested}")])
         return requested
     if profile.system.num_devices:
         return profile.system.num_devices

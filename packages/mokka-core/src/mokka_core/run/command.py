@@ -127,10 +127,10 @@ WORKDIR_PREFIX = "mokka-run-"
 
 @contextlib.contextmanager
 def private_workdir() -> Iterator[Path]:
-    """``mokka-run-<pid>-<random>`` in the temp dir, removed after; one a SIGKILLed run left is removed
+    """``mokka-run-<pid>_<random>`` in the temp dir, removed after; one a SIGKILLed run left is removed
     by the next run (its owner pid is gone)."""
     remove_stale_workdirs(Path(tempfile.gettempdir()))
-    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}_"))
     try:
         yield workdir
     finally:
@@ -138,8 +138,8 @@ def private_workdir() -> Iterator[Path]:
 
 
 def remove_stale_workdirs(parent: Path) -> None:
-    for path in parent.glob(f"{WORKDIR_PREFIX}*-*"):
-        owner = path.name.removeprefix(WORKDIR_PREFIX).split("-", 1)[0]
+    for path in parent.glob(f"{WORKDIR_PREFIX}*_*"):
+        owner = path.name.removeprefix(WORKDIR_PREFIX).split("_", 1)[0]
         try:
             if not owner.isdigit() or path.lstat().st_uid != os.getuid() or not path.is_dir():
                 continue
