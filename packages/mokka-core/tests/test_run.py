@@ -331,6 +331,39 @@ def test_signal_reaches_command_and_everything_is_removed(sig: signal.Signals, t
     assert host_snapshot() == before
 
 
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie nobody reaped counts as exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@needs_root
+def test_sigkill_of_mokka_run_kills_its_command_and_the_next_run_cleans_up() -> None:
+    """SIGKILL left the command running (reparented to PID 1) and an empty mokka-run-* directory."""
+    script = 'echo "$MOKKA_ROOT"; echo $$; exec sleep 300'
+    with subprocess.Popen([sys.executable, str(FAKE_NODE), "--", "sh", "-c", script],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        assert proc.stdout is not None
+        workdir = Path(proc.stdout.readline().strip()).parent
+        command = int(proc.stdout.readline())
+        proc.kill()
+        proc.wait(timeout=10)
+    try:
+        deadline = time.monotonic() + 5
+        while not _gone(command):
+            assert time.monotonic() < deadline, "the command outlived mokka run"
+            time.sleep(0.02)
+    finally:
+        if not _gone(command):
+            os.kill(command, signal.SIGKILL)
+    assert workdir.exists()  # nothing can remove it at SIGKILL time
+    done = fake_run("--", "true")
+    assert done.returncode == 0, done.stderr
+    assert not workdir.exists()
+
+
 @needs_root
 def test_ctrl_c_on_a_terminal(tmp_path: Path) -> None:
     """A real Ctrl-C: the terminal signals the foreground group; CMD sees its tty inside the namespace."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
@@ -383,14 +384,17 @@ def nvlink_error(target: str, rate: float, links: list[int] | None) -> Mutation:
 
 
 def set_values(target: str, assignments: Sequence[str]) -> Mutation:
-    import yaml
+    from ..schema.yamldoc import parse_yaml
 
     values: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, raw = assignment.partition("=")
         if not sep or not key:
             raise Refused(f"expected key.path=value, got {assignment!r}")
-        values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            values[key.strip()] = parse_yaml(raw, key.strip()) if raw.strip() else None
+        except ConfigError as exc:
+            raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
 
     def mutate(doc: Document, node: Node) -> str:
         return f"ok: {write(doc, node, target, values)} " + ", ".join(values)

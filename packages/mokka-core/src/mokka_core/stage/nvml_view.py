@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model.physics import readings
-from .nvml_keys import HEADER
+from .nvml_key_lookup import value_problem
+from .nvml_keys import HEADER, RANGES, TYPES
 from .store import atomic_write
 
 if TYPE_CHECKING:
@@ -401,7 +402,15 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    lines += [f"system.{key}={_text(key, value)}" for key, value in extra_system.items()]
+    for what, name in (("node name", node.node_name), ("profile name", node.profile_name)):
+        problem = value_problem("", name or "")
+        if problem:
+            raise ValueError(f"{what} {name[:60]!r} {problem}")
+    for key, value in extra_system.items():
+        problem = value_problem(f"system.{key}", str(value))
+        if problem:
+            raise ValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
+        lines.append(f"system.{key}={value}")
     root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
     append = lines.append
 
@@ -410,13 +419,14 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
             if key in replaced:
                 continue
             if type(value) is str:
-                if "\n" in value or "\0" in value:
-                    raise ValueError(f"{prefix}{key} contains a line break: {value!r}")
                 text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
             elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
             else:
                 text = str(value)
+            problem = _problem(key, value, text)
+            if problem:
+                raise ValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
             append(f"{prefix}{key}={text}")
 
     for gpu in node.gpus:
@@ -439,12 +449,21 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _text(key: str, value: object) -> str:
-    if type(value) is not str:
-        return str(value)
-    if "\n" in value or "\0" in value:
-        raise ValueError(f"system.{key} contains a line break: {value!r}")
-    return value
+def _problem(key: str, value: object, text: str) -> str | None:
+    """Why the library would refuse a device-block value (native/state-keys.toml), or None: integers
+    checked against their key's range directly, everything else as the library parses its text."""
+    if type(value) is int:
+        if key.startswith("nvlink.") and key[7:8].isdigit():
+            kind = TYPES["link"].get(key.split(".", 2)[2])
+        elif key.startswith("process.") and key[8:9].isdigit():
+            kind = TYPES["process"].get(key.split(".", 2)[2])
+        else:
+            kind = TYPES["device"].get(key)
+        bounds = RANGES.get(kind) if kind is not None else None
+        if bounds is not None:
+            low, high = bounds
+            return None if low <= value <= high else f"{value} is outside the {kind} range {low}..{high}"
+    return value_problem(f"device.0.{key}", text)
 
 
 def write_nvml_state(node: Node, path: str | os.PathLike[str], contributed: Iterable[NvmlKeys] = ()) -> Path:
