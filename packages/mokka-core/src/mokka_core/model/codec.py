@@ -42,17 +42,10 @@ def lists_of(cls: type) -> Mapping[str, type]:
 
 
 def encode(value: Any) -> Any:
-    """Plain JSON data for a resolved value (Values become mappings, tuples lists).
-
-    A node's GPU configurations are written once each (``configs``), its GPUs naming theirs by
-    position: the GPUs of a board mostly share one, and decoding it once is what keeps reading a
-    72-GPU snapshot cheap.
-    """
+    """Plain JSON data for a resolved value (Values become mappings, tuples lists)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
-    if kind is Node:
-        return _encode_node(value)
     if isinstance(value, Value):
         return {name: encode(getattr(value, name)) for name in kind.__slots__}
     if isinstance(value, tuple | list):
@@ -65,7 +58,10 @@ def encode(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _encode_node(node: Node) -> dict[str, Any]:
+def encode_shared(node: Node) -> dict[str, Any]:
+    """``encode(node)`` with each distinct GPU configuration written once (``configs``), its GPUs
+    naming theirs by position: the GPUs of a board mostly share one, and decoding it once is what
+    keeps reading a 72-GPU snapshot cheap.  :func:`decode` reads both forms."""
     configs: list[Any] = []
     position: dict[GpuConfig, int] = {}
     gpus = []
