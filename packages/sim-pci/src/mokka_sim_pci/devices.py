@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mokka_core.model.identity import gpu_dma_bits, legacy_irq
+from mokka_core.model.numa import parse_cpulist
 
 from .config_space import Bar, Function, Link
 
@@ -194,28 +195,8 @@ def _hca(node: Node, hca: Hca, layout: _Layout) -> PciFunction:
 
 
 def cpu_count(node: Node) -> int:
-    """nr_cpu_ids as the node's CPU lists imply it (highest CPU named + 1)."""
-    highest = 0
-    for root in node.root_complexes:
-        highest = max(highest, *expand_cpulist(root.cpu_affinity))
-    for gpu in node.gpus:
-        if gpu.cpu_affinity:
-            highest = max(highest, *expand_cpulist(gpu.cpu_affinity))
-    return highest + 1
-
-
-def expand_cpulist(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            first, last = (int(x) for x in part.split("-"))
-            cpus.extend(range(first, last + 1))
-        else:
-            cpus.append(int(part))
-    return cpus or [0]
+    """nr_cpu_ids as the node's CPU lists imply it (highest CPU of its NUMA nodes + 1)."""
+    return max(max(parse_cpulist(numa.cpus)) for numa in node.numa_nodes) + 1
 
 
 def _pow2(size: int) -> int:

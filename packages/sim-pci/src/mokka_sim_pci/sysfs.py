@@ -16,12 +16,13 @@ all ones, as on a GPU that fell off the bus.
 
 from __future__ import annotations
 
+from mokka_core.model.numa import parse_cpulist
 from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 __all__ = ["Dir", "driver_entries", "function_entries", "root_complex_entries"]
 
 from .config_space import Bar, build_config, dead_config
-from .devices import PciFunction, expand_cpulist
+from .devices import PciFunction
 
 SYS_DEVICES = "sys/devices"
 BUS_DEVICES = "sys/bus/pci/devices"
@@ -57,7 +58,7 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
         "revision": f"0x{f.revision:02x}\n",
         "irq": f"{f.irq}\n",
         "numa_node": f"{fn.numa_node}\n",
-        "local_cpus": cpumask(expand_cpulist(fn.cpulist), nr_cpus) + "\n",
+        "local_cpus": cpumask(list(parse_cpulist(fn.cpulist)), nr_cpus) + "\n",
         "local_cpulist": f"{fn.cpulist}\n",
         "resource": resource_table(f.bars),
         "enable": "1\n",

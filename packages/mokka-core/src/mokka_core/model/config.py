@@ -12,13 +12,13 @@ from .value import Value
 
 __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
-    "Display", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric", "FabricHealth",
-    "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware", "Infiniband", "Inforom",
-    "Memory", "Mig", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie",
-    "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList",
-    "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources", "SupportedClocks", "SupportedMemoryClock",
-    "System", "TemperatureDynamics", "Thermal", "ThrottleCounters", "ThrottleReasons", "Topology", "Utilization",
-    "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
+    "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
+    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware",
+    "Infiniband", "Inforom", "Memory", "Mig", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink",
+    "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram",
+    "RemappedRows", "RetiredPageList", "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources",
+    "SupportedClocks", "SupportedMemoryClock", "System", "TemperatureDynamics", "Thermal", "ThrottleCounters",
+    "ThrottleReasons", "Topology", "Utilization", "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
 ]
 
 _set = object.__setattr__  # the one way a field is set: in __init__
@@ -830,22 +830,64 @@ class GpuConfig(Value):
         _set(self, 'platform', platform)
 
 
+class Dmi(Value):
+    """The machine's SMBIOS identity as ``/sys/class/dmi/id`` shows it (a Mokka addition)."""
+
+    __slots__ = ('sys_vendor', 'product_name', 'product_family', 'product_version', 'product_sku', 'board_vendor', 'board_name', 'board_version', 'chassis_vendor', 'chassis_type', 'chassis_version', 'bios_vendor', 'bios_version', 'bios_date', 'bios_release',)
+    sys_vendor: str
+    product_name: str
+    product_family: str
+    product_version: str
+    product_sku: str
+    board_vendor: str
+    board_name: str
+    board_version: str
+    chassis_vendor: str
+    chassis_type: int
+    chassis_version: str
+    bios_vendor: str
+    bios_version: str
+    bios_date: str
+    bios_release: str
+
+    def __init__(self, *, sys_vendor: str = '', product_name: str = '', product_family: str = '', product_version: str = '', product_sku: str = '', board_vendor: str = '', board_name: str = '', board_version: str = '', chassis_vendor: str = '', chassis_type: int = 23, chassis_version: str = '', bios_vendor: str = '', bios_version: str = '', bios_date: str = '', bios_release: str = '') -> None:
+        _set(self, 'sys_vendor', sys_vendor)
+        _set(self, 'product_name', product_name)
+        _set(self, 'product_family', product_family)
+        _set(self, 'product_version', product_version)
+        _set(self, 'product_sku', product_sku)
+        _set(self, 'board_vendor', board_vendor)
+        _set(self, 'board_name', board_name)
+        _set(self, 'board_version', board_version)
+        _set(self, 'chassis_vendor', chassis_vendor)
+        _set(self, 'chassis_type', chassis_type)
+        _set(self, 'chassis_version', chassis_version)
+        _set(self, 'bios_vendor', bios_vendor)
+        _set(self, 'bios_version', bios_version)
+        _set(self, 'bios_date', bios_date)
+        _set(self, 'bios_release', bios_release)
+
+
 class System(Value):
-    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices',)
+    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes',)
     driver_version: str
     nvml_version: str | None
     cuda_version: str | None
     cuda_version_major: int
     cuda_version_minor: int
     num_devices: int | None
+    dmi: Dmi | None
+    memory_bytes: int
 
-    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None) -> None:
+    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736) -> None:
         _set(self, 'driver_version', driver_version)
         _set(self, 'nvml_version', nvml_version)
         _set(self, 'cuda_version', cuda_version)
         _set(self, 'cuda_version_major', cuda_version_major)
         _set(self, 'cuda_version_minor', cuda_version_minor)
         _set(self, 'num_devices', num_devices)
+        _set(self, 'dmi', dmi)
+        _set(self, 'memory_bytes', memory_bytes)
 
 
 class NvlinkSwitch(Value):
@@ -1035,6 +1077,9 @@ BLOCKS: dict[type, dict[str, type]] = {
         'fabric': Fabric,
         'nvlink_error': NvlinkError,
         'platform': Platform,
+    },
+    System: {
+        'dmi': Dmi,
     },
     Nvlink: {
         'defaults': NvlinkDefaults,

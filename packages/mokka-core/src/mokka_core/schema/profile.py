@@ -33,6 +33,26 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Dmi(Model):
+    """The machine's SMBIOS identity as ``/sys/class/dmi/id`` shows it (a Mokka addition)."""
+
+    sys_vendor: str = ""
+    product_name: str = ""
+    product_family: str = ""
+    product_version: str = ""
+    product_sku: str = ""
+    board_vendor: str = ""
+    board_name: str = ""
+    board_version: str = ""
+    chassis_vendor: str = ""
+    chassis_type: Annotated[int, Field(ge=1, le=0x24)] = 23  # SMBIOS 7.4.1: 23 rack mount chassis, 1 other
+    chassis_version: str = ""
+    bios_vendor: str = ""
+    bios_version: str = ""
+    bios_date: str = ""  # MM/DD/YYYY, as the kernel prints it
+    bios_release: str = ""
+
+
 class System(Model):
     driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")]
     nvml_version: str | None = None
@@ -40,6 +60,9 @@ class System(Model):
     cuda_version_major: NonNeg = 12
     cuda_version_minor: NonNeg = 4
     num_devices: Annotated[int, Field(ge=1)] | None = None
+    dmi: Dmi | None = None  # Mokka addition: no DMI staged without it
+    #: Mokka addition: the host memory of the board, split evenly over its NUMA nodes (``node<N>/meminfo``)
+    memory_bytes: Annotated[int, Field(gt=0)] = 64 << 30
 
 
 class ComputeCapability(Model):
