@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from mokka_core.model.identity import gpu_dma_bits, legacy_irq
 from mokka_core.model.numa import parse_cpulist
 
-from .config_space import Bar, Function, Link
+from .config_space import Bar, Function, Link, Sriov
 
 if TYPE_CHECKING:
+    from mokka_core.model.config import Sriov as SriovConfig
     from mokka_core.model.node import Gpu, Hca, Node, RootComplex, Switch
 
 NVIDIA_VENDOR = 0x10DE
@@ -114,6 +115,7 @@ def _gpu(node: Node, gpu: Gpu, layout: _Layout) -> PciFunction:
         ),
         msix_vectors=6,
         driver_bound=bound,
+        sriov=_sriov(cfg.sriov),
     )
     root = layout.roots[gpu.root_complex]
     return PciFunction(
@@ -128,6 +130,13 @@ def _gpu(node: Node, gpu: Gpu, layout: _Layout) -> PciFunction:
         iommu_group=group,
         dma_bits=gpu_dma_bits(cfg.architecture),
     )
+
+
+def _sriov(sriov: SriovConfig) -> Sriov | None:
+    if not sriov.total_vfs:
+        return None
+    return Sriov(total_vfs=sriov.total_vfs, vf_offset=sriov.vf_offset, vf_stride=sriov.vf_stride,
+                 vf_device=sriov.vf_device_id)
 
 
 def _switch(node: Node, switch: Switch, layout: _Layout) -> PciFunction:

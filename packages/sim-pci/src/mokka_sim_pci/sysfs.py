@@ -21,7 +21,7 @@ from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 __all__ = ["Dir", "driver_entries", "function_entries", "root_complex_entries"]
 
-from .config_space import Bar, build_config, dead_config
+from .config_space import Bar, Sriov, build_config, dead_config
 from .devices import PciFunction
 
 SYS_DEVICES = "sys/devices"
@@ -79,6 +79,8 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
     }
     entries: list[Entry] = [Dir(base)]
     entries += [File(f"{base}/{name}", content, mode=0o444) for name, content in attrs.items()]
+    if f.sriov is not None:
+        entries += sriov_entries(base, f.sriov)
     config = build_config(f) if fn.responding else dead_config()
     entries.append(File(f"{base}/config", config, mode=0o644))
     entries.append(Symlink(f"{base}/subsystem", "../../../bus/pci"))
@@ -94,6 +96,18 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
             Symlink(f"{BUS_DRIVERS}/{fn.driver}/{fn.bus_id}", f"../../../../devices/{fn.root.id}/{fn.bus_id}")
         )
     return entries
+
+
+def sriov_entries(base: str, sriov: Sriov) -> list[Entry]:
+    """A physical function's SR-IOV files (drivers/pci/iov.c), no VF enabled."""
+    return [
+        File(f"{base}/sriov_totalvfs", f"{sriov.total_vfs}\n", mode=0o444),
+        File(f"{base}/sriov_numvfs", "0\n", mode=0o664),
+        File(f"{base}/sriov_offset", f"{sriov.vf_offset}\n", mode=0o444),
+        File(f"{base}/sriov_stride", f"{sriov.vf_stride}\n", mode=0o444),
+        File(f"{base}/sriov_vf_device", f"{sriov.vf_device:x}\n", mode=0o444),
+        File(f"{base}/sriov_drivers_autoprobe", "1\n", mode=0o644),
+    ]
 
 
 def driver_entries(driver: str) -> list[Entry]:

@@ -465,6 +465,15 @@ class Platform(Model):
     module_id: NonNeg = 0
 
 
+class Sriov(Model):
+    """The GPU's SR-IOV capability (a Mokka addition): the PCI SR-IOV extended capability, 0 VFs enabled."""
+
+    total_vfs: NonNeg = 0  # 0: no SR-IOV capability
+    vf_offset: NonNeg = 4  # routing-id offset of the first VF from the PF
+    vf_stride: NonNeg = 1
+    vf_device_id: NonNeg = 0
+
+
 class DeviceConfig(Model):
     """Every per-GPU key; all optional so the same model validates defaults, devices[] entries and overrides."""
 
@@ -514,6 +523,7 @@ class DeviceConfig(Model):
     fabric: Fabric | None = None
     nvlink_error: NvlinkError | None = None
     platform: Platform | None = None
+    sriov: Sriov | None = None
 
 
 class DeviceEntry(DeviceConfig):
