@@ -82,3 +82,21 @@ def test_a_profile_without_dmi_stages_none(staged, tmp_path: Path) -> None:
     node = node.replace(system=node.system.replace(dmi=None))
     paths = {entry.path for entry in PciSurface().plan(node, StageContext(root=tmp_path))}
     assert not any(path.startswith("sys/class/dmi") or "dmi/id" in path for path in paths)
+
+
+def test_grace_gpu_memory_is_a_cpu_less_node_nvml_names(staged, make_node) -> None:
+    from mokka_core.stage.nvml_view import gpu_numa_node
+
+    root = staged("gb200", host_cpus="0-1")
+    node = make_node("gb200", host_cpus="0-1")
+    gpu_nodes = [gpu_numa_node(node, gpu) for gpu in node.gpus]
+    assert gpu_nodes == [2, 10, 18, 26]  # nvmlDeviceGetNumaNodeId on a GB200 tray
+    nodes = root / NODES
+    assert (nodes / "online").read_text() == "0-2,10,18,26\n"
+    assert (nodes / "possible").read_text() == "0-33\n"  # each GPU's block of MIG memory nodes
+    assert (nodes / "has_cpu").read_text() == "0-1\n" and (nodes / "has_normal_memory").read_text() == "0-1\n"
+    assert (nodes / "has_memory").read_text() == "0-2,10,18,26\n"
+    assert (nodes / "node10/cpulist").read_text() == "\n"
+    total = node.gpus[1].config.memory.total_bytes // 1024
+    assert (nodes / "node10/meminfo").read_text().splitlines()[0] == f"Node 10 MemTotal:       {total:8d} kB"
+    assert len((nodes / "node0/distance").read_text().split()) == 6  # one distance per online node

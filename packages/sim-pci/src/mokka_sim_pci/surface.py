@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 class PciSurface(Surface):
     name = "pci"
-    #: ids, link, BAR sizes, SR-IOV; a GPU fallen off the bus reads all ones
-    reads = frozenset({"architecture", "bar1_memory", "failure", "pci", "pcie", "sriov"})
+    #: ids, link, BAR sizes, SR-IOV; a GPU fallen off the bus reads all ones; a coherent Grace GPU's memory node
+    reads = frozenset({"architecture", "bar1_memory", "failure", "grace_superchip", "memory", "pci", "pcie", "sriov"})
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         if not node.surface("pci").enabled:
