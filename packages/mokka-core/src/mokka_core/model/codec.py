@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .config import BLOCKS, LISTS, Bar1Memory, GpuConfig, Infiniband, Memory, Nvlink, Pcie, Power, System
-from .node import Gpu, Hca, Link, Node, RootComplex, SurfaceSettings, Switch
+from .node import Gpu, Hca, Link, Node, NumaNode, RootComplex, SurfaceSettings, Switch
 from .value import Value
 
 T = TypeVar("T")
@@ -22,7 +22,7 @@ NODE_BLOCKS: dict[type, dict[str, type]] = {
     Gpu: {"config": GpuConfig},
 }
 NODE_LISTS: dict[type, dict[str, type]] = {
-    Node: {"gpus": Gpu, "switches": Switch, "hcas": Hca, "root_complexes": RootComplex},
+    Node: {"gpus": Gpu, "switches": Switch, "hcas": Hca, "root_complexes": RootComplex, "numa_nodes": NumaNode},
     Gpu: {"links": Link},
 }
 _BLOCKS = {**BLOCKS, **NODE_BLOCKS}
