@@ -31,9 +31,10 @@ NonNeg = Annotated[int, Field(ge=0)]
 
 #: the most GPUs a node has (the mock library's MK_MAX_DEVICES; tests/test_state_bounds.py checks they agree)
 MAX_GPUS = 256
-#: the highest CPU id + 1 a cpu list may name (Linux's NR_CPUS maximum on x86_64); the state file
-#: holds fewer (native/state-keys.toml), which the rendering checks
-MAX_CPUS = 8192
+#: the highest CPU id + 1 a cpu list may name: what the mock library holds (the cpu_affinity size in
+#: native/state-keys.toml; tests/test_state_bounds.py checks they agree). A board's lists are folded
+#: onto the host's CPUs when rendered, so this bounds only what a profile may say.
+MAX_CPUS = 1024
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
