@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from mokka_core.cli.mokka import app
 from mokka_core.run import namespace
-from mokka_core.run.namespace import Bind, Captured, MakeSymlink, Overlay, Tmpfs
+from mokka_core.run.namespace import Bind, Captured, Devpts, MakeSymlink, Overlay, Tmpfs
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing, required
@@ -119,9 +119,8 @@ def staged_root(tmp_path: Path) -> Path:
 
 
 def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "ld.so.cache"
     mountinfo = MOUNTINFO.replace(" /sys", f" {fake_host}/sys").replace(" /dev", f" {fake_host}/dev")
-    plan = namespace.plan_mounts(staged_root, cache, host=fake_host, mountinfo=mountinfo)
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo=mountinfo, scratch=tmp_path / "scratch")
     ops = plan.ops
     h = str(fake_host)
     # /sys: merged (tmpfs of binds), the real entries and their mounts (cgroups) bound back
@@ -131,24 +130,33 @@ def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_pa
     # /dev: the root's dev directory itself (live), the real basics bound into it
     assert Bind(str(staged_root / "dev"), f"{h}/dev", recursive=True) in ops
     assert Bind(Captured(f"{h}/dev/null"), f"{h}/dev/null", create="file") in ops
-    assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
+    assert Bind(Captured(f"{h}/dev/shm"), f"{h}/dev/shm", create="dir", recursive=True) in ops
     assert MakeSymlink(f"{h}/dev/fd", "/proc/self/fd") in ops
+    # pseudo-terminals: ptmx through the pts directory (a bound ptmx node cannot find its instance);
+    # as root the host's instance, so CMD's terminal keeps its name; without root one of its own
+    assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
+    assert MakeSymlink(f"{h}/dev/ptmx", "pts/ptmx") in ops
+    assert not any(isinstance(op, Bind) and op.target == f"{h}/dev/ptmx" for op in ops)
+    rootless = namespace.plan_mounts(staged_root, host=fake_host, mountinfo=mountinfo, private_pts=True).ops
+    assert Devpts(f"{h}/dev/pts", "newinstance,ptmxmode=0666,mode=0620") in rootless
+    assert not any(isinstance(op, Bind) and op.target == f"{h}/dev/pts" for op in rootless)
     # /proc/driver: tmpfs, the real entries bound back, the staged ones bound in (live)
     assert Tmpfs(f"{h}/proc/driver") in ops
     assert Bind(Captured(f"{h}/proc/driver/rtc"), f"{h}/proc/driver/rtc", create="file") in ops
     assert Bind(str(staged_root / "proc/driver/nvidia"), f"{h}/proc/driver/nvidia", create="dir",
                 recursive=True) in ops
-    assert Bind(str(staged_root / "proc/modules"), f"{h}/proc/modules") in ops
+    assert Bind(str(tmp_path / "scratch/proc-modules"), f"{h}/proc/modules") in ops  # merged with the host's
     assert plan.missing_proc_files == ["/proc/devices"]  # procfs cannot gain a file
-    assert ops[-1] == Bind(str(cache), f"{h}/etc/ld.so.cache")
     # /var/run -> /run: merged into the real directory by binds (sockets do not work through overlayfs)
     assert Tmpfs(f"{h}/run") in ops
     assert Bind(Captured(f"{h}/run/app.sock"), f"{h}/run/app.sock", create="file") in ops
     assert Bind(str(staged_root / "var/run/cdi"), f"{h}/run/cdi", create="dir", recursive=True) in ops
-    # our bookkeeping and the library directory stay private; nothing is overlaid
+    # our bookkeeping stays private; the library directory gains links into the root (one overlay)
     assert not any(isinstance(op, (Tmpfs, Bind)) and "/var/lib" in op.target for op in ops)
     assert not any(isinstance(op, Bind) and isinstance(op.source, str) and LIB_DIR in op.source for op in ops)
-    assert not any(isinstance(op, Overlay) for op in ops)
+    view = tmp_path / "scratch/links" / LIB_DIR
+    assert MakeSymlink(str(view / "libnvidia-ml.so.1"), str(staged_root / LIB_DIR / "libnvidia-ml.so.1")) in ops
+    assert [op for op in ops if isinstance(op, Overlay)] == [Overlay(f"{h}/{LIB_DIR}", (str(view), f"{h}/{LIB_DIR}"))]
 
 
 def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> None:
@@ -170,15 +178,25 @@ def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> Non
     assert Bind(Captured(f"{e}/passwd"), f"{e}/passwd", create="file") in ops
 
 
-def test_without_loader_cache_the_library_dir_is_overlaid(fake_host: Path, staged_root: Path) -> None:
-    # a directory of thousands of libraries: an overlay, not thousands of binds
-    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="")
-    assert Overlay(f"{fake_host}/{LIB_DIR}", (str(staged_root / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
+def test_linked_dirs_get_links_over_one_overlay(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
+    # a directory of thousands of libraries or programs: one overlay, not thousands of binds;
+    # staged links are copied (the package's own chain), other entries link into the live root
+    (fake_host / "usr/bin").mkdir(parents=True)
+    (staged_root / "usr/bin").mkdir()
+    (staged_root / "usr/bin/nvidia-smi").write_text("")
+    (staged_root / LIB_DIR / "libnvidia-ml.so").symlink_to("libnvidia-ml.so.1")
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo="", scratch=tmp_path)
+    links = tmp_path / "links"
+    assert MakeSymlink(str(links / "usr/bin/nvidia-smi"), str(staged_root / "usr/bin/nvidia-smi")) in plan.ops
+    assert MakeSymlink(str(links / LIB_DIR / "libnvidia-ml.so"), "libnvidia-ml.so.1") in plan.ops
+    assert Overlay(f"{fake_host}/usr/bin", (str(links / "usr/bin"), f"{fake_host}/usr/bin")) in plan.ops
+    assert Overlay(f"{fake_host}/{LIB_DIR}", (str(links / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
+    assert not any(isinstance(op, Tmpfs) and op.target.endswith("/usr") for op in plan.ops)
 
 
 def test_module_list_keeps_the_hosts_other_modules(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
     (fake_host / "proc/modules").write_text("ext4 1 0 - Live 0x0\nnvidia 9 0 - Live 0x0\n")
-    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="", scratch=tmp_path)
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo="", scratch=tmp_path)
     merged = next(op for op in plan.ops if isinstance(op, namespace.MakeFile))
     assert merged.content == "nvidia 1 0 - Live 0x0\next4 1 0 - Live 0x0\n"
     assert Bind(merged.path, f"{fake_host}/proc/modules") in plan.ops

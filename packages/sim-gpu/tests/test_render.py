@@ -75,7 +75,7 @@ def test_proc_modules_lines(make_node) -> None:
 def test_kmod_index_matches_libkmod_layout() -> None:
     from mokka_sim_gpu.kernel_objects import kmod_index
 
-    data = kmod_index({"ab": "x", "ac": "y"})
+    data = kmod_index([("ab", "x"), ("ac", "y")])
     assert data[:8] == bytes.fromhex("b007f45700020001")
     root = int.from_bytes(data[8:12], "big")
     assert root >> 28 == 0xA  # prefix "a" and children

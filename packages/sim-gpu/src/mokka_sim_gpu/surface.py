@@ -2,11 +2,11 @@
 
 States (read from the node state):
 
-- enabled, healthy: the NVML library chain and state file; the module files under
+- enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
   four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``.
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
-  state file (which makes NVML init report the driver as not loaded) and the installed module
+  state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
   files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
 - disabled: nothing at all (no driver installed).
 
@@ -25,6 +25,7 @@ from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
 from .modules import module_entries
 from .render_proc import proc_entries
+from .tools import nvidia_smi_entries
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -37,7 +38,8 @@ class GpuSurface(Surface):
         settings = node.surface("gpu")
         if not settings.enabled:
             return []
-        entries = library_entries(node, ctx) + state_file_entries(node, ctx.root) + kernel_object_entries(node)
+        entries = library_entries(node, ctx) + state_file_entries(node, ctx.root) + nvidia_smi_entries(node)
+        entries += kernel_object_entries(node)
         if settings.active:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
         return entries

@@ -35,6 +35,8 @@ app.add_typer(profile_app, name="profile")
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
+fetch_app = typer.Typer(help="Fetch what a node stages but Mokka does not ship (into a cache).", no_args_is_help=True)
+app.add_typer(fetch_app, name="fetch")
 
 @profile_app.command("list")
 def profile_list() -> None:
@@ -150,6 +152,22 @@ def shim_cmd(
 
     spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
     raise typer.Exit(main_run(spec, command, use_shim=True))
+
+
+@fetch_app.command("nvidia-smi")
+def fetch_nvidia_smi(
+    branches: Annotated[list[str] | None, typer.Argument(help="Driver branches (default: every one Debian ships: "
+                                                         "535, 550, 555).")] = None,
+) -> None:
+    """Download Debian's real nvidia-smi (non-free, unpacked only, never a driver package) into the cache.
+
+    The gpu surface stages the branch nearest the profile's driver at /usr/bin/nvidia-smi.
+    Needs apt-get and the network; the cache is nvidia-smi/ in $MOKKA_CACHE (default ~/.cache/mokka).
+    """
+    from ..stage import nvidia_smi
+
+    for branch in branches or list(nvidia_smi.SUITES):
+        typer.echo(f"nvidia-smi {branch}: {nvidia_smi.fetch(branch)}")
 
 
 @app.command("surfaces")

@@ -831,21 +831,23 @@ class GpuConfig(Value):
 
 
 class System(Value):
-    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices',)
+    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'nvidia_smi',)
     driver_version: str
     nvml_version: str | None
     cuda_version: str | None
     cuda_version_major: int
     cuda_version_minor: int
     num_devices: int | None
+    nvidia_smi: str | None
 
-    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None) -> None:
+    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, nvidia_smi: str | None = None) -> None:
         _set(self, 'driver_version', driver_version)
         _set(self, 'nvml_version', nvml_version)
         _set(self, 'cuda_version', cuda_version)
         _set(self, 'cuda_version_major', cuda_version_major)
         _set(self, 'cuda_version_minor', cuda_version_minor)
         _set(self, 'num_devices', num_devices)
+        _set(self, 'nvidia_smi', nvidia_smi)
 
 
 class NvlinkSwitch(Value):

@@ -162,25 +162,27 @@ def _quiet_rootless_staging() -> Iterator[None]:
         staging_log.setLevel(level)
 
 
-def loader_cache(staged: StagedNode) -> Path | None:
-    """A private ld.so.cache that lists the root's library directory before the host's (None: nothing to list)."""
-    lib_dir = staged.root / LIB_DIR
-    if not lib_dir.is_dir() or not any(lib_dir.glob("lib*.so*")):
-        return None
+def loader_cache(staged: StagedNode) -> None:
+    """Inside the namespace, once the library is at its real path: a private ld.so.cache that lists it.
+
+    ``ldconfig -p`` then names ``/usr/lib/<multiarch>/libnvidia-ml.so.1`` as on a real node; the
+    cache is built by the real ldconfig (``-X``: never creating links) from the host's own
+    configuration and bound over ``/etc/ld.so.cache``.  Without ldconfig or a host cache the
+    loader still finds the library in its default directory.
+    """
+    if not (staged.root / LIB_DIR).is_dir() or not Path("/etc/ld.so.cache").is_file():
+        return
     ldconfig = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
     if ldconfig is None:
-        log.warning("ldconfig not found; the NVML library is shown by an overlay of /%s instead", LIB_DIR)
-        return None
-    conf = staged.workdir / "ld.so.conf"
+        log.warning("ldconfig not found: the loader cache does not list the NVML library "
+                    "(dlopen still finds it in /%s)", LIB_DIR)
+        return
     cache = staged.workdir / "ld.so.cache"
-    includes = "include /etc/ld.so.conf\n" if Path("/etc/ld.so.conf").exists() else ""
-    conf.write_text(f"{lib_dir}\n{includes}")
-    # -X: never create or change links in the scanned directories (they include the host's)
-    done = subprocess.run([ldconfig, "-X", "-C", str(cache), "-f", str(conf)], capture_output=True, text=True)
+    done = subprocess.run([ldconfig, "-X", "-C", str(cache)], capture_output=True, text=True)
     if done.returncode != 0 or not cache.exists():
         raise MokkaError(f"ldconfig could not build the private loader cache: {done.stderr.strip()}")
-    return cache
+    namespace.mount(str(cache), "/etc/ld.so.cache", None, namespace.MS_BIND)
 
 
 def preload_library() -> Path | None:
@@ -243,12 +245,13 @@ def run_on_root(root: Path, argv: list[str], env: Mapping[str, str] | None = Non
 
 def _show_at_real_paths(staged: StagedNode, env: dict[str, str]) -> int:
     """In the fresh namespace: mount the staged tree over the real paths; the number of mount operations."""
-    plan = namespace.plan_mounts(staged.root, loader_cache(staged), scratch=staged.workdir)
+    plan = namespace.plan_mounts(staged.root, scratch=staged.workdir, private_pts=os.geteuid() != 0)
     for reason in plan.skipped:
         log.warning("not shown: %s", reason)
     if plan.missing_proc_files:
         _preload_for_missing_proc_files(env, plan.missing_proc_files)
     namespace.enter(plan)
+    loader_cache(staged)
     return len(plan.ops)
 
 

@@ -40,6 +40,9 @@ class System(Model):
     cuda_version_major: NonNeg = 12
     cuda_version_minor: NonNeg = 4
     num_devices: Annotated[int, Field(ge=1)] | None = None
+    #: an nvidia-smi binary (absolute path) staged at /usr/bin/nvidia-smi instead of Debian's
+    #: of the branch nearest driver_version
+    nvidia_smi: Annotated[str, Field(pattern=r"^/")] | None = None
 
 
 class ComputeCapability(Model):

@@ -36,6 +36,15 @@ LIB_DIR = f"usr/lib/{multiarch()}"
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
 
 
+def user_cache(name: str) -> Path:
+    """Mokka's cache directory ``name`` for this user: under ``$MOKKA_CACHE``, default ``~/.cache/mokka``.
+
+    What staging may reuse but never needs (Debian's nvidia-smi, merged module indexes); it is
+    created by whoever writes into it.
+    """
+    return Path(os.environ.get("MOKKA_CACHE") or Path.home() / ".cache" / "mokka") / name
+
+
 def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
     """The root a command acts on: --root, else $MOKKA_ROOT, else a cluster node's root, else /.
 
