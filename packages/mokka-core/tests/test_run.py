@@ -654,3 +654,71 @@ def test_acceptance_imex_daemon_runs_on_gb200(real_node: None) -> None:
     assert "READY" in done.stdout and f"mokka_sim_imex.daemon -c {root}/" in done.stdout
     after = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
     assert f"{root}/" not in after  # stopped with the command
+
+
+WHOLE_NODE_PROBE = r"""
+echo "gpus=$(nvidia-smi -L | grep -c '^GPU ')"
+nvidia-smi | grep -o 'Driver Version: [0-9.]*' | sed 's/^/banner=/'
+echo "library=$(readlink -f /usr/lib/{multiarch}/libnvidia-ml.so.1)"
+ldconfig -p | grep -q 'libnvidia-ml.so.1 .*=> .*/libnvidia-ml.so.1$' && echo "ldcache=yes"
+lspci -nn -k > /dev/null 2> "$MOKKA_ROOT/lspci.err"; echo "lspci_warnings=$(wc -l < "$MOKKA_ROOT/lspci.err")"
+echo "modinfo=$(modinfo -F version nvidia)"
+nvidia-smi -q | grep -A2 '^    Fabric$' | sed -n 's/^ *\(State\|Status\) *: /fabric_\1=/p' | sort -u
+echo "ib=$(ibstat | grep -E 'State: Active|Physical state: LinkUp' | sort -u | tr -d '\t' | tr '\n' ',')"
+{python} -c "import os, pty; pid, fd = pty.fork(); os._exit(0) if pid == 0 else print('pty=ok')"
+tmux -S "$MOKKA_ROOT/tmux.sock" new-session -d -x 80 -y 24 "tty > $MOKKA_ROOT/tmux.tty" && echo "tmux=started"
+for i in $(seq 50); do test -s "$MOKKA_ROOT/tmux.tty" && break; sleep 0.1; done
+echo "tmux_tty=$(cat "$MOKKA_ROOT/tmux.tty")"
+tmux -S "$MOKKA_ROOT/tmux.sock" kill-server 2>/dev/null || true
+"""
+
+
+@pytest.mark.consumer
+def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
+    """What a real HGX H100 node has, seen by real tools with nothing but the distribution's PATH."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.stage import nvidia_smi
+
+    for binary, package in (("lspci", "pciutils"), ("modinfo", "kmod"), ("ibstat", "infiniband-diags"),
+                            ("tmux", "tmux")):
+        apt_tool(binary, package)
+    require_surfaces("fabricmanager", "ib")
+    try:
+        nvidia_smi.fetch("550")  # what `make setup` does; staging itself never downloads
+    except nvidia_smi.FetchFailed as exc:
+        missing(f"Debian's nvidia-smi 550: {exc}")
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    probe = WHOLE_NODE_PROBE.replace("{multiarch}", LIB_DIR.split("/")[-1]).replace("{python}", python)
+    plain = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--", "sh", "-c", probe],
+                          capture_output=True, text=True, timeout=120, env=plain)
+    assert done.returncode == 0, done.stderr
+    facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    driver = NodeSpec(profile="h100").resolve().driver_version
+    assert facts["gpus"] == "8"
+    assert facts["banner"] == f"Driver Version: {driver}"
+    assert re.search(rf"/mokka-run-\w+/root/{LIB_DIR}/libnvidia-ml\.so\.{re.escape(driver)}$", facts["library"])
+    assert facts["ldcache"] == "yes"
+    assert facts["lspci_warnings"] == "0"
+    assert facts["modinfo"] == driver
+    assert (facts["fabric_State"], facts["fabric_Status"]) == ("Completed", "Success")
+    assert facts["ib"] == "Physical state: LinkUp,State: Active,"
+    assert facts["pty"] == "ok"
+    assert facts["tmux"] == "started" and re.fullmatch(r"/dev/pts/\d+", facts["tmux_tty"]), done.stdout
+
+
+@pytest.mark.consumer
+def test_acceptance_fabric_of_a_gb200_tray_names_its_clique(real_node: None) -> None:
+    """GB200: the fabric manager runs in mokka run, so nvidia-smi shows the profile's clique and cluster UUID."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.testing.consumers import require
+
+    require_surfaces("fabricmanager", "nvlink")
+    smi = require("nvidia-smi", "550")
+    fabric = NodeSpec(profile="gb200").resolve().gpus[0].config.fabric
+    assert fabric is not None
+    done = mokka_run("--profile", "gb200", "--gpus", "2", "--", str(smi), "-q")
+    assert done.returncode == 0, done.stderr
+    values = re.findall(r"^\s+Fabric\n\s+State\s+: (.*)\n\s+Status\s+: (.*)\n\s+CliqueId\s+: (.*)\n"
+                        r"\s+ClusterUUID\s+: (.*)$", done.stdout, re.M)
+    assert values == [("Completed", "Success", str(fabric.clique_id), fabric.cluster_uuid)] * 2, done.stdout

@@ -123,7 +123,13 @@ def run_cmd(
     fail: FailOpt = [],  # noqa: B006
 ) -> None:
     """Run CMD on a simulated node: the node appears at the real paths (/sys, /dev, /proc/driver,
-    /proc/modules, the NVML library) in a private mount namespace; the host is untouched.
+    /proc/modules, /dev/kmsg, /usr/bin/nvidia-smi, the NVML library, /lib/modules/RELEASE) in a
+    private mount namespace, with the node's services running; the host is untouched.
+
+    Needs root (or unprivileged user namespaces: device nodes are then empty files).  On a kernel
+    without /proc/modules (no module support) procfs cannot gain the file: lsmod and other
+    dynamically linked readers get it through the preload shim, static programs (Go: NFD, the
+    device plugin) see no modules.
 
     Example: mokka run --profile h100 -- nvidia-smi
     """

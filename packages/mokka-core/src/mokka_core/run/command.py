@@ -33,7 +33,7 @@ from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
-from ..stage.paths import LIB_DIR
+from ..stage.paths import LIB_DIR, user_cache
 from ..stage.render import consumer_needs, enabled, plan_digest, services
 from ..stage.staging import stage_wave
 from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
@@ -262,8 +262,24 @@ def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> No
         log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
                     "readers of those files see nothing", ", ".join(files))
         return
+    say_once(f"missing-proc-{os.uname().release}",
+             f"this kernel has no {', '.join(files)}: dynamically linked readers (lsmod) see the node's modules "
+             "through the preload shim; static programs (Go: NFD, the device plugin) cannot and find "
+             "none. Said once per kernel; `mokka run --help` repeats it")
     _prepend(env, "LD_PRELOAD", str(shim), ":")
     env["MOKKA_PRELOAD_ONLY"] = ":".join(files)
+
+
+def say_once(key: str, message: str) -> None:
+    """Log ``message`` as a warning the first time for this user (a marker in Mokka's cache), later at debug."""
+    marker = user_cache("notices") / key
+    if marker.exists():
+        log.debug("%s", message)
+        return
+    log.warning("%s", message)
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def run_with_shim(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[Surface]] | None = None,
