@@ -118,7 +118,7 @@ def test_guids_and_lids_differ_between_nodes_and_are_stable() -> None:
 def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
     node = NodeSpec(profile="h100", gpus=1).resolve()
     (service,) = IbSurface().services(node, StageContext(root=tmp_path))
-    assert service.command[-3:] == ["respond", "--root", str(tmp_path)]
+    assert service.command[-4:] == ["-m", "mokka_sim_ib.respond", "--root", str(tmp_path)]
 
 
 def test_bad_node_desc_template_names_the_key() -> None:
