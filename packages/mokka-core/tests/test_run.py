@@ -670,6 +670,8 @@ tmux -S "$MOKKA_ROOT/tmux.sock" new-session -d -x 80 -y 24 "tty > $MOKKA_ROOT/tm
 for i in $(seq 50); do test -s "$MOKKA_ROOT/tmux.tty" && break; sleep 0.1; done
 echo "tmux_tty=$(cat "$MOKKA_ROOT/tmux.tty")"
 tmux -S "$MOKKA_ROOT/tmux.sock" kill-server 2>/dev/null || true
+{ctl} xid 0 79 > /dev/null
+dmesg | grep 'NVRM: Xid' | sed 's/^/dmesg=/'
 """
 
 
@@ -688,7 +690,9 @@ def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
     except nvidia_smi.FetchFailed as exc:
         missing(f"Debian's nvidia-smi 550: {exc}")
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    ctl = Path(sys.executable).parent / "nvml-mock-ctl"
     probe = WHOLE_NODE_PROBE.replace("{multiarch}", LIB_DIR.split("/")[-1]).replace("{python}", python)
+    probe = probe.replace("{ctl}", str(ctl))
     plain = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
     done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--", "sh", "-c", probe],
                           capture_output=True, text=True, timeout=120, env=plain)
@@ -705,6 +709,9 @@ def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
     assert facts["ib"] == "Physical state: LinkUp,State: Active,"
     assert facts["pty"] == "ok"
     assert facts["tmux"] == "started" and re.fullmatch(r"/dev/pts/\d+", facts["tmux_tty"]), done.stdout
+    # the kernel log: what the driver prints for Xid 79, read by dmesg from the node's /dev/kmsg
+    assert re.fullmatch(r"\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:0000:1b:00\): 79, pid='<unknown>', name=<unknown>, "
+                        r"GPU has fallen off the bus\.", facts["dmesg"]), done.stdout
 
 
 @pytest.mark.consumer

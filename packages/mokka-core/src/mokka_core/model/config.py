@@ -659,13 +659,15 @@ class Failure(Value):
 class XidEvent(Value):
     """One Xid event raised on a GPU; ``seq`` increases node-wide so each is delivered once."""
 
-    __slots__ = ('code', 'seq',)
+    __slots__ = ('code', 'seq', 'usec',)
     code: int
     seq: int
+    usec: int | None
 
-    def __init__(self, *, code: int, seq: int) -> None:
+    def __init__(self, *, code: int, seq: int, usec: int | None = None) -> None:
         _set(self, 'code', code)
         _set(self, 'seq', seq)
+        _set(self, 'usec', usec)
 
 
 class FabricHealth(Value):

@@ -18,7 +18,7 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   mounts are locked).
 - ``dev``: the root's ``dev`` directory bound over ``/dev`` (so it is private and
   live), with the real basics bound into it (null, zero, full, random, urandom,
-  tty, shm, mqueue) and the fd/stdin/stdout/stderr links.  ``/dev/ptmx`` is a link to
+  tty, fuse, shm, mqueue) and the fd/stdin/stdout/stderr links.  ``/dev/ptmx`` is a link to
   ``pts/ptmx``, as container runtimes make it: a bound ptmx device node cannot find its
   devpts instance (the kernel looks for ``pts`` beside the node's own mount), so
   ``openpty`` failed.  As root ``/dev/pts`` is the host's instance, bound: CMD keeps its
@@ -78,7 +78,8 @@ MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 
 #: Device nodes every program expects in /dev; bound back from the host.
-DEV_BASICS = ("null", "zero", "full", "random", "urandom", "tty")
+#: (fuse: a node's /dev has it, and the node's own /dev/kmsg is served through it)
+DEV_BASICS = ("null", "zero", "full", "random", "urandom", "tty", "fuse")
 DEV_BASIC_DIRS = ("shm", "mqueue")
 #: A private pseudo-terminal instance (without root), as runc and podman mount it.
 DEVPTS_OPTIONS = "newinstance,ptmxmode=0666,mode=0620"

@@ -409,6 +409,8 @@ class XidEvent(Model):
 
     code: Annotated[int, Field(gt=0)]
     seq: Annotated[int, Field(gt=0)]
+    #: when it was raised, in microseconds of CLOCK_MONOTONIC (the kernel log's time stamp); none: at boot
+    usec: NonNeg | None = None
 
 
 class FabricHealth(Model):
