@@ -139,6 +139,7 @@ def interrupted() -> bool:
 
 def start_services(running: Services, joined: namespace.Joinable | None = None) -> None:
     """Start the node's services (in ``joined``'s namespace, if given) and wait until they are ready."""
+    started = time.monotonic()
     try:
         running.start(before_exec=joined.join if joined is not None else None)
     finally:
@@ -146,6 +147,7 @@ def start_services(running: Services, joined: namespace.Joinable | None = None) 
             joined.close()
     running.wait_ready(interrupted=interrupted,
                        seen_from=Path(f"/proc/{joined.pid}/root") if joined is not None else Path("/"))
+    log.debug("phase services: %.3fs (%s ready)", time.monotonic() - started, ", ".join(sorted(running.services)))
 
 
 @contextlib.contextmanager
@@ -201,7 +203,9 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
     """
     rootless = os.geteuid() != 0
     with private_workdir() as workdir:
+        started = time.monotonic()
         node = plan_node(spec, workdir / "root", surfaces)
+        log.debug("phase plan: %.3fs", time.monotonic() - started)
         child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
         def setup(env: dict[str, str]) -> None:
@@ -209,9 +213,10 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir)
+            log.debug("phase stage: %.3fs (%s)", staged.stage_seconds, ", ".join(staged.surfaces) or "nothing")
+            mounted = time.monotonic()
             ops = _show_at_real_paths(staged, env)
-            log.debug("staged %s and entered the namespace in %.3fs (%d mount operations)",
-                      ", ".join(staged.surfaces) or "nothing", time.monotonic() - started, ops)
+            log.debug("phase mount: %.3fs (%d mount operations, the loader cache)", time.monotonic() - mounted, ops)
 
         if not node.services:
             return supervise(argv, child_env, setup)
