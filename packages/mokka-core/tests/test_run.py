@@ -58,7 +58,8 @@ def host_snapshot() -> dict[str, str]:
         except OSError as exc:
             return f"error {exc.errno}"
 
-    snap = {p: listing(p) for p in ("/sys/bus/pci/devices", "/sys/module", "/dev", "/proc/driver", f"/{LIB_DIR}")}
+    snap = {p: listing(p) for p in ("/sys/bus/pci/devices", "/sys/module", "/dev", "/proc/driver", f"/{LIB_DIR}",
+                                    "/usr/bin", f"/lib/modules/{os.uname().release}")}
     snap["ld.so.cache"] = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest() \
         if Path("/etc/ld.so.cache").exists() else "none"
     snap["mounts"] = Path("/proc/self/mountinfo").read_text()
@@ -657,6 +658,7 @@ def test_acceptance_imex_daemon_runs_on_gb200(real_node: None) -> None:
 
 
 WHOLE_NODE_PROBE = r"""
+echo "root=$MOKKA_ROOT"
 echo "gpus=$(nvidia-smi -L | grep -c '^GPU ')"
 nvidia-smi | grep -o 'Driver Version: [0-9.]*' | sed 's/^/banner=/'
 echo "library=$(readlink -f /usr/lib/{multiarch}/libnvidia-ml.so.1)"
@@ -694,6 +696,7 @@ def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
     probe = WHOLE_NODE_PROBE.replace("{multiarch}", LIB_DIR.split("/")[-1]).replace("{python}", python)
     probe = probe.replace("{ctl}", str(ctl))
     plain = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    before = host_snapshot()
     done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--", "sh", "-c", probe],
                           capture_output=True, text=True, timeout=120, env=plain)
     assert done.returncode == 0, done.stderr
@@ -712,6 +715,9 @@ def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
     # the kernel log: what the driver prints for Xid 79, read by dmesg from the node's /dev/kmsg
     assert re.fullmatch(r"\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:0000:1b:00\): 79, pid='<unknown>', name=<unknown>, "
                         r"GPU has fallen off the bus\.", facts["dmesg"]), done.stdout
+    assert host_snapshot() == before  # nothing of the footprint, its mounts or its services is left
+    left = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    assert f"--root {facts['root']}" not in left
 
 
 @pytest.mark.consumer

@@ -119,6 +119,10 @@ def test_without_nvidia_smi_staging_says_how_to_get_one(make_node, native_dir: P
         f"gpu: no nvidia-smi for driver branch 555 in {nvidia_smi_cache}: the node has no /usr/bin/nvidia-smi; "
         "run `mokka fetch nvidia-smi 555` (Debian's binary, unpacked only) or name one in the profile "
         "(system.nvidia_smi)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        GpuSurface().plan(make_node("b200"), ctx)  # nvml-mock-ctl re-plans on every call: said once
+    assert caplog.records == []
 
 
 def test_profile_names_its_own_nvidia_smi(native_dir: Path, tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 The binary is the profile's (``system.nvidia_smi``) or Debian's real one of the branch nearest
 the driver version, from the cache the set-up fills (:mod:`mokka_core.stage.nvidia_smi`).
-Staging never downloads: without a binary the node has none, and one log line says how to
-get it.
+Staging never downloads: without a binary the node has none, and one warning (the first time
+for this user) says how to get it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mokka_core.errors import MokkaError
 from mokka_core.stage import nvidia_smi
+from mokka_core.stage.paths import say_once
 from mokka_core.stage.surface import Copy, Entry
 
 if TYPE_CHECKING:
@@ -33,6 +34,6 @@ def nvidia_smi_entries(node: Node) -> list[Entry]:
     branch = nvidia_smi.closest_branch(node.driver_version)
     binary = nvidia_smi.cached(branch)
     if binary is None:
-        log.warning("gpu: %s", nvidia_smi.missing_message(branch))
+        say_once(log, f"no-nvidia-smi-{branch}", f"gpu: {nvidia_smi.missing_message(branch)}")
         return []
     return [Copy(NVIDIA_SMI, binary, mode=0o755)]

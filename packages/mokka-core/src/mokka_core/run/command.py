@@ -33,7 +33,7 @@ from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
-from ..stage.paths import LIB_DIR, user_cache
+from ..stage.paths import LIB_DIR, say_once
 from ..stage.render import consumer_needs, enabled, plan_digest, services
 from ..stage.staging import stage_wave
 from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
@@ -213,7 +213,8 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir)
-            log.debug("phase stage: %.3fs (%s)", staged.stage_seconds, ", ".join(staged.surfaces) or "nothing")
+            log.debug("phase stage: %.3fs (unshare, tmpfs, %s)", time.monotonic() - started,
+                      ", ".join(staged.surfaces) or "nothing")
             mounted = time.monotonic()
             ops = _show_at_real_paths(staged, env)
             log.debug("phase mount: %.3fs (%d mount operations, the loader cache)", time.monotonic() - mounted, ops)
@@ -267,24 +268,12 @@ def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> No
         log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
                     "readers of those files see nothing", ", ".join(files))
         return
-    say_once(f"missing-proc-{os.uname().release}",
+    say_once(log, f"missing-proc-{os.uname().release}",
              f"this kernel has no {', '.join(files)}: dynamically linked readers (lsmod) see the node's modules "
              "through the preload shim; static programs (Go: NFD, the device plugin) cannot and find "
              "none. Said once per kernel; `mokka run --help` repeats it")
     _prepend(env, "LD_PRELOAD", str(shim), ":")
     env["MOKKA_PRELOAD_ONLY"] = ":".join(files)
-
-
-def say_once(key: str, message: str) -> None:
-    """Log ``message`` as a warning the first time for this user (a marker in Mokka's cache), later at debug."""
-    marker = user_cache("notices") / key
-    if marker.exists():
-        log.debug("%s", message)
-        return
-    log.warning("%s", message)
-    with contextlib.suppress(OSError):
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
 
 
 def run_with_shim(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[Surface]] | None = None,

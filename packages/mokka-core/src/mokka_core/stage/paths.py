@@ -8,6 +8,8 @@ or any directory in tests.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -43,6 +45,22 @@ def user_cache(name: str) -> Path:
     created by whoever writes into it.
     """
     return Path(os.environ.get("MOKKA_CACHE") or Path.home() / ".cache" / "mokka") / name
+
+
+def say_once(log: logging.Logger, key: str, message: str) -> None:
+    """``message`` as a warning the first time for this user (a marker in Mokka's cache), later at debug.
+
+    For what stays true on this machine until someone acts (no nvidia-smi fetched, a kernel
+    without /proc/modules): every nvml-mock-ctl call re-plans the node, and one line is enough.
+    """
+    marker = user_cache("notices") / key
+    if marker.exists():
+        log.debug("%s", message)
+        return
+    log.warning("%s", message)
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
