@@ -79,8 +79,9 @@ def merged_index_files(ours: ModuleIndex, host: Path) -> dict[str, str | bytes]:
             stamp.update(f"{host / name}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode())
     cached = user_cache("module-index") / stamp.hexdigest()[:32]
     names = list(ModuleIndex().files())
-    if all((cached / name).is_file() for name in names):
-        return {name: (cached / name).read_bytes() for name in names}
+    with contextlib.suppress(OSError):  # a cache this user may not read: render it here
+        if all((cached / name).is_file() for name in names):
+            return {name: (cached / name).read_bytes() for name in names}
     files = ours.merged_over(ModuleIndex.read(host)).files()
     with contextlib.suppress(OSError):  # a read-only home only costs the next stage the same work
         cached.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,10 @@ def closest_branch(driver_version: str) -> str:
 def cached(branch: str) -> Path | None:
     """The cached binary of ``branch``, or None (never fetches)."""
     binary = cache_dir() / branch / BINARY
-    return binary if (cache_dir() / branch / COMPLETE).exists() and binary.is_file() else None
+    try:
+        return binary if (cache_dir() / branch / COMPLETE).exists() and binary.is_file() else None
+    except OSError:  # a cache this user may not read
+        return None
 
 
 def fetch(branch: str) -> Path:

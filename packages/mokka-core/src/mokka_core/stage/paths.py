@@ -42,7 +42,7 @@ def user_cache(name: str) -> Path:
     """Mokka's cache directory ``name`` for this user: under ``$MOKKA_CACHE``, default ``~/.cache/mokka``.
 
     What staging may reuse but never needs (Debian's nvidia-smi, merged module indexes); it is
-    created by whoever writes into it.
+    created by whoever writes into it, and one that cannot be read counts as empty.
     """
     return Path(os.environ.get("MOKKA_CACHE") or Path.home() / ".cache" / "mokka") / name
 
@@ -54,7 +54,11 @@ def say_once(log: logging.Logger, key: str, message: str) -> None:
     without /proc/modules): every nvml-mock-ctl call re-plans the node, and one line is enough.
     """
     marker = user_cache("notices") / key
-    if marker.exists():
+    try:
+        seen = marker.exists()
+    except OSError:  # a cache we may not read (HOME of another user): say it every time
+        seen = False
+    if seen:
         log.debug("%s", message)
         return
     log.warning("%s", message)
