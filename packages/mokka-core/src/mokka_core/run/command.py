@@ -12,6 +12,7 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -33,9 +34,10 @@ from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
-from ..stage.paths import LIB_DIR, say_once
+from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, enabled, plan_digest, services
 from ..stage.staging import stage_wave
+from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
 from . import namespace
 from .services import ServiceFailed, Services
@@ -170,9 +172,22 @@ def loader_cache(staged: StagedNode) -> None:
     ``ldconfig -p`` then names ``/usr/lib/<multiarch>/libnvidia-ml.so.1`` as on a real node; the
     cache is built by the real ldconfig (``-X``: never creating links) from the host's own
     configuration and bound over ``/etc/ld.so.cache``.  Without ldconfig or a host cache the
-    loader still finds the library in its default directory.
+    loader still finds the library in its default directory.  What ldconfig makes depends only on
+    the host's cache and configuration and on the names staged (the paths are the real ones, the
+    same every run), so it is kept in Mokka's cache (``ld.so.cache/``) under those.
     """
     if not (staged.root / LIB_DIR).is_dir() or not Path("/etc/ld.so.cache").is_file():
+        return
+    cache = staged.workdir / "ld.so.cache"
+    stamp = hashlib.sha256(" ".join(sorted(os.listdir(staged.root / LIB_DIR))).encode())
+    for host_file in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d"):
+        with contextlib.suppress(OSError):
+            st = os.stat(host_file)
+            stamp.update(f"{host_file}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode())
+    kept = user_cache("ld.so.cache") / stamp.hexdigest()[:32]
+    with contextlib.suppress(OSError):
+        cache.write_bytes(kept.read_bytes())
+        namespace.mount(str(cache), "/etc/ld.so.cache", None, namespace.MS_BIND)
         return
     ldconfig = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
@@ -180,10 +195,12 @@ def loader_cache(staged: StagedNode) -> None:
         log.warning("ldconfig not found: the loader cache does not list the NVML library "
                     "(dlopen still finds it in /%s)", LIB_DIR)
         return
-    cache = staged.workdir / "ld.so.cache"
     done = subprocess.run([ldconfig, "-X", "-C", str(cache)], capture_output=True, text=True)
     if done.returncode != 0 or not cache.exists():
         raise MokkaError(f"ldconfig could not build the private loader cache: {done.stderr.strip()}")
+    with contextlib.suppress(OSError):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(kept, cache.read_bytes())
     namespace.mount(str(cache), "/etc/ld.so.cache", None, namespace.MS_BIND)
 
 
