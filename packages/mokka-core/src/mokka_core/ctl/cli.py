@@ -10,6 +10,7 @@ file is unchanged), 2 usage.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -261,11 +262,17 @@ def parse_in_process(words: Sequence[str]) -> argparse.Namespace | str:
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            return build_parser(only=verb_of(words)).parse_args(words)
+            return _parser(verb_of(words)).parse_args(words)
     except SystemExit as exc:
         if exc.code:
             raise CtlError(err.getvalue().strip(), status=2) from None
         return out.getvalue()
+
+
+@functools.cache
+def _parser(only: str | None) -> argparse.ArgumentParser:
+    """A process that runs many commands (``Node.ctl``) builds each verb's parser once."""
+    return build_parser(only)
 
 
 def perform(root: Path, batch: Sequence[argparse.Namespace], *,
