@@ -30,7 +30,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
+profile_app = typer.Typer(help="GPU profiles: list and show the built-in ones, validate files, describe a key, "
+                          "print the JSON Schema or the key reference.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
@@ -73,6 +74,29 @@ def profile_schema() -> None:
     from ..schema.profile import Profile
 
     typer.echo(json.dumps(Profile.model_json_schema(), indent=2))
+
+
+@profile_app.command("describe")
+def profile_describe(
+    key: Annotated[str, typer.Argument(help="Key path, e.g. device_defaults.power.default_limit_mw, devices[0].uuid.")],
+) -> None:
+    """Print one profile key's description, type, default, unit, who reads it and an example."""
+    from ..schema.reference import describe, example
+
+    found = describe(key)
+    typer.echo(f"{found.path}\n  {found.description}")
+    for label, value in (("type", found.type), ("default", found.default.strip("`")), ("unit", found.unit),
+                         ("read by", found.readers), ("example", example(found.path))):
+        if value:
+            typer.echo(f"  {label + ':':<9}{value}")
+
+
+@profile_app.command("docs")
+def profile_docs() -> None:
+    """Print the reference of every profile key as Markdown (docs/profile.md is this output)."""
+    from ..schema.reference import markdown
+
+    typer.echo(markdown(), nl=False)
 
 
 @app.command("show")
