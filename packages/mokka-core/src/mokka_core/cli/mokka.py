@@ -20,7 +20,8 @@ from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
 from ..schema.loader import load_profile
-from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt
+from ..version import __version__
+from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, version_option
 
 app = typer.Typer(
     name="mokka",
@@ -36,6 +37,13 @@ app.add_typer(profile_app, name="profile")
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
+
+
+@app.callback()
+def mokka_options(
+    version: Annotated[bool, version_option("mokka", lambda: __version__)] = False,
+) -> None:
+    """Mokka: a driver-level NVIDIA GPU simulator."""
 
 @profile_app.command("list")
 def profile_list() -> None:

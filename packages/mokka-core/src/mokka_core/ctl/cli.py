@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .store import Outcome
 
 PROG = "nvml-mock-ctl"
-TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id"
+TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id, or a list and ranges of them (0,2 or 0-3)"
 
 DESCRIPTION = """\
 Change a simulated GPU node at runtime: break a GPU, set a metric, fail a surface.
@@ -85,6 +85,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, parents=[common],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()))
+    from ..version import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
     def verb(name: str, summary: str) -> Any:
