@@ -112,3 +112,55 @@ def test_profile_help_promises_only_commands_that_exist() -> None:
     assert set(promised) == {"list", "show", "validate", "describe", "JSON Schema", "key reference"}
     for command in commands:
         assert CliRunner().invoke(app, ["profile", command, "--help"]).exit_code == 0, command
+
+
+def test_keys_accepted_but_not_simulated_warn_naming_file_and_path(write_profile, caplog) -> None:
+    from mokka_core.schema.loader import load_profile
+
+    path = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: {fp8_support: "
+                                                   "true}\n  failure: {mode: healthy, after_calls: 3}\n", 1))
+    with caplog.at_level("WARNING"):
+        load_profile(path)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{path}: device_defaults.failure.after_calls: accepted but not simulated yet (nothing reads it)",
+        f"{path}: device_defaults.features: accepted but not simulated yet (nothing reads it)",
+    ]
+
+
+def test_the_built_in_profiles_use_only_simulated_keys(caplog) -> None:
+    from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
+    from mokka_core.schema.loader import load_profile_text
+
+    with caplog.at_level("WARNING"):
+        for name in BUILTIN_PROFILES:
+            load_profile_text(builtin_text(name), f"{name}.yaml")
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize(("system", "expected"), [
+    ('{driver_version: "550.1", cuda_version: "12.8"}', (12, 8)),
+    ('{driver_version: "550.1", cuda_version: "13.0", cuda_version_major: 13}', (13, 0)),
+    ('{driver_version: "550.1"}', (12, 4)),
+])
+def test_cuda_version_text_sets_major_and_minor(tmp_path: Path, system: str, expected: tuple[int, int]) -> None:
+    from mokka_core.schema.loader import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f'version: "1"\nsystem: {system}\n')
+    loaded = load_profile(path).system
+    assert (loaded.cuda_version_major, loaded.cuda_version_minor) == expected
+
+
+@pytest.mark.parametrize(("system", "message"), [
+    ('{driver_version: "550.1", cuda_version: "12.x"}', "system: cuda_version must look like 12.4, got '12.x'"),
+    ('{driver_version: "550.1", cuda_version: "12.8", cuda_version_minor: 4}',
+     "system: cuda_version 12.8 disagrees with cuda_version_minor 4"),
+])
+def test_bad_cuda_version_text_is_refused_naming_the_key(tmp_path: Path, system: str, message: str) -> None:
+    from mokka_core.errors import ConfigError
+    from mokka_core.schema.loader import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f'version: "1"\nsystem: {system}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
+        load_profile(path)

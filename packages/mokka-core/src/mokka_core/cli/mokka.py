@@ -92,9 +92,10 @@ def profile_describe(
     from ..schema.reference import describe, example
 
     found = describe(key)
+    builtins = {name: builtin_text(name) for name in sorted(BUILTIN_PROFILES, key=lambda n: n != DEFAULT_PROFILE)}
     typer.echo(f"{found.path}\n  {found.description}")
     for label, value in (("type", found.type), ("default", found.default.strip("`")), ("unit", found.unit),
-                         ("read by", found.readers), ("example", example(found.path))):
+                         ("read by", found.readers), ("example", example(found.path, builtins))):
         if value:
             typer.echo(f"  {label + ':':<9}{value}")
 

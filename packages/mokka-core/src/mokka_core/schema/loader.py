@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import ConfigError, describe, key_path
 from .overlays import KeysOf, Override, TopologyOverlay
 from .profile import Profile
+from .reference import not_simulated
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,12 @@ def validate(model: type[M], data: Any, source: str, *, strict_keys: bool) -> M:
         for path in unknown:
             log.warning("%s: %s: unknown key ignored", source, path)
     try:
-        return model.model_validate(cleaned)
+        document = model.model_validate(cleaned)
     except ValidationError as exc:
         raise ConfigError(source, _problems(exc, cleaned)) from None
+    for path in not_simulated(document):
+        log.warning("%s: %s: accepted but not simulated yet (nothing reads it)", source, path)
+    return document
 
 
 def _problems(exc: ValidationError, data: Any) -> list[tuple[str, str]]:

@@ -39,13 +39,28 @@ class System(Model):
     nvml_version: str | None = None
     """NVML library version (nvmlSystemGetNVMLVersion); default: 12.<driver_version>."""
     cuda_version: str | None = None
-    """CUDA version as text, as in nvml-mock profiles; the node reports major/minor. Accepted but not simulated yet."""
+    """CUDA version as text (nvml-mock profiles carry it), e.g. 12.4: sets cuda_version_major/minor where not given."""
     cuda_version_major: NonNeg = 12
     """Major CUDA driver API version (nvmlSystemGetCudaDriverVersion)."""
     cuda_version_minor: NonNeg = 4
     """Minor CUDA driver API version."""
     num_devices: Annotated[int, Field(ge=1)] | None = None
     """Number of GPUs; default: the number of devices[] entries (--gpus overrides)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cuda_parts(cls, data: object) -> object:
+        if not isinstance(data, dict) or data.get("cuda_version") is None:
+            return data
+        text = data["cuda_version"]
+        parts = re.fullmatch(r"(\d+)\.(\d+)", str(text))
+        if parts is None:
+            raise ValueError(f"cuda_version must look like 12.4, got {text!r}")
+        given = {"cuda_version_major": int(parts[1]), "cuda_version_minor": int(parts[2])}
+        for key, value in given.items():
+            if key in data and data[key] != value:
+                raise ValueError(f"cuda_version {text} disagrees with {key} {data[key]!r}")
+        return {**given, **data}
 
 
 class ComputeCapability(Model):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
@@ -72,15 +72,13 @@ def describe(path: str) -> Key:
     raise MokkaError(f"{path}: no such profile key (mokka profile docs lists them all)")
 
 
-def example(path: str) -> str:
-    """The key as the first built-in profile that sets it writes it (YAML flow style); "" where none does."""
+def example(path: str, profiles: Mapping[str, str]) -> str:
+    """The key as the first of ``profiles`` (name: YAML text) that sets it writes it (flow style); "" if none."""
     import yaml
 
-    from .builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text
-
     parts = path.split(".")
-    for name in sorted(BUILTIN_PROFILES, key=lambda name: name != DEFAULT_PROFILE):
-        value: Any = yaml.safe_load(builtin_text(name))
+    for name, text in profiles.items():
+        value: Any = yaml.safe_load(text)
         for part in parts:
             if part.endswith("[]"):
                 value = value.get(part[:-2]) if isinstance(value, dict) else None
@@ -91,6 +89,25 @@ def example(path: str) -> str:
             text = yaml.safe_dump({parts[-1].removesuffix("[]"): value}, default_flow_style=True, width=10**6)
             return f"{text.strip()[1:-1]}   ({name}.yaml)"
     return ""
+
+
+def not_simulated(document: BaseModel, prefix: str = "") -> list[str]:
+    """The key paths ``document`` sets that Mokka accepts but does not simulate yet (the loader warns)."""
+    found = []
+    for name in sorted(document.model_fields_set):
+        field = type(document).model_fields[name]
+        path = f"{prefix}{name}"
+        if NOT_SIMULATED in (field.description or ""):
+            found.append(path)
+            continue
+        value = getattr(document, name)
+        if isinstance(value, BaseModel):
+            found += not_simulated(value, f"{path}.")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    found += not_simulated(item, f"{path}[{index}].")
+    return found
 
 
 def markdown() -> str:
