@@ -54,7 +54,8 @@ def test_every_key_named_for_a_unit_states_it() -> None:
 def test_the_json_schema_carries_the_descriptions() -> None:
     schema = json.loads(CliRunner().invoke(app, ["profile", "schema"]).stdout)
     power = schema["$defs"]["Power"]["properties"]["default_limit_mw"]
-    assert power["description"] == "Default power limit (700000 for H100 SXM5). Unit: mW."
+    assert power["description"] == "Default power limit (700000 for H100 SXM5). Unit: mW; also 700W, 450.5W."
+    assert {"type": "string"} in power["anyOf"]  # the human forms are valid in an editor too
     bare = [f"{name}.{prop}" for name, model in schema["$defs"].items()
             for prop, spec in model.get("properties", {}).items() if not spec.get("description")]
     assert bare == []
@@ -85,7 +86,7 @@ def test_describe_prints_description_type_default_unit_and_an_example() -> None:
     assert result.stdout.splitlines() == [
         "device_defaults.power.default_limit_mw",
         "  Default power limit (700000 for H100 SXM5).",
-        "  type:    int (>= 0)",
+        "  type:    int (>= 0) or 700W, 450.5W",
         "  default: required",
         "  unit:    mW",
         "  read by: gpu: nvidia-smi, pynvml (the NVML state file)",

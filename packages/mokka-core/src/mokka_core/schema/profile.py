@@ -16,6 +16,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from . import units
+
 BUS_ID_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 ROOT_COMPLEX_RE = re.compile(r"^pci[0-9a-fA-F]{4}:[0-9a-fA-F]{2}$")
 
@@ -83,15 +85,33 @@ class Inforom(Model):
 
 class Memory(Model):
     total_bytes: Annotated[int, Field(gt=0)]
-    """Frame-buffer memory size. Unit: bytes."""
+    """Frame-buffer memory size. Unit: bytes; also 80GiB, 81559MiB."""
     reserved_bytes: NonNeg = 0
-    """Memory the driver reserves for itself. Unit: bytes."""
+    """Memory the driver reserves for itself. Unit: bytes; also 80GiB, 81559MiB."""
     free_bytes: NonNeg | None = None
-    """Free memory; default: total - reserved - used. Unit: bytes."""
+    """Free memory; default: total - reserved - used. Unit: bytes; also 80GiB, 81559MiB."""
     used_bytes: NonNeg | None = None
-    """Used memory; default: total - reserved - free where free is given, else 0. Unit: bytes."""
+    """Used memory; default: total - reserved - free where free is given, else 0. Unit: bytes; also 80GiB, 81559MiB."""
     memory_bus_width: NonNeg = 0
     """Memory bus width. Unit: bits."""
+
+    @field_validator("total_bytes", mode="before",
+                     json_schema_input_type=Annotated[int, Field(gt=0)] | str)
+    @classmethod
+    def _total_bytes(cls, value: object) -> object:
+        return units.byte_count(value)
+
+    @field_validator("reserved_bytes", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _reserved_bytes(cls, value: object) -> object:
+        return units.byte_count(value)
+
+    @field_validator("free_bytes", "used_bytes", mode="before",
+                     json_schema_input_type=NonNeg | None | str)
+    @classmethod
+    def _free_used_bytes(cls, value: object) -> object:
+        return units.byte_count(value)
 
     @model_validator(mode="after")
     def _fits(self) -> Memory:
@@ -108,29 +128,46 @@ class Memory(Model):
 
 class Bar1Memory(Model):
     total_bytes: Annotated[int, Field(gt=0)]
-    """BAR1 aperture size. Unit: bytes."""
+    """BAR1 aperture size. Unit: bytes; also 80GiB, 81559MiB."""
     free_bytes: NonNeg | None = None
-    """Free BAR1 memory; default: total - used. Unit: bytes."""
+    """Free BAR1 memory; default: total - used. Unit: bytes; also 80GiB, 81559MiB."""
     used_bytes: NonNeg | None = None
-    """Used BAR1 memory. Unit: bytes."""
+    """Used BAR1 memory. Unit: bytes; also 80GiB, 81559MiB."""
+
+    @field_validator("total_bytes", mode="before",
+                     json_schema_input_type=Annotated[int, Field(gt=0)] | str)
+    @classmethod
+    def _total_bytes(cls, value: object) -> object:
+        return units.byte_count(value)
+
+    @field_validator("free_bytes", "used_bytes", mode="before",
+                     json_schema_input_type=NonNeg | None | str)
+    @classmethod
+    def _free_used_bytes(cls, value: object) -> object:
+        return units.byte_count(value)
 
 
 class Pci(Model):
     device_id: NonNeg | None = None
-    """PCI device id (0x2330: H100 SXM5), an integer or a 0x hex string; NVML reports device_id << 16 | 0x10de."""
+    """PCI device and vendor id as NVML has it (device << 16 | vendor): 0x233010de, or 10de:2330 as in lspci -nn."""
     subsystem_id: NonNeg | None = None
-    """PCI subsystem id (subsystem device << 16 | subsystem vendor), integer or 0x hex string."""
+    """PCI subsystem id as NVML has it (subsystem device << 16 | vendor): 0x16c110de, or 10de:16c1."""
     bus_id: str | None = None
     """PCI address DDDD:BB:DD.F; default: derived from the index (devices[] only)."""
     revision: NonNeg = 0xA1
     """PCI revision id (sysfs revision, config space byte 8)."""
 
-    @field_validator("device_id", "subsystem_id", mode="before")
+    @field_validator("device_id", mode="before",
+                     json_schema_input_type=NonNeg | None | str)
     @classmethod
-    def _hex(cls, value: object) -> object:
-        if isinstance(value, str):
-            return int(value, 16) if value.lower().startswith("0x") else int(value)
-        return value
+    def _device_id(cls, value: object) -> object:
+        return units.pci_id(units.NVIDIA, combined=True)(value)
+
+    @field_validator("subsystem_id", mode="before",
+                     json_schema_input_type=NonNeg | None | str)
+    @classmethod
+    def _subsystem_id(cls, value: object) -> object:
+        return units.pci_id(None, combined=True)(value)
 
     @field_validator("bus_id")
     @classmethod
@@ -163,19 +200,31 @@ class Power(Model):
     management_mode: Mode = "enabled"
     """Power management mode."""
     default_limit_mw: NonNeg
-    """Default power limit (700000 for H100 SXM5). Unit: mW."""
+    """Default power limit (700000 for H100 SXM5). Unit: mW; also 700W, 450.5W."""
     enforced_limit_mw: NonNeg | None = None
-    """Enforced power limit; default: the default limit. Unit: mW."""
+    """Enforced power limit; default: the default limit. Unit: mW; also 700W, 450.5W."""
     min_limit_mw: NonNeg = 0
-    """Lowest power limit that can be set. Unit: mW."""
+    """Lowest power limit that can be set. Unit: mW; also 700W, 450.5W."""
     max_limit_mw: NonNeg | None = None
-    """Highest power limit that can be set; default: the default limit. Unit: mW."""
+    """Highest power limit that can be set; default: the default limit. Unit: mW; also 700W, 450.5W."""
     current_draw_mw: NonNeg = 0
-    """Power draw (nvmlDeviceGetPowerUsage); nvml-mock-ctl power sets it. Unit: mW."""
+    """Power draw (nvmlDeviceGetPowerUsage); nvml-mock-ctl power sets it. Unit: mW; also 700W, 450.5W."""
     power_state: str | None = None
     """Power state as text, e.g. P0. Accepted (nvml-mock format) but not simulated yet."""
     total_energy_consumption_mj: NonNeg = 0
     """Energy consumed since the driver loaded (nvmlDeviceGetTotalEnergyConsumption). Unit: mJ."""
+
+    @field_validator("default_limit_mw", "min_limit_mw", "current_draw_mw", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _milliwatts(cls, value: object) -> object:
+        return units.milliwatts(value)
+
+    @field_validator("enforced_limit_mw", "max_limit_mw", mode="before",
+                     json_schema_input_type=NonNeg | None | str)
+    @classmethod
+    def _optional_milliwatts(cls, value: object) -> object:
+        return units.milliwatts(value)
 
     @model_validator(mode="after")
     def _limits(self) -> Power:
@@ -218,29 +267,36 @@ class Fan(Model):
 
 class Clocks(Model):
     graphics_current: NonNeg = 0
-    """Current graphics clock. Unit: MHz."""
+    """Current graphics clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     graphics_max: NonNeg = 0
-    """Maximum graphics clock (the ceiling for nvml-mock-ctl clocks). Unit: MHz."""
+    """Maximum graphics clock (the ceiling for nvml-mock-ctl clocks). Unit: MHz; also 1980MHz, 1.98GHz."""
     graphics_app: NonNeg = 0
-    """Application graphics clock. Unit: MHz."""
+    """Application graphics clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     graphics_app_default: NonNeg = 0
-    """Default application graphics clock. Unit: MHz."""
+    """Default application graphics clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     sm_current: NonNeg = 0
-    """Current SM clock. Unit: MHz."""
+    """Current SM clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     sm_max: NonNeg = 0
-    """Maximum SM clock. Unit: MHz."""
+    """Maximum SM clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     memory_current: NonNeg = 0
-    """Current memory clock. Unit: MHz."""
+    """Current memory clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     memory_max: NonNeg = 0
-    """Maximum memory clock. Unit: MHz."""
+    """Maximum memory clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     memory_app: NonNeg = 0
-    """Application memory clock. Unit: MHz."""
+    """Application memory clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     memory_app_default: NonNeg = 0
-    """Default application memory clock. Unit: MHz."""
+    """Default application memory clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     video_current: NonNeg = 0
-    """Current video clock. Unit: MHz."""
+    """Current video clock. Unit: MHz; also 1980MHz, 1.98GHz."""
     video_max: NonNeg = 0
-    """Maximum video clock. Unit: MHz."""
+    """Maximum video clock. Unit: MHz; also 1980MHz, 1.98GHz."""
+
+    @field_validator("graphics_current", "graphics_max", "graphics_app", "graphics_app_default", "sm_current",
+                     "sm_max", "memory_current", "memory_max", "memory_app", "memory_app_default", "video_current",
+                     "video_max", mode="before", json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _megahertz(cls, value: object) -> object:
+        return units.megahertz(value)
 
 
 class ThrottleCounters(Model):
@@ -281,9 +337,15 @@ class ThrottleReasons(Model):
 
 class SupportedMemoryClock(Model):
     freq_mhz: NonNeg
-    """A supported memory clock. Accepted (nvml-mock format) but not simulated yet. Unit: MHz."""
+    """A supported memory clock. Accepted (nvml-mock format) but not simulated yet. Unit: MHz; also 1980MHz, 1.98GHz."""
     graphics_clocks: list[NonNeg] = []
     """Graphics clocks supported with this memory clock. Accepted (nvml-mock format), not simulated yet. Unit: MHz."""
+
+    @field_validator("freq_mhz", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _megahertz(cls, value: object) -> object:
+        return units.megahertz(value)
 
 
 class SupportedClocks(Model):
@@ -545,9 +607,15 @@ class TemperatureDynamics(Model):
 
 class PowerDynamics(Model):
     base_mw: NonNeg = 0
-    """Power draw the values vary around. Unit: mW."""
+    """Power draw the values vary around. Unit: mW; also 700W, 450.5W."""
     variance_mw: NonNeg = 0
-    """Random spread around the base. Unit: mW."""
+    """Random spread around the base. Unit: mW; also 700W, 450.5W."""
+
+    @field_validator("base_mw", "variance_mw", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _milliwatts(cls, value: object) -> object:
+        return units.milliwatts(value)
 
 
 class UtilizationDynamics(Model):
@@ -799,6 +867,12 @@ class NvlinkSwitch(Model):
     pci_visible: bool = True  # baseboard / switch-tray NVSwitches are not host PCI functions
     """Whether the NVSwitch is a host PCI function (false for baseboard and switch-tray NVSwitches)."""
 
+    @field_validator("device_id", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _pci_id(cls, value: object) -> object:
+        return units.pci_id(units.NVIDIA)(value)
+
     @field_validator("bdf")
     @classmethod
     def _bdf(cls, value: str) -> str:
@@ -940,6 +1014,12 @@ class Infiniband(Model):
     """First 12 hex digits of the node and port GUIDs."""
     node_desc_template: str = "{node_name} mlx5_{idx}"
     """Node description; {node_name} and {idx} are filled in."""
+
+    @field_validator("pci_device_id", mode="before",
+                     json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _pci_id(cls, value: object) -> object:
+        return units.pci_id(units.MELLANOX)(value)
 
     @field_validator("guid_prefix")
     @classmethod

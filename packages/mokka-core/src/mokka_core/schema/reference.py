@@ -2,7 +2,8 @@
 who reads it, read off the models (``mokka profile describe``, ``mokka profile docs`` > docs/profile.md).
 
 A key's description is its field's docstring in :mod:`.profile`; a unit is written there as a last
-sentence ``Unit: MHz.``.  ``devices[]`` entries take every ``device_defaults`` key, listed once.
+sentence ``Unit: MHz.`` (``Unit: MHz; also 1980MHz, 1.98GHz.`` where human forms are accepted).
+``devices[]`` entries take every ``device_defaults`` key, listed once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic_core import PydanticUndefined
 from ..errors import MokkaError
 from .profile import DeviceConfig, DeviceEntry, Profile
 
-UNIT = re.compile(r"\s*Unit: (?P<unit>[^.]+)\.$")
+UNIT = re.compile(r"\s*Unit: (?P<unit>[^;]+?)(?:; also (?P<forms>.+))?\.$")
 NOT_SIMULATED = "not simulated yet"
 
 #: who reads a key, by the longest matching path prefix ("*." matches device_defaults. and devices[].)
@@ -147,8 +148,10 @@ def _key(path: str, field: FieldInfo) -> Key:
     found = UNIT.search(text)
     unit = found.group("unit") if found else ""
     description = text[:found.start()] if found else text
-    return Key(path, _type_name(field.annotation, field), _default(field, path), unit, description,
-               _readers(path, text))
+    kind = _type_name(field.annotation, field)
+    if found and found.group("forms"):
+        kind += f" or {found.group('forms')}"
+    return Key(path, kind, _default(field, path), unit, description, _readers(path, text))
 
 
 def _readers(path: str, description: str) -> str:
