@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,12 +22,12 @@ if native_dir() is None:
 
 
 @pytest.fixture
-def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where nodes are staged, ours alone (the residue check)."""
-    where = tmp_path / "shm"
-    where.mkdir()
+def private_tmp(monkeypatch: pytest.MonkeyPatch):
+    """Where nodes are staged, ours alone (the residue check); short, as a node's sockets need."""
+    where = Path(tempfile.mkdtemp(prefix="mk-", dir=node_api.FAST_TMP if node_api.FAST_TMP.is_dir() else None))
     monkeypatch.setattr(node_api, "FAST_TMP", where)
-    return where
+    yield where
+    shutil.rmtree(where)
 
 
 def test_a_node_is_staged_in_a_private_root_and_leaves_nothing_behind(private_tmp: Path) -> None:
@@ -124,3 +126,19 @@ def test_ctl_start_up_does_not_import_the_node_api() -> None:
     code = "import sys, mokka_core.ctl.cli, mokka_core; print('mokka_core.testing.node_api' in sys.modules)"
     done = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_services_are_started_on_request_and_stopped_on_exit(private_tmp: Path) -> None:
+    with Node("h100", gpus=2, services=True) as node:
+        assert NodeStore(node.root).fabricmanager_ready.exists()  # nv-fabricmanager is up: the fabric trains
+        pids = [process.pid for process in node._services.processes.values()]
+        assert pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_without_services_nothing_is_started(private_tmp: Path) -> None:
+    with Node("h100", gpus=2) as node:
+        assert not NodeStore(node.root).fabricmanager_ready.exists()
