@@ -10,6 +10,18 @@ class MokkaError(Exception):
     """Base class for errors shown to the user as one clear message (exit status 1)."""
 
 
+class CtlError(MokkaError):
+    """An ``nvml-mock-ctl`` command that was refused or not understood, run in-process (``Node.ctl``).
+
+    The message is what the command line prints; ``status`` its exit status (1 refused, 2 usage).
+    """
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        self.message = message
+        self.status = status
+        super().__init__(message)
+
+
 class ConfigError(MokkaError):
     """A profile, overlay or override that cannot be used.
 

@@ -21,7 +21,8 @@ from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
 from ..schema.loader import load_profile
 from ..stage.nvml_view import render_nvml_state
-from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt
+from ..version import __version__
+from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, version_option
 
 app = typer.Typer(
     name="mokka",
@@ -31,13 +32,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-profile_app = typer.Typer(help="List, show, validate and describe GPU profiles.", no_args_is_help=True)
+profile_app = typer.Typer(help="GPU profiles: list and show the built-in ones, validate files, describe a key, "
+                          "print the JSON Schema or the key reference.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
 fetch_app = typer.Typer(help="Fetch what a node stages but Mokka does not ship (into a cache).", no_args_is_help=True)
 app.add_typer(fetch_app, name="fetch")
+
+
+@app.callback()
+def mokka_options(
+    version: Annotated[bool, version_option("mokka", lambda: __version__)] = False,
+) -> None:
+    """Mokka: a driver-level NVIDIA GPU simulator."""
 
 @profile_app.command("list")
 def profile_list() -> None:
@@ -82,6 +91,30 @@ def profile_schema() -> None:
     from ..schema.profile import Profile
 
     typer.echo(json.dumps(Profile.model_json_schema(), indent=2))
+
+
+@profile_app.command("describe")
+def profile_describe(
+    key: Annotated[str, typer.Argument(help="Key path, e.g. device_defaults.power.default_limit_mw, devices[0].uuid.")],
+) -> None:
+    """Print one profile key's description, type, default, unit, who reads it and an example."""
+    from ..schema.reference import describe, example
+
+    found = describe(key)
+    builtins = {name: builtin_text(name) for name in sorted(BUILTIN_PROFILES, key=lambda n: n != DEFAULT_PROFILE)}
+    typer.echo(f"{found.path}\n  {found.description}")
+    for label, value in (("type", found.type), ("default", found.default.strip("`")), ("unit", found.unit),
+                         ("read by", found.readers), ("example", example(found.path, builtins))):
+        if value:
+            typer.echo(f"  {label + ':':<9}{value}")
+
+
+@profile_app.command("docs")
+def profile_docs() -> None:
+    """Print the reference of every profile key as Markdown (docs/profile.md is this output)."""
+    from ..schema.reference import markdown
+
+    typer.echo(markdown(), nl=False)
 
 
 @app.command("show")

@@ -97,18 +97,20 @@ def status(
     ready: Annotated[bool, typer.Option("--ready", help="Exit 0 only if published and services run "
                                         "(readiness probe).")] = False,
 ) -> None:
-    """Show each surface (enabled, state, staged, services) and the daemon.
+    """Show each surface (enabled, state, staged, services) and the daemon; exit 1 where there is no node.
 
     Example: mokka node status --root /tmp/node --json
     """
-    from ..node.status import node_status, status_table
+    from ..node.status import no_node, node_status, status_table
 
     report = node_status(find_root(root).absolute())
     if as_json:
         typer.echo(json.dumps(report, indent=2))
+    elif no_node(report):
+        typer.echo(f"mokka: no node: {report.get('error', 'not staged')}", err=True)
     else:
         typer.echo("ready" if ready and report["ready"] else status_table(report))
-    if ready and not report["ready"]:
+    if no_node(report) or (ready and not report["ready"]):
         raise typer.Exit(1)
 
 

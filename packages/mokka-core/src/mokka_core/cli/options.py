@@ -11,8 +11,9 @@ options have none.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -50,3 +51,14 @@ OverlayFileOpt = Annotated[
 ]
 DisableOpt = Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")]
 FailOpt = Annotated[list[str], typer.Option("--fail", help="Surface to stage in its failed form (repeatable).")]
+
+
+def version_option(program: str, version: Callable[[], str]) -> Any:
+    """``--version``: print ``PROGRAM VERSION`` and exit (every command line has it, the same way)."""
+
+    def show(value: bool) -> None:
+        if value:
+            typer.echo(f"{program} {version()}")
+            raise typer.Exit()
+
+    return typer.Option("--version", callback=show, is_eager=True, help="Print the version and exit.")

@@ -22,7 +22,7 @@ from ..stage import render
 from ..stage.paths import find_root
 from ..stage.staging import stage_wave, teardown
 from ..stage.surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
-from .options import GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt
+from .options import GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt, version_option
 
 FailedOpt = Annotated[bool, typer.Option("--failed", help="Stage this surface in its failed form.")]
 
@@ -35,6 +35,14 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+
+    def options(version: bool = False) -> None:
+        pass
+
+    # set as an object: a string annotation naming this function's locals would not resolve
+    options.__annotations__["version"] = Annotated[
+        bool, version_option(f"mokka-sim-{name}", lambda: _version_of(surface_cls))]
+    app.callback()(options)
 
     def context(root: Path | None, profile: str | None, profile_file: Path | None, gpus: int | None,
                 node_name: str | None, failed: bool, overlay_file: Path | None = None,
@@ -143,6 +151,13 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         if command.callback is not None and command.callback.__doc__:
             command.help = inspect.cleandoc(command.callback.__doc__).replace("mokka-sim-NAME", f"mokka-sim-{name}")
     return app
+
+
+def _version_of(surface_cls: type[Surface]) -> str:
+    """The surface package's own version (``<package>/version.py``)."""
+    import importlib
+
+    return str(importlib.import_module(surface_cls.__module__.split(".")[0] + ".version").__version__)
 
 
 def node_root(root: Path | None) -> Path:

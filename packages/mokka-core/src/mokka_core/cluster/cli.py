@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..node.foreground import foreground
+from ..version import __version__
 
 
 def _logging(verbose: bool) -> None:
@@ -34,6 +35,7 @@ def allocwatch_parser() -> argparse.ArgumentParser:
         prog="mokka-allocwatch",
         description="Follow the kubelet's GPU allocations: allocated GPUs show memory in use and one "
                     "process per container in NVML (nvidia-smi, pynvml), released ones go idle again.")
+    p.add_argument("--version", action="version", version=f"mokka-allocwatch {__version__}")
     p.add_argument("--root", type=Path, default=None,
                    help="node root (default: $MOKKA_ROOT, the cluster root, or /)")
     p.add_argument("--socket", type=Path, default=Path(_env("MOKKA_PODRESOURCES_SOCKET", str(DEFAULT_SOCKET))),
@@ -86,6 +88,7 @@ def nri_parser() -> argparse.ArgumentParser:
         prog="mokka-nri",
         description="NRI plugin: give containers of opted-in pods the mock NVIDIA driver (library, NVML state, "
                     "device nodes) at creation. Fails open: a pod is never blocked by this plugin.")
+    p.add_argument("--version", action="version", version=f"mokka-nri {__version__}")
     p.add_argument("--root", type=Path, default=None,
                    help="staged node root on the host (default: $MOKKA_ROOT or the cluster root)")
     p.add_argument("--socket", type=Path, default=Path(_env("NRI_SOCKET_PATH", str(DEFAULT_SOCKET))),

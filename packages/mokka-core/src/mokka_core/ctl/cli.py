@@ -10,6 +10,7 @@ file is unchanged), 2 usage.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..stage.surface import Surface
+    from .store import Outcome
 
 PROG = "nvml-mock-ctl"
-TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id"
+TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id, or a list and ranges of them (0,2 or 0-3)"
 
 DESCRIPTION = """\
 Change a simulated GPU node at runtime: break a GPU, set a metric, fail a surface.
@@ -83,6 +85,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, parents=[common],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()))
+    from ..version import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
     def verb(name: str, summary: str) -> Any:
@@ -227,12 +232,7 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
 
     try:
         root = find_root(getattr(args, "root", None)).absolute()
-        if args.verb == "status":
-            return show_status(root, args.json)
-        from .store import apply
-
-        outcome = apply(root, mutation(args), surfaces=surfaces, start_empty=args.verb == "reset" and not args.gpu,
-                        validate=args.verb == "set")
+        message, outcome = perform(root, [args], surfaces=surfaces)
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -240,21 +240,72 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:  # e.g. not allowed to write the node's state directory
-        where = f" ({exc.filename})" if exc.filename else ""
-        print(f"{PROG}: {exc.strerror or exc}{where}; nothing was changed", file=sys.stderr)
+        print(f"{PROG}: {unchanged_message(exc)}", file=sys.stderr)
         return 1
     try:
-        print(outcome.message, flush=True)
+        print(message, flush=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if os.environ.get("MOKKA_CTL_VERBOSE"):
+    if outcome is not None and os.environ.get("MOKKA_CTL_VERBOSE"):
         print(f"rendered: {outcome.render.summary()}", file=sys.stderr)
         print(f"node from: {'snapshot' if outcome.from_snapshot else 'files'}; "
               f"pydantic loaded: {'pydantic' in sys.modules}", file=sys.stderr)
     return 0
 
 
-def show_status(root: Path, as_json: bool) -> int:
+def parse_in_process(words: Sequence[str]) -> argparse.Namespace | str:
+    """``words`` parsed as the command line parses them, for a caller in this process (``Node.ctl``):
+    the parsed command, or the text ``--help`` prints; a usage error raises :class:`CtlError` (status 2)
+    carrying what the command line would print."""
+    import contextlib
+    import io
+
+    from ..errors import CtlError
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return _parser(verb_of(words)).parse_args(words)
+    except SystemExit as exc:
+        if exc.code:
+            raise CtlError(err.getvalue().strip(), status=2) from None
+        return out.getvalue()
+
+
+@functools.cache
+def _parser(only: str | None) -> argparse.ArgumentParser:
+    """A process that runs many commands (``Node.ctl``) builds each verb's parser once."""
+    return build_parser(only)
+
+
+def perform(root: Path, batch: Sequence[argparse.Namespace], *,
+            surfaces: Mapping[str, Surface] | None = None) -> tuple[str, Outcome | None]:
+    """Carry out parsed commands on the node under ``root``: their message, and the outcome of a change.
+
+    Several changes are one transaction (one lock, one render); ``status`` stands alone.  Raises
+    MokkaError (refused) or OSError.
+    """
+    from ..errors import MokkaError
+
+    if any(args.verb == "status" for args in batch):
+        if len(batch) != 1:
+            raise MokkaError("status shows the node and changes nothing: it cannot be part of a batch")
+        return status_text(root, batch[0].json), None
+    from .store import apply
+
+    first = batch[0]
+    outcome = apply(root, [mutation(args) for args in batch], surfaces=surfaces,
+                    start_empty=first.verb == "reset" and not first.gpu,
+                    validate=any(args.verb == "set" for args in batch))
+    return outcome.message, outcome
+
+
+def unchanged_message(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}; nothing was changed"
+
+
+def status_text(root: Path, as_json: bool) -> str:
     import json
 
     from ..stage import snapshot
@@ -268,8 +319,7 @@ def show_status(root: Path, as_json: bool) -> int:
 
         node = nodefile.load(root).resolve()
     summary = node_summary(node, root)
-    print(json.dumps(summary, indent=2) if as_json else table(summary), flush=True)
-    return 0
+    return json.dumps(summary, indent=2) if as_json else table(summary)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -147,19 +147,26 @@ def current(root: Path, *, start_empty: bool = False) -> Current:
     return Current(base, canonical, path, dict(read.fingerprints or {}), from_snapshot=False)
 
 
-def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | None = None,
+def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mapping[str, Surface] | None = None,
           start_empty: bool = False, validate: bool = False) -> Outcome:
-    """Apply one verb as a locked transaction; raise :class:`Refused` and leave the file alone if invalid.
+    """Apply one verb, or several in order, as one locked transaction with one render; raise
+    :class:`Refused` and leave the file alone if any is invalid.
 
-    ``validate``: the verb writes values it does not check itself, so the new document is validated.
+    Each verb sees the node as the verbs before it left it; the message has one line per verb.
+    ``validate``: a verb writes values it does not check itself, so the new document is validated.
     """
+    mutations = [mutate] if callable(mutate) else list(mutate)
     with NodeStore(root).lock():
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
         now = current(root, start_empty=start_empty)
         doc: Document = {} if start_empty else now.doc
         before = model_apply.apply(now.base, doc)
         changed = copy.deepcopy(doc)
-        message = mutate(changed, before)
+        messages = []
+        for step, change in enumerate(mutations):
+            seen = before if step == 0 else _applied(now.base, normalise(changed))
+            messages.append(change(changed, seen))
+        message = "\n".join(messages)
         changed = normalise(changed)
         try:
             if validate:
@@ -182,6 +189,15 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
                       result.digests, base_json=now.base_json)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
+
+
+def _applied(base: Node, doc: Document) -> Node:
+    """The node a later verb of a batch sees: the earlier verbs' document laid over ``base``."""
+    try:
+        return model_apply.apply(base, doc)
+    except (ConfigError, model_apply.ApplyError) as exc:
+        lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
+        raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
 
 
 def _rebased_fault_clocks(root: Path, base: Node, before: Node, after: Node) -> dict[int, dict[str, Any]]:

@@ -13,6 +13,7 @@ means every GPU reads 80.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,13 +53,24 @@ FABRIC_MISCONFIGURATIONS = (
 # --- targets and buckets ------------------------------------------------------------------------------
 
 def select(node: Node, target: str) -> list[Gpu] | None:
-    """The GPUs ``target`` names; None for ``all``."""
+    """The GPUs ``target`` names (``3``, a UUID or bus id, a list ``0,2``, a range ``0-3``); None for ``all``."""
     if target.strip().lower() == "all":
         return None
-    try:
-        return [node.gpu(target)]
-    except LookupError as exc:
-        raise Refused(str(exc)) from None
+    chosen: dict[int, Gpu] = {}
+    for part in (part.strip() for part in target.split(",")):
+        span = re.fullmatch(r"(\d+)-(\d+)", part)
+        if span is not None and int(span[1]) > int(span[2]):
+            raise Refused(f"GPU range {part!r} runs backwards; write it low-high, e.g. {span[2]}-{span[1]}")
+        names = [str(i) for i in range(int(span[1]), int(span[2]) + 1)] if span else [part]
+        for name in names:
+            if not name:
+                raise Refused(f"empty GPU in {target!r}; give indices, UUIDs or bus ids separated by commas")
+            try:
+                gpu = node.gpu(name)
+            except LookupError as exc:
+                raise Refused(str(exc)) from None
+            chosen.setdefault(gpu.index, gpu)
+    return list(chosen.values())
 
 
 def gpus_of(node: Node, target: str) -> list[Gpu]:

@@ -49,12 +49,22 @@ def node_status(root: Path) -> dict[str, Any]:
     return report
 
 
+def no_node(report: dict[str, Any]) -> bool:
+    """Nothing is there: no node file, no daemon, nothing staged (``mokka node status`` exits 1)."""
+    return report["node"] is None and report["daemon"] is None and not any(
+        surface["staged"] for surface in report["surfaces"].values())
+
+
 def status_table(report: dict[str, Any]) -> str:
     lines = [f"Root {report['root']}"]
     node = report.get("node")
-    lines.append(f"Node {node['name']}: profile {node['profile']}, {node['gpus']} GPU(s)" if node
-                 else f"No node: {report.get('error', 'not staged')}")
     daemon = report.get("daemon")
+    if node:
+        lines.append(f"Node {node['name']}: profile {node['profile']}, {node['gpus']} GPU(s)")
+    elif daemon and daemon["alive"]:  # an edit broke the inputs: the daemon goes on serving what it rendered
+        lines.append(f"Node keeps its last good state; its inputs no longer resolve: {report.get('error')}")
+    else:
+        lines.append(f"No node: {report.get('error', 'not staged')}")
     lines.append(f"Daemon pid {daemon['pid']}: {daemon['phase']}" if daemon else "Daemon: not running")
     lines.append(f"Ready: {'yes' if report['ready'] else 'no'}")
     lines.append("")

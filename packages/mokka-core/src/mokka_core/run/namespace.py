@@ -418,6 +418,26 @@ def unshare_mount_namespace(rootless: bool) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
+def refusal() -> str | None:
+    """Why this process cannot make a private mount namespace (None: it can), found by trying in a child."""
+    rootless = os.geteuid() != 0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            unshare_mount_namespace(rootless)
+        except BaseException as exc:  # the child only reports, whatever went wrong
+            os.write(write, str(exc).encode())
+            os._exit(1)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        reason = pipe.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return reason or None
+
+
 def userns_refusal_reason(strerror: str) -> str:
     """Why this kernel refuses an unprivileged user namespace, in words a user can act on."""
     checks = (

@@ -1,0 +1,50 @@
+"""What people expect of the command lines: --version everywhere, ``mokka node status`` says when there is no node."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mokka_core.cli.mokka import app
+from mokka_core.node.status import status_table
+from mokka_core.version import __version__
+
+BIN = Path(sys.executable).parent
+SIMS = ["gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib"]
+
+
+@pytest.mark.parametrize("program", ["mokka", "nvml-mock-ctl", "mokka-allocwatch", "mokka-nri"])
+def test_mokka_core_commands_print_their_version(program: str) -> None:
+    done = subprocess.run([str(BIN / program), "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"{program} {__version__}\n"), done.stderr
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_each_sim_prints_its_own_version(sim: str) -> None:
+    program = BIN / f"mokka-sim-{sim}"
+    if not program.exists():
+        pytest.skip(f"mokka-sim-{sim} is not installed")
+    package = f"mokka_sim_{sim}"
+    version = subprocess.run([sys.executable, "-c", f"import {package}.version as v; print(v.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    done = subprocess.run([str(program), "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"mokka-sim-{sim} {version}\n"), done.stderr
+
+
+def test_node_status_without_a_node_exits_1_with_a_message(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["node", "status", "--root", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "no node: no simulated node under" in result.output and "Ready" not in result.output
+
+
+def test_status_after_a_broken_edit_says_the_last_good_state_is_kept() -> None:
+    report = {"root": "/r", "node": None, "error": "h100.yaml: device_defaults.power: bad", "ready": True,
+              "daemon": {"pid": 7, "alive": True, "phase": "ready", "error": None}, "surfaces": {}}
+    table = status_table(report)
+    assert "Node keeps its last good state; its inputs no longer resolve: h100.yaml: device_defaults.power: bad" \
+        in table
+    assert "No node" not in table
