@@ -1,6 +1,8 @@
 """State files for the native tests, rendered by mokka-core from its built-in profiles.
 
-`make_state("h100")` returns the state file mokka-core renders for the built-in h100 profile (8 GPUs);
+`make_state("h100")` returns the state file mokka-core renders for the built-in h100 profile (8 GPUs),
+with the keys of the installed surfaces (sim-nvlink: links; sim-fabricmanager: the fabric state, here
+as on a node whose fabric manager has trained the fabric);
 `n` changes the GPU count (default: the profile's, four for the tests' T4 node). `overrides` maps
 full keys (e.g. "device.3.lost") to values, None removes a key; `events` [(seq, device, xid)]
 replaces the file's events.
@@ -19,8 +21,9 @@ try:  # mokka-core installed (tox, the venv) or from the source tree
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages" / "mokka-core" / "src"))
 
+from mokka_core.model.apply import apply
 from mokka_core.model.spec import NodeSpec
-from mokka_core.stage import nvml_key_lookup, nvml_keys
+from mokka_core.stage import nvml_key_lookup, nvml_keys, render
 from mokka_core.stage.nvml_keys import HEADER
 from mokka_core.stage.nvml_view import render_nvml_state
 from mokka_core.testing import consumers
@@ -33,7 +36,11 @@ GPUS = {"t4": 4}  # the tests' T4 node has four boards (the profile describes a 
 @functools.cache
 def rendered(shape: str = "h100", n: int | None = None) -> tuple[tuple[str, str], ...]:
     """(key, value) of the state file of built-in profile `shape` with `n` GPUs, in file order."""
-    text = render_nvml_state(NodeSpec(profile=shape, gpus=n or GPUS.get(shape)).resolve())
+    node = NodeSpec(profile=shape, gpus=n or GPUS.get(shape)).resolve()
+    if node.gpus[0].config.fabric is not None:
+        node = apply(node, {"all": {"fabric": {"state": "completed"}}})
+    ctx = render.with_nvml(render.context(Path("/nonexistent"), booted_ms=0), node, render.installed_surfaces())
+    text = render_nvml_state(node, ctx.nvml)
     lines = text.splitlines()
     assert lines[0] == HEADER and lines[-1] == "end"
     return tuple(tuple(line.split("=", 1)) for line in lines[1:-1] if line and not line.startswith("#"))

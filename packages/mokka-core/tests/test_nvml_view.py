@@ -182,58 +182,6 @@ def test_gpu_numa_node_only_on_coherent_grace(profile: str, expected: list[int] 
     assert got == ([str(n) for n in expected] if expected else [None] * 4)
 
 
-def test_fabric_auto_follows_the_fabricmanager_surface(tmp_path: Path) -> None:
-    def fabric(root: Path | None = None, **surface: object) -> tuple[str, str | None, str | None]:
-        node = NodeSpec(profile="gb200", gpus=4, surfaces={"fabricmanager": surface} if surface else {}).resolve()
-        kv = _kv(render_nvml_state(node, root))
-        return kv["device.0.fabric.state"], kv.get("device.0.fabric.auto"), kv.get("system.fabric_ready_file")
-
-    marker = str(tmp_path / "var/lib/mokka/run/fabricmanager.ready")
-    assert fabric(tmp_path) == ("2", "1", marker)  # in progress until the daemon's marker exists
-    assert fabric() == ("3", None, None)  # no root to find the marker: a ready fabric manager
-    assert fabric(tmp_path, state="failed")[:2] == ("2", None)  # daemon up, fabric never trains
-    assert fabric(tmp_path, enabled=False)[:2] == ("1", None)  # no fabric manager: probe not started
-
-
-def node_uuid(index: int) -> str:
-    return NodeSpec(profile="h100").resolve().gpus[index].uuid
-
-
-def test_nvlink_error_clock_carries_over_rerenders(tmp_path: Path) -> None:
-    from mokka_core.stage.nvml_view import read_nvlink_error_clocks
-    from mokka_core.stage.paths import NVML_STATE_FILE
-
-    state = tmp_path / NVML_STATE_FILE
-    state.parent.mkdir(parents=True)
-    override = tmp_path / "override.yaml"
-
-    def stage(doc: str) -> dict[str, str]:
-        override.write_text(doc)
-        write_nvml_state(NodeSpec(profile="h100", override_file=override).resolve(), state, root=tmp_path)
-        return _kv(state.read_text())
-
-    assert not any("nvlink_error" in key for key in stage("version: 1\n"))
-    first = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 2.5, links: [1, 3]}\n")
-    assert first["device.0.nvlink_error.rate_milli"] == "2500"
-    assert first["device.0.nvlink.1.errors.inject"] == first["device.0.nvlink.3.errors.inject"] == "1"
-    assert "device.0.nvlink.2.errors.inject" not in first and "device.1.nvlink_error.rate_milli" not in first
-    unrelated = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 2.5, links: [1, 3]}\n"
-                      "  '5':\n    thermal: {temperature_gpu_c: 50}\n")
-    assert unrelated["device.0.nvlink_error.epoch_ms"] == first["device.0.nvlink_error.epoch_ms"]  # same clock
-    # pretend the clock started 10 s ago; then the rate changes: what accrued is kept, the new rate counts from now
-    epoch = int(first["device.0.nvlink_error.epoch_ms"])
-    state.write_text(state.read_text().replace(f"epoch_ms={epoch}", f"epoch_ms={epoch - 10_000}"))
-    assert read_nvlink_error_clocks(state.read_text())[node_uuid(0)].epoch_ms == epoch - 10_000
-    healed = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 0}\n")
-    assert healed["device.0.nvlink_error.rate_milli"] == "0"
-    assert int(healed["device.0.nvlink.1.errors.injected"]) == int(healed["device.0.nvlink.3.errors.injected"]) >= 25
-    assert "device.0.nvlink.1.errors.inject" not in healed
-    again = stage("version: 1\ndevices:\n  '0':\n    nvlink_error: {rate: 0}\n")
-    assert again == healed  # healed: frozen counters, stable file
-
-
-# ---- inside mokka run: the whole node at the real paths, real nvidia-smi ----------------------------
-
 IS_ROOT = os.geteuid() == 0
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.builtin import BUILTIN_PROFILES
-from mokka_core.stage import nvml_key_lookup, nvml_keys
-from mokka_core.stage.nvml_view import render_nvml_state, write_nvml_state
-from mokka_core.stage.paths import NVML_STATE_FILE
+from mokka_core.stage import nvml_key_lookup, nvml_keys, render
+from mokka_core.stage.nvml_view import render_nvml_state
 
 # every optional branch of the writer, on every GPU (a profile without the block gets it here)
 EVERYTHING = """\
@@ -61,8 +61,8 @@ devices:
     fabric: {state: not_started}
     mig: {mode_current: enabled, mode_pending: enabled, max_gpu_instances: 7}
 """
-HEALED = EVERYTHING.replace("nvlink_error: {rate: 2.5}", "nvlink_error: {rate: 0}").replace(
-    "nvlink_error: {rate: 1, links: [0, 2]}", "nvlink_error: {rate: 0}")
+HEALED = EVERYTHING.replace("nvlink_error: {rate: 2.5}", "nvlink_error: {rate: 0, accrued: [0, 5]}").replace(
+    "nvlink_error: {rate: 1, links: [0, 2]}", "nvlink_error: {rate: 0, accrued: [3, 0, 4]}")
 SURFACES: list[dict[str, dict[str, object]]] = [
     {},
     {"gpu": {"state": "failed"}, "nvlink": {"state": "failed"}, "fabricmanager": {"state": "failed"}},
@@ -76,28 +76,22 @@ def rendered_keys(text: str) -> list[str]:
 
 def renders(profile: str, root: Path) -> list[str]:
     """State files of `profile` in every branch of the writer: plain, with every optional block and
-    failure, with surfaces failed and disabled, rendered with and without a root, and re-rendered
-    after NVLink error injection has accrued and healed (the carried-over counters)."""
+    failure, with surfaces failed and disabled, and healed (the NVLink error counts kept), each with
+    the keys of the installed surfaces (their own tests cover what they contribute: ``SimContract``)."""
     root.mkdir(parents=True, exist_ok=True)
     override = root / "override.yaml"
+    installed = render.installed_surfaces()
+    ctx = render.context(root, booted_ms=1_700_000_000_000)
+
+    def text(node: Node) -> str:
+        return render_nvml_state(node, render.with_nvml(ctx, node, installed).nvml)
+
     texts = []
     for surfaces in SURFACES:
-        texts.append(render_nvml_state(NodeSpec(profile=profile, surfaces=surfaces).resolve()))
-        override.write_text(EVERYTHING)
-        node = NodeSpec(profile=profile, gpus=4, override_file=override, surfaces=surfaces).resolve()
-        texts.append(render_nvml_state(node))
-        state = root / NVML_STATE_FILE
-        state.parent.mkdir(parents=True, exist_ok=True)
-        write_nvml_state(node, state, root=root)
-        text = state.read_text()
-        epoch = next(line.partition("=")[2] for line in text.splitlines() if "nvlink_error.epoch_ms=" in line) \
-            if "nvlink_error.epoch_ms=" in text else None
-        if epoch is not None:  # as if the clock had run for a minute: errors accrued before the heal
-            state.write_text(text.replace(f"epoch_ms={epoch}", f"epoch_ms={int(epoch) - 60_000}"))
-        override.write_text(HEALED)
-        healed = NodeSpec(profile=profile, gpus=4, override_file=override, surfaces=surfaces).resolve()
-        texts += [text, render_nvml_state(healed, root)]
-        state.unlink()
+        texts.append(text(NodeSpec(profile=profile, surfaces=surfaces).resolve()))
+        for doc in (EVERYTHING, HEALED):
+            override.write_text(doc)
+            texts.append(text(NodeSpec(profile=profile, gpus=4, override_file=override, surfaces=surfaces).resolve()))
     return texts
 
 
@@ -121,12 +115,11 @@ def test_the_renders_reach_every_branch(tmp_path: Path) -> None:
                 seen.add((found[0], found[2]))
     assert {scope for scope, _ in seen} == set(nvml_keys.KEYS)
     expected = {
-        ("system", "fabric_ready_file"), ("device", "fabric.auto"), ("device", "c2c.enabled"),
+        ("device", "c2c.enabled"),
         ("device", "gpu_numa_node"), ("device", "mig.max_devices"), ("device", "retired_pages.sbe"),
         ("device", "remapped_rows.histogram.none"), ("device", "ecc.aggregate.uncorrected.sram"),
         ("device", "violation.sync_boost_ns"), ("device", "fbc.latency_us"), ("device", "utilization.ofa"),
         ("device", "dynamic.utilization.burst_period_s"), ("device", "dynamic.temperature.ramp_period_s"),
-        ("device", "nvlink_error.epoch_ms"), ("link", "errors.inject"), ("link", "errors.injected"),
         ("process", "dec_util"), ("event", "data"), ("pcifn", "pcie_switch"), ("device", "cpu_affinity"),
     }
     assert expected <= seen, sorted(expected - seen)

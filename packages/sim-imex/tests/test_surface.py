@@ -70,6 +70,23 @@ def test_single_node_daemon_is_ready_and_ctl_says_so(tmp_path: Path, daemons: Da
     assert down.returncode == 1 and down.stdout.startswith("NOT_READY")
 
 
+def test_two_single_node_domains_on_one_machine_are_both_ready(tmp_path: Path, daemons: Daemons) -> None:
+    """As staged (the real default ports), each node's daemon binds its own loopback address."""
+    node = NodeSpec(profile="gb200").resolve()
+    configs = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        root.mkdir()
+        surface = stage(root)
+        (service,) = surface.services(node, StageContext(root=root))
+        daemons.start(service.command)
+        configs.append(root / CONFIG_FILE)
+    addresses = {line for config in configs for line in config.read_text().splitlines() if "NODE_IP" in line}
+    assert len(addresses) == 2 and "MOKKA_NODE_IP=127.0.0.1" not in addresses
+    for config in configs:
+        assert wait_for(lambda config=config: ctl_q(config).stdout == "READY\n"), ctl_q(config)
+
+
 def test_failed_daemon_is_never_ready(tmp_path: Path, daemons: Daemons) -> None:
     surface = stage(tmp_path, failed=True)
     config = configure(tmp_path, "127.0.0.1", ["127.0.0.1"], free_port(), free_port())

@@ -1,16 +1,22 @@
 """The fabricmanager surface: a fake nv-fabricmanager whose readiness drives fabric state ``auto``.
 
 Nothing of the real fabric manager is visible as files except what it produces, so the
-plan is only the run directory its marker lives in; the daemon is the surface.
+plan is only the run directory its marker lives in; the daemon is the surface.  Its keys in
+the NVML state file (``nvml``) are the fabric state of every fabric GPU, as a real node shows it:
+fabric manager healthy -> the library follows the daemon's readiness marker (In Progress, then
+Completed); failed (daemon up, the fabric never trains) -> In Progress; disabled (no fabric
+manager on a fabric node) -> Not Started.  A state the profile gives explicitly is shown as given.
 """
 
 from __future__ import annotations
 
 import sys
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.store import FABRICMANAGER_READY, RUN_DIR
-from mokka_core.stage.surface import Dir, Entry, Service, StageContext, Surface
+from mokka_core.stage.nvml_view import FABRIC_STATE
+from mokka_core.stage.store import FABRICMANAGER_READY, RUN_DIR, NodeStore
+from mokka_core.stage.surface import Dir, Entry, NvmlKeys, Service, StageContext, Surface
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -29,3 +35,27 @@ class FabricmanagerSurface(Surface):
         if node.surface(self.name).state == "failed":  # runs, but the fabric never trains
             return [Service(name="nv-fabricmanager", command=[*command, "--failed"])]
         return [Service(name="nv-fabricmanager", command=command, ready_path=FABRICMANAGER_READY)]
+
+    def nvml(self, node: Node, ctx: StageContext) -> NvmlKeys:
+        settings = node.surface(self.name)
+        fabrics = [(gpu.index, gpu.config.fabric) for gpu in node.gpus if gpu.config.fabric is not None]
+        follows = settings.enabled and settings.active and any(fabric.state == "auto" for _, fabric in fabrics)
+        system: tuple[tuple[str, object], ...] = ()
+        if follows:
+            ready_file = str(NodeStore(ctx.root.absolute()).fabricmanager_ready)
+            if "\n" in ready_file or len(ready_file) >= 512:
+                raise ValueError(f"root {ctx.root}: not usable in the NVML state file (line break, or path too long)")
+            system = (("fabric_ready_file", ready_file),)
+        devices = {}
+        for index, fabric in fabrics:
+            state = fabric.state
+            if state != "auto":
+                shown: tuple[tuple[str, object], ...] = (("fabric.state", FABRIC_STATE[state]),)
+            elif not settings.enabled:
+                shown = (("fabric.state", FABRIC_STATE["not_started"]),)
+            elif not follows:
+                shown = (("fabric.state", FABRIC_STATE["in_progress"]),)
+            else:
+                shown = (("fabric.state", FABRIC_STATE["in_progress"]), ("fabric.auto", 1))
+            devices[index] = shown
+        return NvmlKeys(system=system, devices=MappingProxyType(devices))

@@ -53,8 +53,9 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
     raise LibraryNotBuilt(f"gpu: no {LIBRARY}.<version> in {native_dir}; run `make -C native install` first")
 
 
-def state_file_entries(node: Node, root: Path | None = None) -> list[Entry]:
-    """The NVML state file (its renderer lives in mokka-core, beside the format it documents)."""
+def state_file_entries(node: Node, ctx: StageContext) -> list[Entry]:
+    """The NVML state file, with the keys the other surfaces contribute (its renderer lives in mokka-core,
+    beside the format it documents)."""
     from mokka_core.stage.nvml_view import render_nvml_state
 
-    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, root), mode=0o644)]
+    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, ctx.nvml), mode=0o644)]

@@ -37,7 +37,7 @@ class GpuSurface(Surface):
         settings = node.surface("gpu")
         if not settings.enabled:
             return []
-        entries = library_entries(node, ctx) + state_file_entries(node, ctx.root) + kernel_object_entries(node)
+        entries = library_entries(node, ctx) + state_file_entries(node, ctx) + kernel_object_entries(node)
         if settings.active:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
         return entries

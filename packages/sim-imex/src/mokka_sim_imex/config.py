@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,15 @@ NODES_CONFIG_FILE = f"{CONFIG_DIR}/nodes_config.cfg"
 DEFAULT_SERVER_PORT = 50000
 DEFAULT_CMD_PORT = 50005
 DEFAULT_NODE_IP = "127.0.0.1"
+
+
+def loopback_address(root: Path) -> str:
+    """A loopback address of this node's own (``127.a.b.c``, from its root), so the IMEX daemons of
+    several single-node domains on one machine each bind the real port without colliding.
+    Linux routes all of 127.0.0.0/8 to the loopback interface."""
+    digest = zlib.crc32(str(root.absolute()).encode())
+    a, b, c = digest >> 16 & 0xFF, digest >> 8 & 0xFF, digest & 0xFF
+    return f"127.{a}.{b}.{max(c, 2)}"  # never 127.0.0.1 (anything of the host's may listen there)
 
 
 @dataclass(frozen=True)

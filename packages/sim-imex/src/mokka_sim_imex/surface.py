@@ -53,8 +53,8 @@ class ImexSurface(Surface):
         from .config import (
             CONFIG_DIR,
             CONFIG_FILE,
-            DEFAULT_NODE_IP,
             NODES_CONFIG_FILE,
+            loopback_address,
             render_config,
             render_nodes_config,
         )
@@ -69,8 +69,9 @@ class ImexSurface(Surface):
                             mode=0o444))
         entries.append(File(PROC_DEVICES_FILE, procdevices.render(text, majors, source), mode=0o444))
         entries.append(Dir(CONFIG_DIR))
-        entries.append(File(CONFIG_FILE, render_config(ctx.root)))
-        entries.append(File(NODES_CONFIG_FILE, render_nodes_config([DEFAULT_NODE_IP])))
+        address = loopback_address(ctx.root)
+        entries.append(File(CONFIG_FILE, render_config(ctx.root, node_ip=address)))
+        entries.append(File(NODES_CONFIG_FILE, render_nodes_config([address])))
         return entries
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:

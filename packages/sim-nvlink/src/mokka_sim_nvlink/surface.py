@@ -1,15 +1,16 @@
-"""The nvlink surface: NVLink lives in NVML only, so this surface stages nothing.
+"""The nvlink surface: NVLink lives in NVML only, so this surface stages no files.
 
 Its settings shape the node state (``mokka_core.model.resolve``: failed -> every link inactive,
-disabled -> no links), which the gpu surface renders into the NVML state file.  ``check``
-verifies that the staged NVML view shows this node's links, NV# matrix and fabric placement.
+disabled -> no links); it contributes the links, the NV# matrix and the NVLink error clocks to the
+NVML state file the gpu surface writes (``nvml``).  ``check`` verifies that the staged NVML view
+shows them and this node's fabric placement.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Entry, StageContext, Surface
+from mokka_core.stage.surface import Entry, NvmlKeys, StageContext, Surface
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -21,7 +22,12 @@ class NvlinkSurface(Surface):
     reads = frozenset[str]()
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
-        return []  # real nodes have no NVLink files (no sysfs, no /dev): see check()
+        return []  # real nodes have no NVLink files (no sysfs, no /dev): see nvml() and check()
+
+    def nvml(self, node: Node, ctx: StageContext) -> NvmlKeys:
+        from .nvml import nvml_keys
+
+        return nvml_keys(node, ctx.booted_ms)
 
     def check(self, node: Node, ctx: StageContext) -> list[str]:
         from mokka_core.stage import nvml_keys as keys

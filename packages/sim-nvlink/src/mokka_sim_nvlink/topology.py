@@ -1,15 +1,13 @@
 """What the node state says about NVLink: the NV# matrix, per-link rows, fabric placement.
 
-This is the model ``nvidia-smi topo -m`` / ``nvlink -s`` must show; the surface's ``check``
-holds the NVML state file to it, and ``mokka-sim-nvlink links`` prints it.
+This is the model ``nvidia-smi topo -m`` / ``nvlink -s`` must show: the surface renders it into the
+NVML state file (``nvml``), its ``check`` holds the staged file to it, and ``mokka-sim-nvlink links`` prints it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from mokka_core.stage.nvml_view import nvlink_matrix
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -25,8 +23,19 @@ class LinkRow:
 
 
 def nv_matrix(node: Node) -> list[list[int]]:
-    """NVLinks between each pair of GPUs, exactly as the NVML view renders them (``topo -m``'s NV#)."""
-    return nvlink_matrix(node)
+    """NVLinks between each pair of GPUs (``topo -m``'s NV#): direct links, plus the links to switches
+    when both ends reach one."""
+    switched = [sum(1 for link in gpu.links if link.active and link.remote_type == "switch") for gpu in node.gpus]
+    position = {gpu.index: n for n, gpu in enumerate(node.gpus)}
+    rows = []
+    for n, a in enumerate(node.gpus):
+        row = [switched[n] if switched[m] and m != n else 0 for m in range(len(node.gpus))]
+        for link in a.links:
+            peer = position.get(link.remote_index) if link.remote_index is not None else None
+            if link.active and link.remote_type == "gpu" and peer is not None and peer != n:
+                row[peer] += 1
+        rows.append(row)
+    return rows
 
 
 def link_rows(node: Node) -> list[LinkRow]:

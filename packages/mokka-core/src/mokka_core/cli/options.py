@@ -22,7 +22,8 @@ RootOpt = Annotated[
     Optional[Path],
     typer.Option("--root", show_default=False,
                  help="Node root (default: $MOKKA_ROOT, else the cluster root /var/lib/mokka/root when a node "
-                      "is staged there; else surface commands refuse, and the others mean /)."),
+                      "is staged there, else / where a node is staged at / and the command does not create one; "
+                      "otherwise refused: --root / must be asked for)."),
 ]
 ProfileOpt = Annotated[
     Optional[str],

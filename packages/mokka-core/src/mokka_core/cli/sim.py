@@ -16,8 +16,9 @@ from typing import Annotated
 import typer
 
 from ..errors import MokkaError
+from ..model.node import Node
 from ..model.spec import NodeSpec
-from ..stage.native import native_dir
+from ..stage import render
 from ..stage.paths import find_root
 from ..stage.staging import stage_wave, teardown
 from ..stage.surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
@@ -37,14 +38,21 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
     def context(root: Path | None, profile: str | None, profile_file: Path | None, gpus: int | None,
                 node_name: str | None, failed: bool, overlay_file: Path | None = None,
-                ) -> tuple[Surface, StageContext, NodeSpec]:
-        """The surface, where it is staged (``root`` None: not on disk, for ``plan``) and the node spec."""
+                ) -> tuple[Surface, StageContext, Node]:
+        """The surface, where it is staged (``root`` None: not on disk, for ``plan``) and the node.
+
+        The gpu surface's NVML state file carries the keys of the other installed surfaces (NVLink,
+        fabric state): they are NVML's view of those layers, not files of their own."""
         if overlay_file is not None and not overlay_file.is_file():
             raise MokkaError(f"--overlay-file: {overlay_file} does not exist")
         settings = {name: {"enabled": True, "state": "failed" if failed else "healthy"}}
         spec = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
                         overlay_file=overlay_file, surfaces=settings)
-        return surface_cls(), StageContext(root=root or Path("/"), native_dir=native_dir()), spec
+        node = spec.resolve()
+        ctx = render.context(root or Path("/"), booted_ms=None if root else 0)
+        if name == "gpu":
+            ctx = render.with_nvml(ctx, node, render.installed_surfaces())
+        return surface_cls(), ctx, node
 
     @app.command()
     def stage(root: RootOpt = None, profile: ProfileOpt = None, profile_file: ProfileFileOpt = None,
@@ -54,8 +62,8 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
         Example: mokka-sim-NAME stage --root /tmp/node -p h100
         """
-        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
-        plan = surface.plan(spec.resolve(), ctx)
+        surface, ctx, node = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
+        plan = surface.plan(node, ctx)
         stage_wave({name: plan}, ctx.root)
         typer.echo(f"{name}: staged {len(plan)} entries under {ctx.root}")
 
@@ -77,8 +85,8 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
         Example: mokka-sim-NAME check --root /tmp/node -p h100
         """
-        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
-        problems = surface.check(spec.resolve(), ctx)
+        surface, ctx, node = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
+        problems = surface.check(node, ctx)
         for problem in problems:
             typer.echo(problem, err=True)
         if problems:
@@ -92,8 +100,8 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
         Example: mokka-sim-NAME plan -p h100 --gpus 2
         """
-        surface, ctx, spec = context(None, profile, profile_file, gpus, node_name, failed, overlay_file)
-        for entry in surface.plan(spec.resolve(), ctx):
+        surface, ctx, node = context(None, profile, profile_file, gpus, node_name, failed, overlay_file)
+        for entry in surface.plan(node, ctx):
             typer.echo(describe_entry(entry))
 
     @app.command()
@@ -107,8 +115,7 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         from ..node.foreground import foreground, log_to_stdout
         from ..run.services import ServiceFailed, Services
 
-        surface, ctx, spec = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
-        node = spec.resolve()
+        surface, ctx, node = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
         services = {service.name: service for service in surface.services(node, ctx)}
         program = f"mokka-sim-{name}"
         log_to_stdout(program)
@@ -140,7 +147,7 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
 def node_root(root: Path | None) -> Path:
     """--root, else $MOKKA_ROOT, else a cluster node's root; never / unless given (``--root /``)."""
-    return find_root(root, required=True)
+    return find_root(root, creates=True)
 
 
 def describe_entry(entry: object) -> str:

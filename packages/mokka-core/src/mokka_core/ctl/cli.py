@@ -79,7 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     costs about a millisecond to build, and a ctl change has a budget of a hundred)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", type=Path, default=argparse.SUPPRESS,
-                        help="node root (default: $MOKKA_ROOT, the cluster root, or /)")
+                        help="node root (default: $MOKKA_ROOT, the cluster root, or / where a node is staged there)")
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, parents=[common],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()))
@@ -225,8 +225,8 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
     from ..errors import MokkaError
     from ..stage.paths import find_root
 
-    root = find_root(getattr(args, "root", None)).absolute()
     try:
+        root = find_root(getattr(args, "root", None)).absolute()
         if args.verb == "status":
             return show_status(root, args.json)
         from .store import apply

@@ -14,6 +14,7 @@ new document validated first.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -164,6 +165,10 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
             if validate:
                 changed = normalise(checked(now.base, changed, now.path, now.base.profile_name))
             node = model_apply.apply(now.base, changed)
+            rebased = _rebased_fault_clocks(root, now.base, before, node)
+            if rebased:
+                changed = rebased_document(changed, rebased)
+                node = model_apply.apply(now.base, changed)
         except (ConfigError, model_apply.ApplyError) as exc:
             lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
@@ -177,6 +182,30 @@ def apply(root: Path, mutate: Mutation, *, surfaces: Mapping[str, Surface] | Non
         snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
                       result.digests, base_json=now.base_json)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
+
+
+def _rebased_fault_clocks(root: Path, base: Node, before: Node, after: Node) -> dict[int, dict[str, Any]]:
+    def counting(node: Node) -> bool:
+        return any(e.rate or e.accrued for e in (gpu.config.nvlink_error for gpu in node.gpus) if e is not None)
+
+    if not (counting(before) or counting(after)):
+        return {}
+    from ..model.faults import rebased_nvlink_errors
+
+    return rebased_nvlink_errors(before, after, time.time_ns() // 1_000_000, NodeStore(root).booted_ms(), base)
+
+
+def rebased_document(doc: Document, rebased: Mapping[int, Mapping[str, Any]]) -> Document:
+    """``doc`` with the per-GPU dotted ``rebased`` values written into each GPU's bucket."""
+    devices = doc.setdefault("devices", {})
+    for index, values in rebased.items():
+        for dotted, value in values.items():
+            *parents, leaf = dotted.split(".")
+            bucket = devices.setdefault(str(index), {})
+            for part in parents:
+                bucket = bucket.setdefault(part, {})
+            bucket[leaf] = value
+    return doc
 
 
 def normalise(doc: Document) -> Document:

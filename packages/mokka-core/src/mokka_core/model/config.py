@@ -703,13 +703,19 @@ class Fabric(Value):
 
 
 class NvlinkError(Value):
-    __slots__ = ('rate', 'links',)
+    """Injected NVLink errors, a clock per GPU: ``accrued[link]`` + ``rate`` x seconds since ``since_ms``."""
+
+    __slots__ = ('rate', 'links', 'since_ms', 'accrued',)
     rate: float
     links: tuple[int, ...]
+    since_ms: int
+    accrued: tuple[int, ...]
 
-    def __init__(self, *, rate: float = 0.0, links: tuple[int, ...] = ()) -> None:
+    def __init__(self, *, rate: float = 0.0, links: tuple[int, ...] = (), since_ms: int = 0, accrued: tuple[int, ...] = ()) -> None:
         _set(self, 'rate', rate)
         _set(self, 'links', links)
+        _set(self, 'since_ms', since_ms)
+        _set(self, 'accrued', accrued)
 
 
 class Platform(Value):

@@ -66,9 +66,9 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             inputs = spec.inputs()
             base, doc = resolve_parts(inputs)
             node = apply(base, doc)
-            started = time.monotonic()
-            result = render(root, node, chosen, force=True, stop=stop_flag)
-            nodefile.save(root, spec)
+            started, booted_ms = time.monotonic(), time.time_ns() // 1_000_000
+            result = render(root, node, chosen, force=True, stop=stop_flag, booted_ms=booted_ms)
+            nodefile.save(root, spec, booted_ms)
             snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen, result.digests)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)

@@ -34,9 +34,9 @@ from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR
-from ..stage.render import consumer_needs, enabled, plan_digest, services
+from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_nvml
 from ..stage.staging import stage_wave
-from ..stage.surface import ConsumerNeeds, Entry, Service, StageContext, Surface, discover
+from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
 from . import namespace
 from .services import ServiceFailed, Services
 
@@ -93,6 +93,7 @@ class NodePlan:
     installed: Mapping[str, type[Surface]]
     services: dict[str, Service]  # every enabled surface's, by program name
     needs: ConsumerNeeds  # what CMD needs from the enabled surfaces
+    booted_ms: int  # when the node came up (wall clock), the origin of its fault clocks
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
@@ -102,11 +103,11 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     node = apply(base, doc)
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
-    ctx = StageContext(root=root, native_dir=native_dir())
+    ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
     return NodePlan(spec, root, plans, inputs, base, doc, node, installed, programs,
-                    consumer_needs(node, instances, root))
+                    consumer_needs(node, instances, root), ctx.booted_ms)
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
@@ -115,7 +116,7 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     node.root.mkdir(exist_ok=True)
     with _quiet_rootless_staging():
         stage_wave(node.plans, node.root)
-    nodefile.save(node.root, node.spec)
+    nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     snapshot.save(node.root, node.base, Path(node.inputs.override_source), node.override_doc, node.inputs.fingerprints,
                   node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()})

@@ -429,8 +429,17 @@ class Fabric(Model):
 
 
 class NvlinkError(Model):
+    """Injected NVLink errors, a clock per GPU: ``accrued[link]`` + ``rate`` x seconds since ``since_ms``.
+
+    ``rate`` errors/s grow on each active link (or on ``links``) from ``since_ms`` (wall-clock ms; 0:
+    from when the node came up) on top of ``accrued`` (errors per link index counted before it).
+    ``nvml-mock-ctl nvlink-error`` sets all four; a profile sets the first two.
+    """
+
     rate: Annotated[float, Field(ge=0, le=1e9)] = 0.0
     links: list[NonNeg] = []
+    since_ms: NonNeg = 0
+    accrued: list[NonNeg] = []
 
 
 class Platform(Model):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from .store import NodeStore, atomic_write
 FORMAT_VERSION = 1
 
 
-def save(root: Path, spec: NodeSpec) -> Path:
+def save(root: Path, spec: NodeSpec, booted_ms: int | None = None) -> Path:
+    """Record ``spec`` and when the node came up (wall-clock ms, the origin of its fault clocks; default now)."""
     path = NodeStore(root).node_file
     path.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
@@ -34,6 +36,7 @@ def save(root: Path, spec: NodeSpec) -> Path:
         "overlay_file": str(spec.overlay_file) if spec.overlay_file else None,
         "override_file": str(spec.override_file) if spec.override_file else None,
         "surfaces": spec.surfaces,
+        "booted_ms": time.time_ns() // 1_000_000 if booted_ms is None else booted_ms,
     }
     atomic_write(path, json.dumps(data, indent=1))
     return path

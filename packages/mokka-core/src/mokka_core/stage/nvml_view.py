@@ -5,16 +5,10 @@
 ``tests/test_nvml_view.py``.  ``write_nvml_state`` replaces the file atomically so every
 running NVML client switches to the new snapshot within one check interval.
 
-Given the staged ``root`` (``render_nvml_state(node, root)``, what the gpu surface does), two
-runtime couplings are rendered as well:
-
-* fabric state ``auto`` follows the fake fabric manager: the file names its readiness marker
-  (``<root>/`` :data:`~mokka_core.stage.store.FABRICMANAGER_READY`) and the library reports
-  In Progress until the marker exists, then Completed;
-* NVLink error injection (``nvlink_error.rate`` errors/s per active link, optional ``links``)
-  accrues in the library from a wall-clock epoch; the epoch and the errors accrued before it are
-  carried over from the file already staged under the root, so re-rendering (any ctl change)
-  never resets or skips counts, and changing the rate (0 heals) only changes the slope.
+Surfaces other than gpu contribute their own keys (:class:`~mokka_core.stage.surface.NvmlKeys`):
+sim-nvlink the links, the NV# matrix and the NVLink error clocks, sim-fabricmanager the fabric
+state.  A contributed key replaces the default written here; without the fabric manager's
+contribution a fabric state ``auto`` is Not Started, as on a fabric node with no fabric manager.
 
 Profile-level ``dynamic_metrics_defaults`` is deliberately *not* applied as a default
 ``dynamic_metrics`` of every GPU: upstream, the engine ignores it; it is only the per-profile layer
@@ -27,23 +21,21 @@ its own (merged) ``dynamic_metrics`` block.
 from __future__ import annotations
 
 import os
-import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .nvml_keys import HEADER
-from .paths import NVML_STATE_FILE
-from .store import NodeStore, atomic_write
+from .store import atomic_write
 
 if TYPE_CHECKING:
     from ..model.config import FabricHealth
     from ..model.node import Gpu, Node
+    from .surface import NvmlKeys
 
-__all__ = ["HEADER", "STATE_FILE_NAME", "NvlinkErrorClock", "gpu_numa_node", "nvlink_matrix",
-           "read_nvlink_error_clocks", "render_nvml_state", "topology_level", "write_nvml_state"]
+__all__ = ["FABRIC_STATE", "HEADER", "STATE_FILE_NAME", "gpu_numa_node", "nvml_bus_id", "render_nvml_state",
+           "topology_level", "write_nvml_state"]
 
 STATE_FILE_NAME = "mokka-nvml.state"
 
@@ -56,7 +48,6 @@ VIRT_MODE = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga"
 HOST_VGPU_MODE = {"non_sriov": 0, "sriov": 1}
 FABRIC_STATE = {"not_supported": 0, "not_started": 1, "in_progress": 2, "completed": 3, "": 3}
 UTIL_PATTERN = {"steady": 0, "": 0, "idle": 1, "busy": 2, "burst": 3}
-LINK_REMOTE = {"gpu": 0, "ibmnpu": 1, "switch": 2}
 # nvmlClocksEventReason bits
 EVENT_REASONS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
                  "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
@@ -71,8 +62,6 @@ NVML_ERROR_DRIVER_NOT_LOADED = 9
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
                          "pcie.tx_kbps", "pcie.rx_kbps", "utilization.encoder", "utilization.decoder",
                          "utilization.jpeg", "utilization.ofa")
-SWITCH_SENTINEL_BUS_ID = "FFFFFFFF:FF:FF.0"
-NVIDIA_VENDOR = 0x10DE
 # coherent Grace systems expose each GPU's memory as NUMA nodes after the CPUs' nodes, a block of
 # 8 per GPU (one per possible MIG partition): GB200 with 2 Grace CPUs shows GPU NUMA IDs 2, 10, 18, 26
 GPU_NUMA_NODES_PER_GPU = 8
@@ -89,21 +78,6 @@ def _b(flag: bool | str | None) -> int:
     return 1 if flag is True or flag == "enabled" else 0
 
 
-def nvlink_matrix(node: Node) -> list[list[int]]:
-    """NVLinks between each pair of GPUs: direct links, plus switch links when both ends reach a switch."""
-    switched = [sum(1 for link in gpu.links if link.active and link.remote_type == "switch") for gpu in node.gpus]
-    position = {gpu.index: n for n, gpu in enumerate(node.gpus)}
-    rows = []
-    for n, a in enumerate(node.gpus):
-        row = [switched[n] if switched[m] and m != n else 0 for m in range(len(node.gpus))]
-        for link in a.links:
-            peer = position.get(link.remote_index) if link.remote_index is not None else None
-            if link.active and link.remote_type == "gpu" and peer is not None and peer != n:
-                row[peer] += 1
-        rows.append(row)
-    return rows
-
-
 def topology_level(a: Gpu, b: Gpu) -> int:
     """PCIe common ancestor (nvmlGpuTopologyLevel_t): same root complex PIX, same NUMA node NODE, else SYS."""
     if a.index == b.index:
@@ -113,23 +87,6 @@ def topology_level(a: Gpu, b: Gpu) -> int:
     if a.numa_node is not None and a.numa_node == b.numa_node:
         return TOPO_NODE
     return TOPO_SYSTEM
-
-
-def _fabric_state(node: Node, state: str, follow_marker: bool) -> tuple[int, int]:
-    """(fabric.state, fabric.auto). ``auto`` is coupled to the fabric manager, as on real nodes:
-    surface healthy -> the library follows its readiness marker (in progress, then completed; without
-    a root to find the marker, completed); surface failed (daemon up, never trains) -> in progress;
-    surface disabled (no fabric manager on a fabric node) -> the probe is never started."""
-    if state != "auto":
-        return FABRIC_STATE.get(state, 3), 0
-    fabricmanager = node.surface("fabricmanager")
-    if not fabricmanager.enabled:
-        return FABRIC_STATE["not_started"], 0
-    if not fabricmanager.active:
-        return FABRIC_STATE["in_progress"], 0
-    if follow_marker:
-        return FABRIC_STATE["in_progress"], 1
-    return FABRIC_STATE["completed"], 0
 
 
 def gpu_numa_node(node: Node, gpu: Gpu) -> int | None:
@@ -152,7 +109,7 @@ def _health_mask(health: FabricHealth) -> int:
             | tri(health.access_timeout_recovery) << 6 | FABRIC_CONFIG.get(health.incorrect_configuration, 1) << 8)
 
 
-def _device(node: Node, gpu: Gpu, nv: list[int], ctx: _RenderContext) -> Iterator[tuple[str, object]]:
+def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     c = gpu.config
     arch = ARCH.get(c.architecture or "", 0)
     yield "name", c.name or "NVIDIA GPU"
@@ -294,10 +251,7 @@ def _device(node: Node, gpu: Gpu, nv: list[int], ctx: _RenderContext) -> Iterato
         yield "fabric.supported", 1
         yield "fabric.cluster_uuid", f.cluster_uuid
         yield "fabric.clique_id", f.clique_id
-        fabric_state, follow = _fabric_state(node, f.state, ctx.ready_file is not None)
-        yield "fabric.state", fabric_state
-        if follow:
-            yield "fabric.auto", 1
+        yield "fabric.state", FABRIC_STATE["not_started" if f.state == "auto" else f.state]
         yield "fabric.status", 0
         yield "fabric.health_mask", f.health_mask if f.health_mask is not None else _health_mask(f.health)
     if node.nvlink and node.nvlink.c2c_enabled:
@@ -309,16 +263,11 @@ def _device(node: Node, gpu: Gpu, nv: list[int], ctx: _RenderContext) -> Iterato
     own_node = gpu_numa_node(node, gpu)
     if own_node is not None:
         yield "gpu_numa_node", own_node
-    yield "root_complex", ctx.root_index.get(gpu.root_complex, -1)
+    yield "root_complex", root_index.get(gpu.root_complex, -1)
     yield "pcie_switch", gpu.index  # each GPU sits behind its own PCIe switch, shared with its HCAs
     if gpu.cpu_affinity:
         yield "cpu_affinity", gpu.cpu_affinity
     yield "topology.levels", ",".join(str(topology_level(gpu, other)) for other in node.gpus)
-    yield "topology.nvlinks", ",".join(str(n) for n in nv)
-
-    if gpu.links:
-        yield from _links(node, gpu, ctx)
-        yield from _nvlink_errors(gpu, ctx)
     yield from _processes(gpu)
 
 
@@ -400,125 +349,6 @@ def _ecc(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
                     yield f"remapped_rows.histogram.{name}", getattr(h, name)
 
 
-def _links(node: Node, gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
-    assert node.nvlink is not None
-    switches, by_index = ctx.switches, ctx.gpus
-    yield "nvlink.count", max(link.link for link in gpu.links) + 1
-    yield "nvlink.version", node.nvlink.version
-    yield "nvlink.speed_mbps", node.nvlink.bandwidth_per_link_mbps
-    yield "nvlink.nvswitch_links", sum(1 for link in gpu.links if link.active and link.remote_type == "switch")
-    for link in gpu.links:
-        p = f"nvlink.{link.link}."
-        yield p + "state", _b(link.active)
-        yield p + "remote_type", LINK_REMOTE.get(link.remote_type, 255)
-        remote_bus, remote_dev = SWITCH_SENTINEL_BUS_ID, 0
-        if link.remote_type == "switch":
-            switch = switches.get(link.remote_bus_id or "")
-            if switch is not None:
-                remote_dev = switch.device_id << 16 | NVIDIA_VENDOR
-                if switch.pci_visible:
-                    remote_bus = nvml_bus_id(switch.bus_id)
-        elif link.remote_type == "gpu" and link.remote_index in by_index:
-            peer = by_index[link.remote_index]
-            remote_bus = nvml_bus_id(peer.bus_id)
-            remote_dev = peer.config.pci.device_id or 0 if peer.config.pci else 0
-        elif link.remote_bus_id:
-            remote_bus = nvml_bus_id(link.remote_bus_id)
-        yield p + "remote_bus_id", remote_bus
-        yield p + "remote_device_id", f"0x{remote_dev:08x}"
-
-
-class NvlinkErrorClock(NamedTuple):
-    """Injected NVLink errors of one GPU as a state file carries them: rate (milli-errors/s per link),
-    the wall-clock epoch (ms) it applies from, links it applies to, errors accrued before the epoch."""
-
-    rate_milli: int = 0
-    epoch_ms: int = 0
-    inject: frozenset[int] = frozenset()
-    accrued: Mapping[int, int] = MappingProxyType({})
-
-    def at(self, now_ms: int) -> dict[int, int]:
-        """Errors per link at ``now_ms`` (the library's formula)."""
-        grown = self.rate_milli * max(0, now_ms - self.epoch_ms) // 1_000_000
-        links = set(self.accrued) | set(self.inject)
-        return {link: self.accrued.get(link, 0) + (grown if link in self.inject else 0) for link in links}
-
-
-class _RenderContext:
-    """What one render works out once for every GPU."""
-
-    __slots__ = ("gpus", "now_ms", "previous", "ready_file", "root_index", "switches")
-
-    def __init__(self, node: Node, ready_file: str | None, previous: Mapping[str, NvlinkErrorClock]) -> None:
-        self.root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
-        self.switches = {s.bus_id: s for s in node.switches}
-        self.gpus = {g.index: g for g in node.gpus}
-        self.ready_file = ready_file
-        self.previous = previous
-        self.now_ms: int | None = None
-
-    def now(self) -> int:
-        if self.now_ms is None:
-            self.now_ms = time.time_ns() // 1_000_000
-        return self.now_ms
-
-
-def _nvlink_error_clock(gpu: Gpu, ctx: _RenderContext) -> NvlinkErrorClock:
-    config = gpu.config.nvlink_error
-    rate_milli = round(config.rate * 1000) if config else 0
-    wanted = set(config.links) if config and config.links else None
-    inject = frozenset(link.link for link in gpu.links
-                       if rate_milli and link.active and (wanted is None or link.link in wanted))
-    previous = ctx.previous.get(gpu.uuid)
-    if previous is not None and (previous.rate_milli, previous.inject) == (rate_milli, inject):
-        return previous  # unchanged: the same epoch, the same lines, the counters keep growing
-    accrued = {link: n for link, n in (previous.at(ctx.now()) if previous else {}).items() if n}
-    if not rate_milli and not accrued:
-        return NvlinkErrorClock()
-    return NvlinkErrorClock(rate_milli, ctx.now() if rate_milli else 0, inject, accrued)
-
-
-def _nvlink_errors(gpu: Gpu, ctx: _RenderContext) -> Iterator[tuple[str, object]]:
-    clock = _nvlink_error_clock(gpu, ctx)
-    if not clock.rate_milli and not clock.accrued:
-        return
-    yield "nvlink_error.rate_milli", clock.rate_milli
-    yield "nvlink_error.epoch_ms", clock.epoch_ms
-    for link in sorted(set(clock.inject) | set(clock.accrued)):
-        if link in clock.inject:
-            yield f"nvlink.{link}.errors.inject", 1
-        if clock.accrued.get(link):
-            yield f"nvlink.{link}.errors.injected", clock.accrued[link]
-
-
-def read_nvlink_error_clocks(text: str) -> dict[str, NvlinkErrorClock]:
-    """The NVLink error clocks in a state file's text, by GPU UUID (what a re-render carries over)."""
-    if "nvlink_error." not in text:
-        return {}
-    raw: dict[str, dict[str, str]] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if not sep or not key.startswith("device."):
-            continue
-        index, _, rest = key[len("device."):].partition(".")
-        if rest == "uuid" or rest.startswith("nvlink_error.") or (
-                rest.startswith("nvlink.") and ".errors.inject" in rest):
-            raw.setdefault(index, {})[rest] = value
-    clocks = {}
-    for keys in raw.values():
-        if "uuid" not in keys or "nvlink_error.rate_milli" not in keys:
-            continue
-        try:
-            inject = frozenset(int(k.split(".")[1]) for k, v in keys.items()
-                               if k.endswith(".errors.inject") and v == "1")
-            accrued = {int(k.split(".")[1]): int(v) for k, v in keys.items() if k.endswith(".errors.injected")}
-            clocks[keys["uuid"]] = NvlinkErrorClock(int(keys["nvlink_error.rate_milli"]),
-                                                    int(keys.get("nvlink_error.epoch_ms", "0")), inject, accrued)
-        except ValueError:
-            continue  # a hand-edited or foreign file: start afresh for this GPU
-    return clocks
-
-
 def _pci_functions(node: Node, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     """The node's non-GPU PCI functions (HCAs, PCI-visible NVSwitches): nvidia-smi topo -m asks the
     library for the PCIe level between them and the GPUs (export slot 23). An HCA assigned to a GPU
@@ -552,47 +382,50 @@ def _processes(gpu: Gpu) -> Iterator[tuple[str, object]]:
                 return
 
 
-def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) -> str:
-    """The state file text for `node` (format version 1, see native/README.md).
-
-    ``root``: the staged root the file goes to. It adds the fabric manager's readiness marker path
-    and carries the NVLink error clocks over from the file already staged there (see the module
-    docstring); without it the result depends on ``node`` alone.
-    """
+def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
+    """The state file text for `node` (format version 1, see native/README.md), a pure function of
+    ``node`` and the other surfaces' ``contributed`` keys (``Surface.nvml``)."""
     system = node.system
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
     gpu_surface = node.surface("gpu")
     init_error = 0 if gpu_surface.state == "healthy" else NVML_ERROR_DRIVER_NOT_LOADED
+    extra_system: dict[str, object] = {}
+    extra: dict[int, dict[str, object]] = {}
+    for keys in contributed:
+        extra_system.update(keys.system)
+        for index, contributed_pairs in keys.devices.items():
+            extra.setdefault(index, {}).update(contributed_pairs)
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    ready_file = str(NodeStore(Path(root).absolute()).fabricmanager_ready) if root is not None else None
-    if ready_file is not None:
-        if "\n" in ready_file or len(ready_file) >= 512:
-            raise ValueError(f"root {root}: not usable in the state file (line break, or path too long)")
-        lines.append(f"system.fabric_ready_file={ready_file}")
-    previous: Mapping[str, NvlinkErrorClock] = {}
-    if root is not None:
-        try:
-            previous = read_nvlink_error_clocks((Path(root) / NVML_STATE_FILE).read_text())
-        except (OSError, UnicodeDecodeError):
-            previous = {}
-    ctx = _RenderContext(node, ready_file, previous)
-    matrix = nvlink_matrix(node)
-    for gpu, nv in zip(node.gpus, matrix, strict=True):
-        prefix = f"device.{gpu.index}."
-        for key, value in _device(node, gpu, nv, ctx):
-            if value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
+    lines += [f"system.{key}={_text(key, value)}" for key, value in extra_system.items()]
+    root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
+    append = lines.append
+
+    def emit(prefix: str, pairs: Iterable[tuple[str, object]], replaced: Mapping[str, object]) -> None:
+        for key, value in pairs:
+            if key in replaced:
                 continue
             if type(value) is str:
                 if "\n" in value or "\0" in value:
-                    raise ValueError(f"GPU {gpu.index}: {key} contains a line break: {value!r}")
+                    raise ValueError(f"{prefix}{key} contains a line break: {value!r}")
                 text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+            elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
+                continue
             else:
                 text = str(value)
-            lines.append(f"{prefix}{key}={text}")
-    lines += [f"{key}={value}" for key, value in _pci_functions(node, ctx.root_index)]
+            append(f"{prefix}{key}={text}")
+
+    for gpu in node.gpus:
+        prefix = f"device.{gpu.index}."
+        mine = extra.get(gpu.index)
+        if mine:
+            emit(prefix, _device(node, gpu, root_index), mine)
+            emit(prefix, mine.items(), {})
+        else:
+            emit(prefix, _device(node, gpu, root_index), {})
+    lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     for n, (seq, index, code) in enumerate(events[-256:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
@@ -600,9 +433,16 @@ def render_nvml_state(node: Node, root: str | os.PathLike[str] | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def write_nvml_state(node: Node, path: str | os.PathLike[str],
-                     root: str | os.PathLike[str] | None = None) -> Path:
+def _text(key: str, value: object) -> str:
+    if type(value) is not str:
+        return str(value)
+    if "\n" in value or "\0" in value:
+        raise ValueError(f"system.{key} contains a line break: {value!r}")
+    return value
+
+
+def write_nvml_state(node: Node, path: str | os.PathLike[str], contributed: Iterable[NvmlKeys] = ()) -> Path:
     """Write the state file atomically (temp file in the same directory, fsync, rename), mode 0644."""
     target = Path(path)
-    atomic_write(target, render_nvml_state(node, root), durable=True)
+    atomic_write(target, render_nvml_state(node, contributed), durable=True)
     return target

@@ -36,11 +36,13 @@ LIB_DIR = f"usr/lib/{multiarch()}"
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
 
 
-def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
-    """The root a command acts on: --root, else $MOKKA_ROOT, else a cluster node's root, else /.
+def find_root(explicit: Path | None = None, *, creates: bool = False) -> Path:
+    """The root a command acts on: --root, else $MOKKA_ROOT, else a cluster node's root, else the
+    node staged at / itself.  Never / by default otherwise: ``/`` is used only when asked for
+    (``--root /``) or when a node is already staged there.
 
-    ``required``: never fall back to / (a surface command that writes would stage into the host);
-    refuse instead, so / is used only when asked for (``--root /``).
+    ``creates``: the command makes a node (``mokka node up``, a surface's ``stage``): a node at /
+    is not a default for it either, since as root it would write into the host.
     """
     if explicit is not None:
         return explicit
@@ -49,7 +51,8 @@ def find_root(explicit: Path | None = None, *, required: bool = False) -> Path:
         return Path(env)
     if NodeStore(CLUSTER_ROOT).node_file.exists():
         return CLUSTER_ROOT
-    if required:
-        raise MokkaError(f"no node root: give --root DIR (--root / means this host itself), set $MOKKA_ROOT, "
-                         f"or run on a cluster node (a node staged under {CLUSTER_ROOT})")
-    return Path("/")
+    host = Path("/")
+    if not creates and NodeStore(host).node_file.exists():
+        return host
+    raise MokkaError(f"no node root: give --root DIR (--root / means this host itself), set $MOKKA_ROOT, "
+                     f"or run on a cluster node (a node staged under {CLUSTER_ROOT})")

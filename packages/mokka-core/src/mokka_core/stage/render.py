@@ -108,8 +108,23 @@ def enabled(node: Node, name: str) -> bool:
     return True if settings is None else bool(settings.enabled)
 
 
-def context(root: Path) -> StageContext:
-    return StageContext(root=root, native_dir=native_dir())
+def context(root: Path, booted_ms: int | None = None) -> StageContext:
+    """What plans under ``root`` may need; ``booted_ms`` defaults to what the node file records."""
+    booted = NodeStore(root).booted_ms() if booted_ms is None else booted_ms
+    return StageContext(root=root, native_dir=native_dir(), booted_ms=booted)
+
+
+def with_nvml(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
+    """``ctx`` with every other surface's keys for the NVML state file the gpu surface writes."""
+    contributed = []
+    for name, surface in surfaces.items():
+        if name == "gpu":
+            continue
+        try:
+            contributed.append(surface.nvml(node, ctx))
+        except Exception as exc:
+            raise staging.StagingError(name, f"NVML keys failed: {type(exc).__name__}: {exc}") from exc
+    return ctx._replace(nvml=tuple(contributed))
 
 
 def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
@@ -182,20 +197,23 @@ def plan_digest(plan: list[Entry]) -> str:
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
            stop: threading.Event | None = None, since: Node | None = None,
-           recorded: Mapping[str, str] | None = None) -> RenderResult:
+           recorded: Mapping[str, str] | None = None, booted_ms: int | None = None) -> RenderResult:
     """Bring what is staged under ``root`` in line with ``node``; all-or-nothing for what changes.
 
     ``since``: the node staged now, where the caller knows it (a fresh snapshot rendered with these
     surfaces); a surface whose declared reads the change does not touch keeps its staged plan.
     ``recorded``: the digests of the staged plans, where the caller has read the snapshot already.
+    ``booted_ms``: when the node came up, where the node file does not say yet (the first render).
     """
-    ctx = context(root)
+    ctx = context(root, booted_ms)
     wanted = {name: surface for name, surface in surfaces.items() if enabled(node, name)}
     old = dict(recorded) if recorded is not None else snapshot.digests(root)
     staged = set(staging.staged_surfaces(root))
     touched = touched_fields(since, node) if since is not None and not force else None
     kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
             and not surface.reads & touched and name in staged and name in old}
+    if "gpu" in wanted and "gpu" not in kept:
+        ctx = with_nvml(ctx, node, surfaces)
     plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
     digests = {name: plan_digest(plan) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()

@@ -54,6 +54,16 @@ class NodeStore:
         """Which NodeSpec the root was built from (``stage.nodefile``)."""
         return self.root / NODE_FILE
 
+    def booted_ms(self) -> int:
+        """When the node came up (wall-clock ms, recorded in the node file); 0 where none says."""
+        import json
+
+        try:
+            value = json.loads(self.node_file.read_bytes()).get("booted_ms")
+        except (OSError, ValueError, AttributeError):
+            return 0
+        return value if type(value) is int and value > 0 else 0
+
     @property
     def override_file(self) -> Path:
         """The runtime override file (``nvml-mock-ctl``, the allocation watcher), unless the node names another."""

@@ -98,11 +98,26 @@ class ConsumerNeeds(NamedTuple):
 
 
 
+class NvmlKeys(NamedTuple):
+    """What a surface contributes to the NVML state file: node-wide keys and keys per GPU index.
+
+    Keys are those of ``native/state-keys.toml`` (``stage.nvml_keys``), without the ``system.`` /
+    ``device.<i>.`` prefix.  A contributed key replaces the gpu surface's own default for it.
+    """
+
+    system: tuple[tuple[str, object], ...] = ()
+    devices: Mapping[int, tuple[tuple[str, object], ...]] = MappingProxyType({})
+
+
 class StageContext(NamedTuple):
     """Where a surface is staged, and the few facts about this installation a plan may need."""
 
     root: Path
     native_dir: Path | None = None  # built mock libraries (libnvidia-ml.so.*), see mokka_core.stage.native
+    #: wall-clock ms the node came up (``stage.nodefile``); 0 outside a node: fault clocks start there
+    booted_ms: int = 0
+    #: the other surfaces' contributions to the NVML state file (for the gpu surface, which writes it)
+    nvml: tuple[NvmlKeys, ...] = ()
 
 
 class Surface(ABC):
@@ -120,6 +135,10 @@ class Surface(ABC):
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         return []
+
+    def nvml(self, node: Node, ctx: StageContext) -> NvmlKeys:
+        """The keys this surface contributes to the NVML state file (default: none); pure, like the plan."""
+        return NvmlKeys()
 
     def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
         """What a consumer process of this node needs from this surface (default: nothing)."""

@@ -6,7 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
+from ..model.apply import apply
 from ..model.node import Node
+from ..stage import render
 from ..stage.native import native_dir
 from ..stage.nvml_view import render_nvml_state
 from ..stage.paths import LIB_DIR, NVML_STATE_FILE
@@ -16,9 +18,11 @@ from .consumers import missing
 def stage_nvml_view(root: Path, node: Node, *, follow_fabric_manager: bool = False) -> Path:
     """What the gpu surface stages for NVML: the built mock library chain and the rendered state file.
 
-    With ``follow_fabric_manager`` a fabric state ``auto`` waits for the fake fabric manager's readiness
-    marker under ``root`` (as on a node); without, it reads Completed.  Returns the library directory
-    (for ``LD_LIBRARY_PATH``); missing() when the library is not built.
+    The state file carries the keys of every installed surface (NVLink, fabric state). With
+    ``follow_fabric_manager`` a fabric state ``auto`` waits for the fake fabric manager's readiness
+    marker under ``root`` (as on a node); without, the fabric is shown trained (Completed), as after
+    a fabric manager, installed or not.  Returns the library directory (for ``LD_LIBRARY_PATH``);
+    missing() when the library is not built.
     """
     built = native_dir()
     if built is None:
@@ -31,6 +35,8 @@ def stage_nvml_view(root: Path, node: Node, *, follow_fabric_manager: bool = Fal
             target.symlink_to(os.readlink(path))
         else:
             shutil.copy2(path, target)
-    marker_root = root if follow_fabric_manager else None
-    (root / NVML_STATE_FILE).write_text(render_nvml_state(node, root=marker_root))
+    if not follow_fabric_manager and any(gpu.config.fabric is not None for gpu in node.gpus):
+        node = apply(node, {"all": {"fabric": {"state": "completed"}}})
+    ctx = render.with_nvml(render.context(root, booted_ms=0), node, render.installed_surfaces())
+    (root / NVML_STATE_FILE).write_text(render_nvml_state(node, ctx.nvml))
     return lib_dir

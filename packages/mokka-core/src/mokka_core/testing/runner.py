@@ -183,7 +183,7 @@ class NvmlSurface(Surface):
             Copy(f"{LIB_DIR}/{library.name}", library),
             Symlink(f"{LIB_DIR}/libnvidia-ml.so.1", library.name),
             Symlink(f"{LIB_DIR}/libnvidia-ml.so", "libnvidia-ml.so.1"),
-            File(NVML_STATE_FILE, render_nvml_state(node)),
+            File(NVML_STATE_FILE, render_nvml_state(node, ctx.nvml)),
         ]
 
 

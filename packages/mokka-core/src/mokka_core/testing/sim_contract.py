@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from ..errors import MokkaError
+from ..model.apply import apply
 from ..model.codec import decode
 from ..model.config import BLOCKS, LISTS, GpuConfig
 from ..model.node import Node
@@ -166,6 +167,22 @@ class SimContract(ReadsContract):
 
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Any:
         return runner.invoke(self.app, list(args), env=env)
+
+    @pytest.mark.parametrize("profile", [*READS_PROFILES, "gb300", "b200", "l40s"])
+    @pytest.mark.parametrize("settings", [{}, {"state": "failed"}, {"enabled": False}])
+    def test_contributed_nvml_keys_are_in_the_key_table(self, profile: str, settings: dict[str, Any],
+                                                          tmp_path: Path) -> None:
+        """The library ignores a key it does not know: every key this surface writes must be in the table."""
+        from ..stage.nvml_key_lookup import is_known_key
+
+        node = NodeSpec(profile=profile, gpus=4, surfaces={self.surface.name: settings}).resolve()
+        everything = {"all": {"nvlink_error": {"rate": 2.5, "accrued": [1, 2]}}}
+        for state in (node, apply(node, everything)):
+            keys = self.surface().nvml(state, StageContext(root=tmp_path, booted_ms=1_700_000_000_000))
+            written = [f"system.{key}" for key, _ in keys.system]
+            written += [f"device.{index}.{key}" for index, pairs in keys.devices.items() for key, _ in pairs]
+            unknown = [key for key in written if not is_known_key(key)]
+            assert not unknown, f"{self.surface.name} writes keys that are not in native/state-keys.toml: {unknown}"
 
     def test_registered_as_surface(self) -> None:
         assert discover()[self.surface.name] is self.surface
