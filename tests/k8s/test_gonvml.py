@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,26 @@ def test_identity_is_the_real_boards(gonvml: Path, profile: str) -> None:
             assert (info["State"], info["Status"]) == (GPU_FABRIC_STATE_COMPLETED, 0), f"GPU {gpu}: {info}"
         else:
             assert fabric["return"] == "Not Supported", f"GPU {gpu}: {fabric}"
+
+
+@pytest.mark.consumer
+def test_events_as_the_device_plugin_health_check_sees_them(gonvml: Path, tmp_path: Path) -> None:
+    """Xid and ECC events reach a go-nvml event set on the GPU they were raised on.
+
+    The device plugin marks a GPU unhealthy from these events and, when the event device's UUID cannot
+    be read, every GPU: nvml.h documents nvmlDeviceGetUUID's GPU_IS_LOST "if the target GPU has fallen
+    off the bus", so a real node marks them all too, and so must we.
+    """
+    ctl = Path(sys.executable).parent / "nvml-mock-ctl"
+    out = tmp_path / "events.jsonl"
+    script = (f"{gonvml} -events 4 -timeout 60s > {out} & P=$!; "
+              f"until grep -q ready {out} 2>/dev/null; do sleep 0.1; done; "
+              f"{ctl} xid 0 79 && {ctl} fail 1 ecc-uncorrectable && {ctl} xid 3 13 && {ctl} fail 2 fallen-off-bus "
+              f"&& wait $P")
+    done = mokka_run("h100", "sh", "-c", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    uuids = {line["gpu"]: line["uuid"] for line in lines if "uuid" in line and "gpu" in line}
+    events = [(line["uuid"], line["xid"], line["uuid_return"]) for line in lines if "event_type" in line]
+    assert events == [(uuids[0], 79, "Success"), (uuids[1], 48, "Success"), (uuids[3], 13, "Success"),
+                      ("", 79, "GPU is lost")], lines

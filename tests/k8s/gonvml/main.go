@@ -3,14 +3,21 @@
 // when the library does not export the function, as a real driver of that release does not; value is
 // the results of a successful call). Before each call it prints {"gpu", "calling"}, so a crash
 // inside a call names the call. Exit 1 on a failed init.
+//
+// With -events N it instead watches Xid and ECC events on every GPU the way the Kubernetes device plugin's
+// health check does (one event set, 5 s waits, the event device's UUID looked up on its existing handle),
+// prints {"gpu", "uuid"} per GPU, then {"ready"}, then one {"event_type", "xid", "uuid", "uuid_return"}
+// line per event, and exits after N events or -timeout.
 package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -141,7 +148,45 @@ func values(results []reflect.Value) any {
 	return value
 }
 
+func watchEvents(lib nvml.Interface, count int, want int, timeout time.Duration) {
+	set, ret := lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		fmt.Fprintf(os.Stderr, "EventSetCreate: %v\n", ret)
+		os.Exit(1)
+	}
+	defer set.Free()
+	kinds := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError)
+	for i := 0; i < count; i++ {
+		device, _ := lib.DeviceGetHandleByIndex(i)
+		uuid, _ := device.GetUUID()
+		if ret := device.RegisterEvents(kinds, set); ret != nvml.SUCCESS {
+			fmt.Fprintf(os.Stderr, "RegisterEvents on GPU %d: %v\n", i, ret)
+			os.Exit(1)
+		}
+		emit(map[string]any{"gpu": i, "uuid": uuid})
+	}
+	emit(map[string]any{"ready": true})
+	deadline := time.Now().Add(timeout)
+	for seen := 0; seen < want && time.Now().Before(deadline); {
+		event, ret := set.Wait(5000)
+		if ret == nvml.ERROR_TIMEOUT {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			emit(map[string]any{"wait_return": ret.String()})
+			os.Exit(1)
+		}
+		uuid, uuidRet := event.Device.GetUUID()
+		emit(map[string]any{"event_type": event.EventType, "xid": event.EventData, "uuid": uuid,
+			"uuid_return": uuidRet.String()})
+		seen++
+	}
+}
+
 func main() {
+	events := flag.Int("events", 0, "watch for this many events instead of calling the getters")
+	timeout := flag.Duration("timeout", 30*time.Second, "give up watching after this long")
+	flag.Parse()
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		fmt.Fprintf(os.Stderr, "nvml.Init: %v\n", ret)
@@ -154,6 +199,10 @@ func main() {
 		os.Exit(1)
 	}
 	emit(map[string]any{"count": count})
+	if *events > 0 {
+		watchEvents(lib, count, *events, *timeout)
+		return
+	}
 	first, _ := lib.DeviceGetHandleByIndex(0)
 	for i := 0; i < count; i++ {
 		device, ret := lib.DeviceGetHandleByIndex(i)
