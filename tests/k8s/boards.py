@@ -25,15 +25,16 @@ class Board:
     architecture: int
     mig_capable: bool
     fabric: bool  # fabric/state is a real state (Completed), not N/A
+    rdma: bool  # the machine has Mellanox InfiniBand HCAs (DGX systems, GB200/GB300 trays)
     pci_class: str = "0302"
 
 
 BOARDS = {
-    "a100": Board("NVIDIA A100-SXM4-40GB", 40960, (8, 0), ARCH_AMPERE, mig_capable=True, fabric=False),
-    "h100": Board("NVIDIA H100 80GB HBM3", 81559, (9, 0), ARCH_HOPPER, mig_capable=True, fabric=True),
-    "b200": Board("NVIDIA B200", 183359, (10, 0), ARCH_BLACKWELL, mig_capable=True, fabric=True),
-    "gb200": Board("NVIDIA GB200", 189471, (10, 0), ARCH_BLACKWELL, mig_capable=True, fabric=True),
-    "gb300": Board("NVIDIA GB300", 284208, (10, 3), ARCH_BLACKWELL, mig_capable=True, fabric=True),
-    "l40s": Board("NVIDIA L40S", 46068, (8, 9), ARCH_ADA, mig_capable=False, fabric=False),
-    "t4": Board("Tesla T4", 15360, (7, 5), ARCH_TURING, mig_capable=False, fabric=False),
+    "a100": Board("NVIDIA A100-SXM4-40GB", 40960, (8, 0), ARCH_AMPERE, mig_capable=True, fabric=False, rdma=True),
+    "h100": Board("NVIDIA H100 80GB HBM3", 81559, (9, 0), ARCH_HOPPER, mig_capable=True, fabric=True, rdma=True),
+    "b200": Board("NVIDIA B200", 183359, (10, 0), ARCH_BLACKWELL, mig_capable=True, fabric=True, rdma=True),
+    "gb200": Board("NVIDIA GB200", 189471, (10, 0), ARCH_BLACKWELL, mig_capable=True, fabric=True, rdma=True),
+    "gb300": Board("NVIDIA GB300", 284208, (10, 3), ARCH_BLACKWELL, mig_capable=True, fabric=True, rdma=True),
+    "l40s": Board("NVIDIA L40S", 46068, (8, 9), ARCH_ADA, mig_capable=False, fabric=False, rdma=False),
+    "t4": Board("Tesla T4", 15360, (7, 5), ARCH_TURING, mig_capable=False, fabric=False, rdma=False),
 }

@@ -61,12 +61,13 @@ def nfd_labels(nfd_worker: Path, profile: str, scratch: Path, config: str = "") 
 
 @pytest.mark.consumer
 @pytest.mark.parametrize("profile", PROFILES)
-def test_nfd_labels_the_gpus_pci_class(nfd_worker: Path, profile: str, tmp_path: Path) -> None:
+def test_nfd_labels_the_gpus_and_hcas(nfd_worker: Path, profile: str, tmp_path: Path) -> None:
     labels = nfd_labels(nfd_worker, profile, tmp_path)
     nvidia = {key: value for key, value in labels.items() if key.startswith("pci-") and "_10de" in key}
     assert nvidia.get(f"pci-{BOARDS[profile].pci_class}_10de.present") == "true", labels
     assert set(nvidia) <= {f"pci-{BOARDS[profile].pci_class}_10de.present",
                            f"pci-{BOARDS[profile].pci_class}_10de.sriov.capable"}, nvidia
+    assert (labels.get("rdma.capable") == "true") == BOARDS[profile].rdma, labels  # built-in rule: a 15b3 PCI device
 
 
 @pytest.mark.consumer
