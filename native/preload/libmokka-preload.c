@@ -4,6 +4,7 @@
  *
  * Every intercepted call passes its path through one choke point, resolve_path(),
  * keyed on $MOKKA_ROOT (the staged root).  Rules, in order:
+ *   - `.`, `..` and `//` are resolved first, as the kernel does, and the result is matched;
  *   - nothing happens unless MOKKA_ROOT is set, the path is under /sys, /dev or /proc,
  *     and $MOKKA_ROOT/var/lib/mokka/preload-disabled does not exist;
  *   - with MOKKA_PRELOAD_ONLY=/a:/b set, only those paths (and what is below them) qualify;
@@ -17,7 +18,8 @@
  * errno is preserved by the lookup; no shared buffers (thread-safe without locks).
  * The exec family puts LD_PRELOAD and MOKKA_ROOT back if a program dropped them.
  *
- * Environment: MOKKA_ROOT, MOKKA_PRELOAD_ONLY, MOKKA_DEBUG=path (log redirections to stderr).
+ * Environment: MOKKA_ROOT, MOKKA_PRELOAD_ONLY, MOKKA_DEBUG=path (log redirections to stderr), all
+ * read with secure_getenv (ignored in a setuid/setgid program, as glibc ignores LD_LIBRARY_PATH).
  * Messages start with "mokka-preload:".
  */
 #include <dirent.h>
@@ -77,9 +79,9 @@ static int has_debug_category(const char *value, const char *category)
 static void load_config(void)
 {
     int saved = errno;
-    const char *root = getenv("MOKKA_ROOT");
-    const char *debug = getenv("MOKKA_DEBUG");
-    const char *only = getenv("MOKKA_PRELOAD_ONLY");
+    const char *root = secure_getenv("MOKKA_ROOT");
+    const char *debug = secure_getenv("MOKKA_DEBUG");
+    const char *only = secure_getenv("MOKKA_PRELOAD_ONLY");
     Dl_info info;
 
     config.debug_path = debug && has_debug_category(debug, "path");
@@ -206,6 +208,69 @@ static int raw_lstat_is_file(const char *path)
     return rc == 0 && !S_ISDIR(st.st_mode);
 }
 
+static int raw_is_symlink(const char *path)
+{
+    struct stat st;
+#ifdef SYS_newfstatat
+    long rc = syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
+#else
+    long rc = syscall(SYS_fstatat64, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
+#endif
+    return rc == 0 && S_ISLNK(st.st_mode);
+}
+
+/* A `..` after a symlink is resolved by the kernel through the link, so it cannot be resolved by hand:
+ * true when `prefix` is a symlink on the host or in the root. */
+static int symlink_anywhere(const char *prefix, size_t len)
+{
+    char rooted[PATH_MAX];
+    if (raw_is_symlink(prefix))
+        return 1;
+    if (config.root_len + len >= sizeof rooted)
+        return 1;
+    memcpy(rooted, config.root, config.root_len);
+    memcpy(rooted + config.root_len, prefix, len + 1);
+    return raw_is_symlink(rooted);
+}
+
+/*
+ * The absolute `path` with `.`, `..` and repeated slashes resolved into `out` (PATH_MAX bytes), as the
+ * kernel resolves them (`..` of / is /), so that `/sys/bus/pci/../../../etc/hostname` is matched as
+ * /etc/hostname.  0 when that cannot be done by hand (a `..` after a symlink): use `path` as given.
+ */
+static int normalise(const char *path, char *out)
+{
+    size_t n = 0;
+    for (const char *s = path; *s;) {
+        while (*s == '/')
+            s++;
+        if (*s == '\0')
+            break;
+        const char *end = strchrnul(s, '/');
+        size_t len = (size_t)(end - s);
+        if (len == 2 && s[0] == '.' && s[1] == '.') {
+            out[n] = '\0';
+            if (n > 0 && symlink_anywhere(out, n))
+                return 0;
+            while (n > 0 && out[n - 1] != '/')
+                n--;
+            if (n > 0)
+                n--;
+        } else if (!(len == 1 && s[0] == '.')) {
+            if (n + 1 + len + 2 > PATH_MAX)
+                return 0;
+            out[n++] = '/';
+            memcpy(out + n, s, len);
+            n += len;
+        }
+        s = end;
+    }
+    if (n == 0 || path[strlen(path) - 1] == '/')
+        out[n++] = '/'; /* "/" itself, or a trailing slash kept: it still means "a directory" */
+    out[n] = '\0';
+    return 1;
+}
+
 static int raw_exists(const char *path)
 {
     return syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
@@ -226,9 +291,18 @@ static int redirection_disabled(void)
  * itself, or `buf` (PATH_MAX bytes) holding $MOKKA_ROOT + the absolute path.  NULL with
  * errno ENAMETOOLONG when the rewritten path would not fit.  Leaves errno alone otherwise.
  */
+/* The host path for `path`: as given, or its normalised form (copied into buf) when it had one. */
+static const char *host_path(const char *path, const char *normalised, char *buf)
+{
+    if (normalised == NULL)
+        return path;
+    memmove(buf, normalised, strlen(normalised) + 1);
+    return buf;
+}
+
 static const char *resolve_path(int dirfd, const char *path, char *buf)
 {
-    char absolute[PATH_MAX];
+    char absolute[PATH_MAX], normal[PATH_MAX];
     const char *p = path;
     int saved = errno;
 
@@ -251,9 +325,12 @@ static const char *resolve_path(int dirfd, const char *path, char *buf)
         memcpy(absolute + cwd_len + 1, path, path_len + 1);
         p = absolute;
     }
+    const char *normalised = NULL;
+    if ((strstr(p, "/.") || strstr(p, "//")) && normalise(p, normal))
+        p = normalised = normal;
     if (!is_candidate(p) || !allowed_by_only(p) || redirection_disabled()) {
         errno = saved;
-        return path;
+        return host_path(path, normalised, buf);
     }
     size_t len = strlen(p);
     if (config.root_len + len >= PATH_MAX) {
@@ -264,7 +341,7 @@ static const char *resolve_path(int dirfd, const char *path, char *buf)
     memcpy(buf + config.root_len, p, len + 1);
     if (!is_owned(p) && !raw_lstat_is_file(buf)) {
         errno = saved;
-        return path;
+        return host_path(path, normalised, buf);
     }
     if (config.debug_path)
         fprintf(stderr, "mokka-preload: path %s -> %s\n", path, buf);

@@ -1,4 +1,5 @@
-/* Messages on stderr: errors always, debug lines under MOKKA_DEBUG=nvml. */
+/* Messages on stderr: errors always, debug lines under MOKKA_DEBUG=nvml.
+ * MOKKA_* variables are read with secure_getenv: a setuid client run by another user ignores them. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 int mk_g_debug;
 
 void mk_debug_init(void) {
-    const char *d = getenv("MOKKA_DEBUG");
+    const char *d = secure_getenv("MOKKA_DEBUG");
     mk_g_debug = d != NULL && (strstr(d, "nvml") != NULL || strcmp(d, "all") == 0 || strcmp(d, "1") == 0);
 }
 

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -414,7 +413,7 @@ static char state_path[4096];
 static pthread_once_t path_once = PTHREAD_ONCE_INIT;
 
 static void resolve_path(void) {
-    const char *env = getenv("MOKKA_NVML_STATE");
+    const char *env = secure_getenv("MOKKA_NVML_STATE");
     if (env && *env) {
         snprintf(state_path, sizeof state_path, "%s", env);
         return;
@@ -453,6 +452,54 @@ static void retire(struct mk_snap *old, uint64_t now) {
     }
 }
 
+/* The file is copied into a private buffer (reused, guarded by refresh_mu) and parsed from there: a
+ * mapping would raise SIGBUS in the consumer when a writer truncates the file in place.  Opened
+ * non-blocking and refused unless regular, so a FIFO or a device at the path never blocks a reader. */
+static struct { char *data; size_t len, cap; } file_buf;
+
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+enum read_result { READ_OK, READ_REJECT, READ_RETRY };
+
+/* READ_OK: file_buf holds the whole file as *st describes it; READ_REJECT: refuse this file (err says
+ * why); READ_RETRY: nothing to judge (gone, or rewritten while it was read): the next check looks again. */
+static enum read_result read_regular_file(const char *path, struct stat *st, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return READ_RETRY;
+    struct stat after;
+    enum read_result rc = READ_REJECT;
+    if (fstat(fd, st) != 0) {
+        rc = READ_RETRY;
+    } else if (!S_ISREG(st->st_mode)) {
+        snprintf(err, errlen, "not a regular file");
+    } else if ((size_t)st->st_size > MK_MAX_FILE) {
+        snprintf(err, errlen, "larger than %u bytes", MK_MAX_FILE);
+    } else {
+        size_t want = (size_t)st->st_size + 1; /* one byte more: a file that grew meanwhile reads long */
+        if (want > file_buf.cap) {
+            char *nb = realloc(file_buf.data, want);
+            if (!nb) { snprintf(err, errlen, "out of memory"); close(fd); return READ_RETRY; }
+            file_buf.data = nb;
+            file_buf.cap = want;
+        }
+        size_t got = 0;
+        while (got < want) {
+            ssize_t n = pread(fd, file_buf.data + got, want - got, (off_t)got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        file_buf.len = got;
+        int unchanged = got == (size_t)st->st_size && fstat(fd, &after) == 0 && same_file(st, &after);
+        rc = unchanged ? READ_OK : READ_RETRY;
+    }
+    close(fd);
+    return rc;
+}
+
 static void load_locked(uint64_t now) {
     const char *path = mk_state_path();
     struct stat st;
@@ -473,26 +520,13 @@ static void load_locked(uint64_t now) {
     if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
         bad_sig.size == st.st_size)
         return; /* already rejected this exact file */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
     struct stat fst;
     char err[256] = "";
     struct mk_snap *s = NULL;
     int ok = 0;
-    if (fstat(fd, &fst) == 0 && (size_t)fst.st_size <= MK_MAX_FILE) {
-        size_t size = (size_t)fst.st_size;
-        /* MAP_POPULATE: the whole (page-cached) file in one go instead of a fault per page */
-        void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
-        if (size && map == MAP_FAILED) {
-            snprintf(err, sizeof err, "mmap: %s", strerror(errno));
-        } else {
-            ok = mk_parse(map ? (const char *)map : "", size, &s, err, sizeof err) == 0;
-            if (map) munmap(map, size);
-        }
-    } else {
-        snprintf(err, sizeof err, "unreadable or larger than %u bytes", MK_MAX_FILE);
-    }
-    close(fd);
+    enum read_result r = read_regular_file(path, &fst, err, sizeof err);
+    if (r == READ_RETRY) return;
+    if (r == READ_OK) ok = mk_parse(file_buf.data ? file_buf.data : "", file_buf.len, &s, err, sizeof err) == 0;
     mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
     if (ok) {
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;

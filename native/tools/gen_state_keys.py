@@ -142,11 +142,35 @@ def _entry(scope: str, row: dict[str, object]) -> Entry:
 
 def mokka_h(root: Path) -> tuple[dict[str, int], str]:
     text = (root / MOKKA_H).read_text()
-    limits = {m[1]: int(m[2]) for m in re.finditer(r"^#define (MK_MAX_\w+) (\d+)\b", text, re.M)}
+    limits = {m[1]: int(m[2]) for m in re.finditer(r"^#define (MK_\w+) (\d+)\b", text, re.M)}
     magic = re.search(r'^#define MK_STATE_MAGIC "([^"]+)"', text, re.M)
     if magic is None:
         raise TableError(f"{MOKKA_H}: no MK_STATE_MAGIC")
     return limits, magic[1]
+
+
+def array_sizes(root: Path, limits: dict[str, int]) -> dict[tuple[str, str], int]:
+    """(struct, member) -> element count of every array member in mokka.h (`char name[96]`)."""
+    text = re.sub(r"/\*.*?\*/", "", (root / MOKKA_H).read_text(), flags=re.S)
+    sizes = {}
+    for struct in re.finditer(r"^struct (\w+) \{(.*?)^\};", text, re.M | re.S):
+        for member in re.finditer(r"(\w+)\[(\w+)\]", struct[2]):
+            count = member[2]
+            sizes[struct[1], member[1]] = int(count) if count.isdigit() else limits[count]
+    return sizes
+
+
+def bound(scope: Scope, entry: Entry, field: str, sizes: dict[tuple[str, str], int], limits: dict[str, int]) -> int:
+    """What the C reader accepts of a sized value: str, the characters (the buffer holds a NUL too);
+    u8list, the entries; cpuset, the CPU ids (every id is below it)."""
+    if entry.type == "cpuset":
+        return limits["MK_CPUSET_WORDS"] * 64
+    member = field.split("[")[0]
+    if (scope.struct, member) not in sizes:
+        raise TableError(f"{TABLE}: {scope.name} key {entry.key!r}: no array member {member} in struct "
+                         f"{scope.struct} ({MOKKA_H})")
+    size = sizes[scope.struct, member]
+    return size - 1 if entry.type == "str" else size
 
 
 # ---- C --------------------------------------------------------------------------------------------
@@ -195,7 +219,12 @@ def _const_name(scope: str, key: str) -> str:
     return f"{scope.upper()}_{key.upper().replace('.', '_')}"
 
 
-def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
+SIZED = ("str", "u8list", "cpuset")
+RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "u64": (0, 2**64 - 1), "u8list": (0, 255)}
+
+
+def render_py(scopes: list[Scope], limits: dict[str, int], magic: str,
+              sizes: dict[tuple[str, str], int]) -> str:
     out = [f'"""The NVML state-file keys (format: native/README.md).\n\n'
            f"Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.\n"
            '"""\n\nfrom __future__ import annotations\n\nfrom types import MappingProxyType\n\n'
@@ -217,7 +246,18 @@ def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
                 out.append(f"    {_q(key)}: {_q(entry.type)},\n")
         out.append("})\n")
         out.append(f"{scope.name.upper()}_KEYS = frozenset({var})\n")
-    for what in ("KEYS", "TYPES"):
+        out.append("# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)\n"
+                   f"{scope.name.upper()}_SIZES: MappingProxyType[str, int] = MappingProxyType({{\n")
+        for entry in scope.entries:
+            if entry.type in SIZED:
+                for key, field in entry.expanded():
+                    out.append(f"    {_q(key)}: {bound(scope, entry, field, sizes, limits)},\n")
+        out.append("})\n")
+    out.append("\n# numeric types -> the (lowest, highest) value the library accepts (u8list: of each entry)\n")
+    out.append("RANGES = MappingProxyType({\n")
+    out.extend(f"    {_q(t)}: ({lo}, {hi}),\n" for t, (lo, hi) in RANGES.items())
+    out.append("})\n")
+    for what in ("KEYS", "TYPES", "SIZES"):
         out.append(f"\n{what} = MappingProxyType({{\n")
         out.extend(f"    {_q(n)}: {n.upper()}_{what},\n" for n in names)
         out.append("})\n")
@@ -285,7 +325,8 @@ def outputs(root: Path) -> dict[Path, str]:
         for placeholder, limit in scope.limits.items():
             if limit not in limits:
                 raise TableError(f"{TABLE}: scope {scope.name}: limit {limit} (<{placeholder}>) not in {MOKKA_H}")
-    return {C_OUT: render_c(scopes), PY_OUT: render_py(scopes, limits, magic),
+    sizes = array_sizes(root, limits)
+    return {C_OUT: render_c(scopes), PY_OUT: render_py(scopes, limits, magic, sizes),
             README: render_readme((root / README).read_text(), scopes)}
 
 

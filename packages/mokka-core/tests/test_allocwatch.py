@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mokka_core.cluster.allocwatch import PID_BASE, AllocationWatcher, WatchSettings, match_gpu, process_ids
+from mokka_core.cluster.allocwatch import MIB, PID_BASE, AllocationWatcher, WatchSettings, match_gpu, process_ids
 from mokka_core.cluster.podresources import Claim
 from mokka_core.cluster.testing import FakeKubelet
 from mokka_core.model.node import Node
+from mokka_core.model.physics import readings
 from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
@@ -80,9 +81,10 @@ def test_allocations_become_memory_use_and_processes(root: Path, kubelet: FakeKu
     after = node_of(root)
     memory = after.gpus[1].config.memory
     assert memory is not None
-    aperture = memory.total_bytes - memory.reserved_bytes
-    assert memory.used_bytes == min(aperture, int(aperture * 0.5) * 2)
-    assert memory.free_bytes == aperture - memory.used_bytes
+    aperture = memory.total_bytes - memory.reserved_bytes - memory.used_bytes
+    used = readings(after.gpus[1].config).memory_used_bytes  # what NVML reports: processes included
+    assert used is not None and 0 <= memory.used_bytes + min(aperture, int(aperture * 0.5) * 2) - used < 2 * MIB
+    assert memory == node.gpus[1].config.memory  # the profile's own values are left alone
     procs = after.gpus[1].config.processes or []
     assert sorted(p.name for p in procs) == ["ml/train-0/trainer", "ml/train-1/trainer"]
     assert [p.pid for p in procs] == sorted(p.pid for p in procs)
@@ -214,9 +216,9 @@ def test_nvidia_smi_lists_the_allocated_containers(root: Path, kubelet: FakeKube
              for g in gpus]
     pid = str((node_of(root).gpus[1].config.processes or [])[0].pid)
     assert procs[1] == [(pid, "ml/job/worker")] and procs[0] == procs[2] == procs[3] == []
-    memory = node_of(root).gpus[1].config.memory
-    assert memory is not None and memory.used_bytes is not None
-    mib = {memory.used_bytes >> 20, -(-memory.used_bytes >> 20)}  # 535 truncates, 550 rounds up
+    used = readings(node_of(root).gpus[1].config).memory_used_bytes
+    assert used is not None
+    mib = {used >> 20, -(-used >> 20)}  # 535 truncates, 550 rounds up
     assert gpus[1].findtext("fb_memory_usage/used") in {f"{m} MiB" for m in mib}
 
 
@@ -325,8 +327,9 @@ def test_pynvml_sees_the_allocated_containers(root: Path, kubelet: FakeKubelet, 
     assert p.returncode == 0, p.stderr
     gpus = json.loads(p.stdout)
     memory = node.gpus[2].config.memory
-    assert memory is not None and memory.used_bytes is not None
-    assert gpus[2]["used"] == memory.used_bytes + memory.reserved_bytes  # NVML's v1 "used" counts reserved
+    used = readings(node.gpus[2].config).memory_used_bytes
+    assert memory is not None and used is not None
+    assert gpus[2]["used"] == used + memory.reserved_bytes  # NVML's v1 "used" counts reserved
     expected = [[proc.pid, proc.used_memory_mib << 20, proc.name] for proc in node.gpus[2].config.processes or []]
     assert gpus[2]["procs"] == expected and len(expected) == 2
     assert all(g["procs"] == [] for i, g in enumerate(gpus) if i != 2)

@@ -104,6 +104,31 @@ def test_a_bad_override_keeps_the_last_good_state(root: Path, caplog) -> None:
         assert runner.running
 
 
+def test_a_deeply_nested_override_keeps_the_last_good_state(root: Path, caplog) -> None:
+    """A 2 KB override nested 1000 levels deep killed the daemon (RecursionError) and tore the node down."""
+    with DaemonRunner(settings(root), {"probe": ProbeSurface()}) as runner:
+        (root / OVERRIDE_FILE).write_text("devices: " + "[" * 1000 + "]" * 1000 + "\n")
+        wait_for(lambda: "change not applied" in caplog.text)
+        assert "levels deep" in caplog.text and runner.running
+        (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 77}}\n")
+        wait_for(lambda: probe(root)["gpus"]["0"]["temperature_c"] == 77)
+        assert runner.running
+
+
+def test_any_exception_while_rerendering_keeps_the_last_good_node(root: Path, caplog, monkeypatch) -> None:
+    """Not only a MokkaError: an OSError (a full disk while recording) leaves the node up as it was."""
+    with DaemonRunner(settings(root), {"probe": ProbeSurface()}) as runner:
+        def full_disk(*args, **kwargs):  # type: ignore[no-untyped-def]
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(node_snapshot, "save", full_disk)
+        (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 77}}\n")
+        wait_for(lambda: "change not applied" in caplog.text)
+        assert "No space left" in caplog.text
+        time.sleep(0.2)
+        assert runner.running
+
+
 def test_stop_while_staging_publishes_nothing_and_cleans_up(root: Path) -> None:
     before = snapshot(root)
     slow = SlowSurface(delay=1.0)

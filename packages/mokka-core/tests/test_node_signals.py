@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -185,3 +186,81 @@ def test_mokka_node_up_cli_with_the_installed_surfaces(root: Path) -> None:
         out, _ = daemon.communicate(timeout=60)
     assert daemon.returncode == 0, out
     assert snapshot(root) == before, out
+
+
+SLOW_PUBLISH = """
+import sys, time
+from pathlib import Path
+from mokka_core.model.spec import NodeSpec
+from mokka_core.node.daemon import run
+from mokka_core.node.foreground import foreground
+from mokka_core.node.settings import NodeSettings
+from mokka_core.stage import staging
+from mokka_core.stage.surface import File, Surface, Symlink
+from mokka_core.testing.runner import ProbeSurface
+
+move = staging._move_into_place
+def slow_move(source, target):  # every publish step takes 4 ms: a SIGKILL lands in the middle of a wave
+    time.sleep(0.004)
+    move(source, target)
+staging._move_into_place = slow_move
+
+class Tree(Surface):
+    name = "tree"
+    def plan(self, node, ctx):
+        files = [File(f"sys/mokka-tree/d{i // 8}/e{i % 4}/f{i}", f"{i}\\n") for i in range(64)]
+        return files + [Symlink("sys/mokka-tree/link", "d0/e0/f0")]
+
+settings = NodeSettings(root=Path(sys.argv[1]), spec=NodeSpec(profile="h100", gpus=2), supervise=False)
+print("starting", flush=True)
+sys.exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready, {"probe": ProbeSurface(),
+                                                                                  "tree": Tree()}),
+                    errors=(Exception,)))
+"""
+
+
+@pytest.mark.parametrize("delay_ms", [150, 250, 330, 420, 510])
+def test_sigkill_at_any_point_of_staging_then_down_leaves_nothing(root: Path, delay_ms: int) -> None:
+    """SIGKILL of `mokka node up` while it staged left a partial tree and a .mokka-stage-* directory."""
+    before = snapshot(root)
+    daemon = subprocess.Popen([sys.executable, "-c", SLOW_PUBLISH, str(root)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    assert daemon.stdout is not None and daemon.stdout.readline() == "starting\n"
+    time.sleep(delay_ms / 1000)
+    daemon.kill()
+    daemon.communicate(timeout=10)
+    result = CliRunner().invoke(app, ["node", "down", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert snapshot(root) == before
+
+
+def test_the_next_up_removes_what_a_sigkilled_up_left(root: Path) -> None:
+    before = snapshot(root)
+    for attempt in range(2):
+        daemon = subprocess.Popen([sys.executable, "-c", SLOW_PUBLISH, str(root)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        assert daemon.stdout is not None and daemon.stdout.readline() == "starting\n"
+        if attempt == 0:
+            time.sleep(0.33)
+            daemon.kill()
+            daemon.communicate(timeout=10)
+            continue
+        wait_for(lambda: node_status(root)["ready"], what="node ready")
+        assert not list(root.glob(".mokka-stage-*"))
+        daemon.terminate()
+        daemon.communicate(timeout=20)
+    assert snapshot(root) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a read-only tmpfs (root)")
+def test_node_up_on_a_read_only_root_is_a_message(tmp_path: Path) -> None:
+    root = tmp_path / "ro"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(root)], check=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "mokka_core", "node", "up", "--root", str(root), "--profile",
+                               "t4"], capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["umount", str(root)], check=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the root must be writable" in done.stderr and "Traceback" not in done.stderr, done.stderr

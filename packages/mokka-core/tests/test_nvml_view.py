@@ -298,3 +298,14 @@ def test_mokka_run_nvlink_error_injection(smi: Path) -> None:
     link1 = [int(n) for n in re.findall(r"Link 1: CRC Errors: (\d+)", done.stdout)]
     assert link0 == [0, 0, 0, 0]
     assert 200 <= link1[0] < link1[1] <= link1[2] == link1[3]  # grows across runs and re-renders; 0 heals
+
+
+def test_the_pci_bus_is_below_the_driver() -> None:
+    """No GPU on the bus: the module does not load; the bus failed: every GPU fell off it (Xid 79)."""
+    off = _kv(render_nvml_state(NodeSpec(profile="h100", surfaces={"pci": {"enabled": False}}).resolve()))
+    assert off["system.init_error"] == "9"
+    failed = _kv(render_nvml_state(NodeSpec(profile="h100", surfaces={"pci": {"state": "failed"}}).resolve()))
+    assert failed["system.init_error"] == "0"
+    assert all(failed[f"device.{i}.lost"] == "1" for i in range(8))
+    events = sorted((int(failed[f"event.{n}.device"]), failed[f"event.{n}.data"]) for n in range(8))
+    assert events == [(i, "79") for i in range(8)] and "event.8.seq" not in failed

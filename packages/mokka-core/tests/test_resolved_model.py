@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -55,3 +56,12 @@ def test_resolved_values_are_immutable() -> None:
         node.gpus[0].config.thermal.temperature_gpu_c = 1  # type: ignore[misc]
     warmer = node.gpus[0].config.thermal.replace(temperature_gpu_c=70)
     assert warmer.temperature_gpu_c == 70 and node.gpus[0].config.thermal.temperature_gpu_c != 70
+
+
+def test_a_node_writes_each_gpu_configuration_once() -> None:
+    node = NodeSpec(profile="gb200", gpus=72).resolve()
+    data = json.loads(json.dumps(encode(node)))
+    assert len(data["configs"]) == len(set(gpu.config for gpu in node.gpus)) < 8
+    decoded = decode(Node, data)
+    assert decoded == node
+    assert len({id(gpu.config) for gpu in decoded.gpus}) == len(data["configs"])  # built once each

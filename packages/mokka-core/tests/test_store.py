@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,35 @@ def test_the_rename_scan_sees_every_spelling() -> None:
     source = ("import os, shutil\nos.replace(a, b)\nos.rename(a, b)\nshutil.move(a, b)\npath.rename(b)\n"
               "path.replace(b)\ntext.replace('a', 'b')\ndataclasses.replace(x, y=1)\n")
     assert renames(source) == [2, 3, 4, 5, 6]
+
+
+def test_a_live_holder_makes_a_waiter_give_up_naming_it(tmp_path: Path) -> None:
+    """A stuck lock holder blocked every ctl forever, silently: now a bounded wait, then its pid and what to do."""
+    node = NodeStore(tmp_path)
+    node.lock_file.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"), str(node.lock_file)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        t0 = time.monotonic()
+        with pytest.raises(store.NodeLocked) as caught, node.lock(timeout_s=0.3):
+            pass
+        assert 0.3 <= time.monotonic() - t0 < 3
+        message = str(caught.value)
+        assert f"pid {holder.pid}" in message and "MOKKA_LOCK_TIMEOUT_S" in message and f"kill {holder.pid}" in message
+    finally:
+        holder.kill()
+        holder.communicate()
+    with node.lock(timeout_s=0.3):  # the holder gone, the lock is free again
+        pass
+
+
+def test_the_lock_timeout_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert store.lock_timeout_s() == store.LOCK_TIMEOUT_S == 10
+    monkeypatch.setenv("MOKKA_LOCK_TIMEOUT_S", "2.5")
+    assert store.lock_timeout_s() == 2.5
+    monkeypatch.setenv("MOKKA_LOCK_TIMEOUT_S", "soon")
+    with pytest.raises(store.NodeLocked, match="MOKKA_LOCK_TIMEOUT_S"):
+        store.lock_timeout_s()

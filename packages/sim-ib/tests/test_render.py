@@ -59,14 +59,16 @@ def test_one_hca_per_gpu_with_kernel_formats() -> None:
         assert isinstance(device, Symlink) and device.target == f"../../../{hca.bus_id}"
 
 
-@pytest.mark.parametrize(("kind", "base", "sysdir"),
-                         [("uverbs", 192, "infiniband_verbs"), ("umad", 0, "infiniband_mad"),
-                          ("issm", 64, "infiniband_mad")])
-def test_device_nodes_match_their_dev_files(kind: str, base: int, sysdir: str) -> None:
+@pytest.mark.parametrize(("kind", "base", "sysdir", "mode"),
+                         [("uverbs", 192, "infiniband_verbs", 0o666), ("umad", 0, "infiniband_mad", 0o600),
+                          ("issm", 64, "infiniband_mad", 0o600)])
+def test_device_nodes_match_their_dev_files(kind: str, base: int, sysdir: str, mode: int) -> None:
+    """Modes as the kernel and rdma-core's udev rules leave them: verbs for every user, MADs for root only."""
     entries = plan(gpus=3)
     for n in range(3):
         node = entries[f"dev/infiniband/{kind}{n}"]
         assert isinstance(node, CharDevice) and (node.major, node.minor) == (231, base + n)
+        assert node.mode == mode, oct(node.mode)
         link = entries[f"sys/class/{sysdir}/{kind}{n}"]
         assert isinstance(link, Symlink)
         class_dir = "sys/" + link.target.removeprefix("../../")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mokka_sim_ib import mad
+from mokka_sim_ib.fabric import Directory
 from mokka_sim_ib.mad import Umad
 from mokka_sim_ib.responder import ACK, CTL_HELLO, CTL_HELLO_ACK, CTL_MAGIC, CTL_REGISTER, HELLO, REGISTER
 
@@ -166,6 +167,7 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
         with connect(node) as sock:
             lid = json.loads((root / "var/lib/mokka/ib/node.json").read_text())["ports"][0]["lid"]
             reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=lid))
+        assert socket_path.stat().st_mode & 0o777 == 0o600  # its owner only (was 0666)
         assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"served"
     finally:
         serve.send_signal(signal.SIGTERM)
@@ -195,3 +197,22 @@ def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
         return peer.address, peer.port - port
 
     assert asyncio.run(scenario()) == ("127.0.0.1", 0)
+
+
+def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:
+    """`--node-name ../../../x/EVIL` made the responder write and delete EVIL.json outside the fabric dir."""
+    fabric = tmp_path / "fabric"
+    with pytest.raises(ValueError, match="DNS-1123"):
+        Directory(fabric, [], "../../../x/EVIL")
+    assert not (tmp_path / "x").exists()
+
+
+def test_nodes_sharing_a_name_do_not_delete_each_others_fabric_file(tmp_path: Path) -> None:
+    fabric = tmp_path / "fabric"
+    first, second = Directory(fabric, [], "mokka-node"), Directory(fabric, [], "mokka-node")
+    first.publish({"node_name": "mokka-node", "address": "127.0.0.1", "port": 1, "ports": []})
+    second.publish({"node_name": "mokka-node", "address": "127.0.0.1", "port": 2, "ports": []})
+    first.withdraw()  # the file is the second node's now: it stays
+    assert json.loads((fabric / "mokka-node.json").read_text())["port"] == 2
+    second.withdraw()
+    assert not (fabric / "mokka-node.json").exists()

@@ -75,7 +75,7 @@ def proc_entries(node: Node) -> list[Entry]:
     ]
     for gpu in node.gpus:
         base = f"{PROC_DIR}/gpus/{gpu.bus_id}"
-        entries.append(File(f"{base}/information", render_information(gpu), mode=0o444))
+        entries.append(File(f"{base}/information", render_information(gpu, node.gpu_lost(gpu)), mode=0o444))
         entries.append(File(f"{base}/registry", render_registry(), mode=0o644))
     return entries
 
@@ -98,18 +98,20 @@ def render_registry() -> str:
     return 'Binary: ""\n'
 
 
-def render_information(gpu: Gpu) -> str:
-    """One GPU's ``information`` file.  A lost GPU no longer answers RM: no UUID, unknown VBIOS."""
+def render_information(gpu: Gpu, lost: bool | None = None) -> str:
+    """One GPU's ``information`` file.  A lost GPU (``lost``, default: its own fault) no longer
+    answers RM: no UUID, unknown VBIOS."""
+    lost = gpu.lost if lost is None else lost
     cfg = gpu.config
     bits = gpu_dma_bits(cfg.architecture)
     lines = [
         f"Model: \t\t {cfg.name or 'NVIDIA Graphics Device'}",
         f"IRQ:   \t\t {legacy_irq(gpu.bus_id)}",
     ]
-    if not gpu.lost:
+    if not lost:
         lines.append(f"GPU UUID: \t {gpu.uuid}")
     lines += [
-        f"Video BIOS: \t {UNKNOWN_VBIOS if gpu.lost else (cfg.vbios_version or UNKNOWN_VBIOS)}",
+        f"Video BIOS: \t {UNKNOWN_VBIOS if lost else (cfg.vbios_version or UNKNOWN_VBIOS)}",
         "Bus Type: \t PCIe",
         f"DMA Size: \t {bits} bits",
         f"DMA Mask: \t 0x{(1 << bits) - 1:x}",
@@ -117,7 +119,7 @@ def render_information(gpu: Gpu) -> str:
         f"Device Minor: \t {gpu.minor_number}",
     ]
     firmware = cfg.gsp_firmware
-    if firmware and firmware.mode == "enabled" and firmware.version and not gpu.lost:
+    if firmware and firmware.mode == "enabled" and firmware.version and not lost:
         lines.append(f"GPU Firmware: \t {firmware.version}")
     lines.append("GPU Excluded:\t No")
     return "\n".join(lines) + "\n"

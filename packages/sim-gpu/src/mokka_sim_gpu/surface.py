@@ -8,10 +8,11 @@ States (read from the node state):
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
   state file (which makes NVML init report the driver as not loaded) and the installed module
   files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
+  The same when the pci surface is disabled: with no NVIDIA GPU on the bus the module does not load.
 - disabled: nothing at all (no driver installed).
 
-Lost and fallen-off-bus GPUs keep their ``/dev/nvidiaN`` and ``/proc`` entries, as the real
-driver does.
+Lost and fallen-off-bus GPUs (and every GPU when the pci surface is failed) keep their
+``/dev/nvidiaN`` and ``/proc`` entries, as the real driver does.
 """
 
 from __future__ import annotations
@@ -38,6 +39,6 @@ class GpuSurface(Surface):
         if not settings.enabled:
             return []
         entries = library_entries(node, ctx) + state_file_entries(node, ctx) + kernel_object_entries(node)
-        if settings.active:
+        if node.driver_loaded:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
         return entries

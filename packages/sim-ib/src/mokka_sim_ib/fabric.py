@@ -19,6 +19,7 @@ Cabling: no switches are modelled.  Nodes are paired in name order (1st with 2nd
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import struct
@@ -27,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mokka_core.model.node import node_name_problem
 from mokka_core.stage.store import atomic_write
 
 from .mad import PortModel
@@ -88,20 +90,30 @@ class Directory:
     """Who else is on the fabric: the fabric directory's files plus the static peers."""
 
     def __init__(self, fabric_dir: Path | None, static_peers: list[tuple[str, int]], own_name: str) -> None:
+        problem = node_name_problem(own_name)
+        if problem:  # the fabric file is named after the node: never a path from an unchecked name
+            raise ValueError(f"node name {problem}")
         self.fabric_dir = fabric_dir
         self.static_peers = static_peers
         self.own_name = own_name
+        self._published: str | None = None
         self._cache: tuple[float, list[Peer]] = (0.0, [])
 
     def publish(self, own: dict[str, Any]) -> None:
         if self.fabric_dir is None:
             return
         self.fabric_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.fabric_dir / f"{self.own_name}.json", json.dumps(own), mode=0o600)
+        self._published = json.dumps(own)
+        atomic_write(self.fabric_dir / f"{self.own_name}.json", self._published, mode=0o600)
 
     def withdraw(self) -> None:
-        if self.fabric_dir is not None:
-            (self.fabric_dir / f"{self.own_name}.json").unlink(missing_ok=True)
+        """Remove our fabric file, only while it is still ours: a node of the same name may have replaced it."""
+        if self.fabric_dir is None or self._published is None:
+            return
+        path = self.fabric_dir / f"{self.own_name}.json"
+        with contextlib.suppress(OSError):
+            if path.read_text() == self._published:
+                path.unlink()
 
     async def peers(self) -> list[Peer]:
         stamp, cached = self._cache

@@ -53,6 +53,26 @@ class Client:
     agents: dict[int, Agent] = field(default_factory=dict)
 
 
+#: a group (name or gid) whose members may use the responder's socket besides its owner (the chart sets it)
+SOCKET_GROUP_ENV = "MOKKA_IB_SOCKET_GROUP"
+
+
+def _restrict(path: Path) -> None:
+    """The socket is its owner's (0600), or its owner's and $MOKKA_IB_SOCKET_GROUP's (0660)."""
+    group = os.environ.get(SOCKET_GROUP_ENV)
+    if not group:
+        os.chmod(path, 0o600)
+        return
+    import grp
+
+    try:
+        gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ValueError(f"{SOCKET_GROUP_ENV}={group!r}: no such group") from None
+    os.chown(path, -1, gid)
+    os.chmod(path, 0o660)
+
+
 class Responder:
     def __init__(self, config_path: Path, socket_path: Path, listen: tuple[str, int], fabric_dir: Path | None,
                  peers: list[tuple[str, int]]) -> None:
@@ -115,7 +135,7 @@ class Responder:
             self.socket_path.unlink()
         server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server.bind(str(self.socket_path))
-        os.chmod(self.socket_path, 0o666)
+        _restrict(self.socket_path)
         server.listen(64)
         server.setblocking(False)
         self._publish()

@@ -105,7 +105,9 @@ def _char_class(function: str, cls: str, name: str, minor: int, attrs: dict[str,
     entries.append(File(f"{base}/dev", f"{RDMA_MAJOR}:{minor}\n", mode=0o444))
     entries.append(Symlink(f"{base}/device", f"../../../{function.rsplit('/', 1)[1]}"))
     entries.append(Symlink(f"sys/class/{cls}/{name}", f"../../devices/{_after_sys_devices(base)}"))
-    entries.append(CharDevice(f"{DEV_DIR}/{name}", RDMA_MAJOR, minor, mode=0o666))
+    # the kernel's modes (rdma-core's udev rules): verbs for every user, umad/issm (raw MADs, SM) for root
+    mode = 0o666 if cls == "infiniband_verbs" else 0o600
+    entries.append(CharDevice(f"{DEV_DIR}/{name}", RDMA_MAJOR, minor, mode=mode))
     return entries
 
 

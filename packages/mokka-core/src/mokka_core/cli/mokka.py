@@ -20,6 +20,7 @@ from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
 from ..schema.loader import load_profile
+from ..stage.nvml_view import render_nvml_state
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt
 
 app = typer.Typer(
@@ -58,8 +59,14 @@ def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile Y
     for path in files:
         try:
             profile = load_profile(path)
+            # what `run` refuses, validate refuses: the node is resolved and its state file rendered too
+            render_nvml_state(NodeSpec(profile_file=path).resolve())
         except MokkaError as exc:
             typer.echo(str(exc), err=True)
+            bad = True
+            continue
+        except ValueError as exc:
+            typer.echo(f"{path}: {exc}", err=True)
             bad = True
             continue
         typer.echo(f"{path}: ok ({profile.device_defaults.name or 'unnamed GPU'})")

@@ -15,6 +15,7 @@ import typer
 from ..model.spec import NodeSpec, surface_settings
 from ..node.foreground import foreground, log_to_stdout
 from ..schema.overlays import SURFACES
+from ..stage import staging
 from ..stage.paths import find_root
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt
 
@@ -82,6 +83,10 @@ def down(
     if state is not None and state.daemon_alive():
         signal_daemon(state.pid, timeout, state)
     removed = teardown_node(where, time.monotonic() + 10.0, run_state=state)
+    left = staging.recover(where)  # an interrupted wave's leftovers that teardown could not remove
+    if left:
+        typer.echo(f"node under {where}: not torn down completely, left: {', '.join(left)}", err=True)
+        raise typer.Exit(1)
     typer.echo(f"node under {where}: torn down" + (f" (left over: {', '.join(removed)})" if removed else ""))
 
 

@@ -8,15 +8,15 @@ watches that file and re-renders the NVML state file, so the watcher needs no
 capabilities and only write access to the root's state directory; with
 ``render=True`` (``--render``, for a root no daemon watches) it re-renders itself:
 
-- a claimed GPU gets ``memory.used_bytes = floor(aperture * used_fraction) * claims``
-  (clamped to the aperture, ``total - reserved``) and ``free_bytes`` the rest, plus
-  one process per claiming container (pid and name derived from namespace, pod and
-  container, so the same container always shows the same pid);
-- an unclaimed GPU gets those keys removed again, which restores the profile's idle
+- a claimed GPU gets one process per claiming container (pid and name derived from
+  namespace, pod and container, so the same container always shows the same pid), together
+  using ``floor(aperture * used_fraction) * claims`` of its memory (clamped to the aperture,
+  ``total - reserved``): process memory counts in the GPU's used memory (``model.physics``);
+- an unclaimed GPU gets its processes removed again, which restores the profile's idle
   values.
 
-The watcher owns ``memory.used_bytes/free_bytes`` of every GPU and the processes
-whose pid lies in ``[PID_BASE, PID_BASE + PID_SPAN)``; processes set by other
+The watcher owns the processes whose pid lies in ``[PID_BASE, PID_BASE + PID_SPAN)`` (and
+drops ``memory.used_bytes/free_bytes`` that watchers before the load model wrote); processes set by other
 writers (``nvml-mock-ctl set 0 processes=...``) are kept.  It is level-triggered:
 each poll writes only when the file differs from what it should be, so a missed
 change heals on the next poll.  When the kubelet does not answer, the last good
@@ -126,15 +126,11 @@ def apply_allocation(doc: Document, node: Node, allocation: Allocation, used_fra
         bucket = devices.get(key) if isinstance(devices.get(key), dict) else {}
         holders = sorted(allocation.holders.get(gpu.index, []))
         memory = gpu.config.memory
+        _drop_memory(bucket)
+        share = 0
         if holders and memory is not None:
-            aperture = max(0, memory.total_bytes - memory.reserved_bytes)
-            used = min(aperture, int(aperture * used_fraction) * len(holders))
-            block = bucket.setdefault("memory", {})
-            block["used_bytes"], block["free_bytes"] = used, aperture - used
-            share = used // len(holders) // MIB
-        else:
-            _drop_memory(bucket)
-            share = 0
+            aperture = max(0, memory.total_bytes - memory.reserved_bytes - memory.used_bytes)
+            share = min(aperture, int(aperture * used_fraction) * len(holders)) // len(holders) // MIB
         mine = [{"pid": pids[h], "type": "C", "name": "/".join(h), "used_memory_mib": share} for h in holders]
         _set_processes(bucket, sorted(mine, key=lambda p: p["pid"]))
         if bucket:

@@ -12,9 +12,12 @@ if TYPE_CHECKING:
 
 
 def gpu_summary(gpu: Gpu) -> dict[str, Any]:
+    """One GPU as consumers read it now (the load model's readings, ``model.physics``)."""
+    from ..model.physics import readings
+
     config = gpu.config
+    now = readings(config)
     ecc = config.ecc.errors.volatile if config.ecc else None
-    throttle = config.clocks_throttle_reasons
     faults = []
     if gpu.failure_mode != "healthy":
         faults.append(gpu.failure_mode)
@@ -27,15 +30,18 @@ def gpu_summary(gpu: Gpu) -> dict[str, Any]:
         "uuid": gpu.uuid,
         "bus_id": gpu.bus_id,
         "health": gpu.failure_mode,
-        "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
-        "power_w": config.power.current_draw_mw / 1000 if config.power else None,
+        "temperature_c": now.temperature_c,
+        "power_w": now.power_mw / 1000 if now.power_mw is not None else None,
         "utilization_pct": config.utilization.gpu if config.utilization else None,
-        "clock_mhz": config.clocks.graphics_current if config.clocks else None,
-        "pstate": config.performance_state,
+        "clock_mhz": now.clocks.graphics if now.clocks else None,
+        "sm_clock_mhz": now.clocks.sm if now.clocks else None,
+        "memory_used_mib": now.memory_used_bytes >> 20 if now.memory_used_bytes is not None else None,
+        "pstate": now.pstate,
+        "pinned": list(config.pinned),
         "ecc_volatile": {"correctable": ecc.single_bit.total, "uncorrectable": ecc.double_bit.total} if ecc else None,
         "remapped_rows": {k: v for k, v in encode(config.remapped_rows).items() if k != "availability_histogram"}
         if config.remapped_rows else None,
-        "throttle": sorted(k for k, v in encode(throttle).items() if v and k != "counters") if throttle else [],
+        "throttle": sorted(now.reasons),
         "xid_events": [encode(event) for event in config.xid_events or ()],
         "faults": faults,
     }

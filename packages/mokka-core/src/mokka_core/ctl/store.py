@@ -83,12 +83,12 @@ def read_document(path: Path) -> Document:
         raise Refused(corrupt_message(path, f"unreadable ({exc})")) from None
     if not text.strip():
         return {}
-    import yaml  # only where a document is read or written: after a change is visible, on the ctl's way
+    from ..schema.yamldoc import parse_yaml  # only where a document is read: on the ctl's way
 
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise Refused(corrupt_message(path, f"not valid YAML ({str(exc).splitlines()[0]})")) from None
+        data = parse_yaml(text, str(path))
+    except ConfigError as exc:
+        raise Refused(corrupt_message(path, "; ".join(message for _, message in exc.problems))) from None
     if not isinstance(data, dict):
         raise Refused(corrupt_message(path, f"top level must be a mapping, got {type(data).__name__}"))
     return data

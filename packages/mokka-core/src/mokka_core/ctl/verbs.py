@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
@@ -116,6 +117,13 @@ def in_range(what: str, value: float, low: float, high: float, unit: str = "") -
         raise Refused(f"{what} {value:g}{unit} out of range {low:g}-{high:g}{unit}; override unchanged")
 
 
+def pin(doc: Document, node: Node, target: str, reading: str) -> None:
+    """Hold ``reading`` at the value just written on the target GPUs, out of the load model
+    (``model.physics``): each GPU's ``pinned`` list gains it (lists replace, so per GPU)."""
+    for gpu in gpus_of(node, target):
+        set_path(device_bucket(doc, gpu.index), "pinned", sorted({*gpu.config.pinned, reading}))
+
+
 def pin_dynamics(node: Node, target: str, block: str) -> dict[str, Any]:
     """Switch off a dynamic-metrics generator where one drives this value, so the pinned value shows."""
     for gpu in gpus_of(node, target):
@@ -201,7 +209,9 @@ def temperature(target: str, celsius: int) -> Mutation:
 
     def mutate(doc: Document, node: Node) -> str:
         values: dict[str, Any] = {"thermal.temperature_gpu_c": celsius, **pin_dynamics(node, target, "temperature")}
-        return f"ok: {write(doc, node, target, values)} temperature {celsius} C"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "temperature")
+        return f"ok: {named} temperature {celsius} C"
 
     return mutate
 
@@ -218,7 +228,9 @@ def power(target: str, watts: float) -> Mutation:
             if high:
                 in_range(f"GPU {gpu.index} power", watts, 0, high, " W")
         values: dict[str, Any] = {"power.current_draw_mw": round(watts * 1000), **pin_dynamics(node, target, "power")}
-        return f"ok: {write(doc, node, target, values)} power draw {watts:g} W"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "power")
+        return f"ok: {named} power draw {watts:g} W"
 
     return mutate
 
@@ -247,7 +259,9 @@ def clocks(target: str, mhz: int, memory_mhz: int | None) -> Mutation:
         values: dict[str, Any] = {"clocks.graphics_current": mhz, "clocks.sm_current": mhz}
         if memory_mhz is not None:
             values["clocks.memory_current"] = memory_mhz
-        return f"ok: {write(doc, node, target, values)} clocks {mhz} MHz"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "clocks")
+        return f"ok: {named} clocks {mhz} MHz"
 
     return mutate
 
@@ -267,7 +281,9 @@ def throttle(target: str, reasons: Sequence[str]) -> Mutation:
 
     def mutate(doc: Document, node: Node) -> str:
         values = {f"clocks_throttle_reasons.{r}": r in active for r in THROTTLE_REASONS}
-        return f"ok: {write(doc, node, target, values)} throttle {', '.join(sorted(active)) or 'none'}"
+        named = write(doc, node, target, values)
+        pin(doc, node, target, "throttle")
+        return f"ok: {named} throttle {', '.join(sorted(active)) or 'none'}"
 
     return mutate
 
@@ -368,14 +384,17 @@ def nvlink_error(target: str, rate: float, links: list[int] | None) -> Mutation:
 
 
 def set_values(target: str, assignments: Sequence[str]) -> Mutation:
-    import yaml
+    from ..schema.yamldoc import parse_yaml
 
     values: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, raw = assignment.partition("=")
         if not sep or not key:
             raise Refused(f"expected key.path=value, got {assignment!r}")
-        values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            values[key.strip()] = parse_yaml(raw, key.strip()) if raw.strip() else None
+        except ConfigError as exc:
+            raise Refused("refused, override unchanged:\n  " + "\n  ".join(exc.lines())) from None
 
     def mutate(doc: Document, node: Node) -> str:
         return f"ok: {write(doc, node, target, values)} " + ", ".join(values)

@@ -42,10 +42,17 @@ def lists_of(cls: type) -> Mapping[str, type]:
 
 
 def encode(value: Any) -> Any:
-    """Plain JSON data for a resolved value (Values become mappings, tuples lists)."""
+    """Plain JSON data for a resolved value (Values become mappings, tuples lists).
+
+    A node's GPU configurations are written once each (``configs``), its GPUs naming theirs by
+    position: the GPUs of a board mostly share one, and decoding it once is what keeps reading a
+    72-GPU snapshot cheap.
+    """
     kind = type(value)
     if kind in _SCALARS:
         return value
+    if kind is Node:
+        return _encode_node(value)
     if isinstance(value, Value):
         return {name: encode(getattr(value, name)) for name in kind.__slots__}
     if isinstance(value, tuple | list):
@@ -58,11 +65,31 @@ def encode(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
+def _encode_node(node: Node) -> dict[str, Any]:
+    configs: list[Any] = []
+    position: dict[GpuConfig, int] = {}
+    gpus = []
+    for gpu in node.gpus:
+        n = position.get(gpu.config)
+        if n is None:
+            n = position[gpu.config] = len(configs)
+            configs.append(encode(gpu.config))
+        gpus.append({name: n if name == "config" else encode(getattr(gpu, name)) for name in Gpu.__slots__})
+    data = {name: encode(getattr(node, name)) for name in Node.__slots__ if name != "gpus"}
+    return {**data, "gpus": gpus, "configs": configs}
+
+
 def decode(cls: type[T], data: Mapping[str, Any]) -> T:
     """``cls`` built from JSON data (or a mix with resolved values); raises TypeError / KeyError /
     ValueError on data of another shape."""
     if cls is Node:
-        data = {**data, "surfaces": {name: SurfaceSettings(**s) for name, s in data["surfaces"].items()}}
+        shared = data.get("configs")
+        data = {key: value for key, value in data.items() if key != "configs"}
+        data["surfaces"] = {name: SurfaceSettings(**s) for name, s in data["surfaces"].items()}
+        if shared is not None:
+            configs = [decode(GpuConfig, config) for config in shared]
+            data["gpus"] = [{**gpu, "config": configs[gpu["config"]]} if type(gpu.get("config")) is int else gpu
+                            for gpu in data["gpus"]]
     values = dict(data)
     for key, block in blocks_of(cls).items():
         value = values.get(key)

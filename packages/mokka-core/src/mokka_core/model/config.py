@@ -739,7 +739,7 @@ class Platform(Value):
 class GpuConfig(Value):
     """Every value of one GPU after all layers, each with its resolved default."""
 
-    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform',)
+    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'pinned', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform',)
     name: str
     brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None
     serial: str | None
@@ -758,6 +758,7 @@ class GpuConfig(Value):
     fan: Fan
     clocks: Clocks
     clocks_throttle_reasons: ThrottleReasons
+    pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...]
     supported_clocks: SupportedClocks
     performance_state: str
     utilization: Utilization
@@ -787,7 +788,7 @@ class GpuConfig(Value):
     nvlink_error: NvlinkError
     platform: Platform | None
 
-    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None) -> None:
+    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None) -> None:
         _set(self, 'name', name)
         _set(self, 'brand', brand)
         _set(self, 'serial', serial)
@@ -806,6 +807,7 @@ class GpuConfig(Value):
         _set(self, 'fan', fan)
         _set(self, 'clocks', clocks)
         _set(self, 'clocks_throttle_reasons', clocks_throttle_reasons)
+        _set(self, 'pinned', pinned)
         _set(self, 'supported_clocks', supported_clocks)
         _set(self, 'performance_state', performance_state)
         _set(self, 'utilization', utilization)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import ConfigError
 from .config import Nvlink
 from .node import Gpu, Hca, Link, Node, RootComplex, SurfaceSettings, Switch, normalise_bus_id
 
@@ -135,7 +136,11 @@ def allocate_hcas(node: Node, gpus: Sequence[Gpu], buses: BusMap) -> list[Hca]:
         gpu = gpus[min(index // per_gpu, len(gpus) - 1)] if gpus else None
         root = roots[gpu.root_complex] if gpu else buses.roots[index % len(buses.roots)]
         near = domain_bus(gpu.bus_id)[1] if gpu else None
-        bus_id = buses.allocate(root, near=near)
+        try:
+            bus_id = buses.allocate(root, near=near)
+        except LookupError as exc:
+            raise ConfigError(node.profile_name, [("infiniband", f"no PCI bus for HCA {index}: {exc}; use fewer GPUs "
+                                                                 "or HCAs, or add root complexes")]) from None
         node_guid, port_guid = identity.hca_guids(ib.guid_prefix, node.node_name, index)
         hcas.append(Hca(index=index, name=f"mlx5_{index}", bus_id=bus_id, device_id=ib.pci_device_id,
                         root_complex=root.id, numa_node=root.numa_node, gpu_index=gpu.index if gpu else None,

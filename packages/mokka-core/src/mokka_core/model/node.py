@@ -7,6 +7,7 @@ default is applied once, in ``resolve``, so two surfaces reading the same field 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from ..schema.surfaces import SurfaceHealth
@@ -14,6 +15,18 @@ from .config import GpuConfig, Infiniband, Nvlink, System
 from .value import Value
 
 _set = object.__setattr__  # the one way a field is set: in __init__
+
+#: a node name is a DNS-1123 subdomain, as a Kubernetes node name is (files are named after it)
+_NODE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+NODE_NAME_MAX = 253
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a node name (a DNS-1123 subdomain of at most 253 characters), or None."""
+    if len(name) > NODE_NAME_MAX or not _NODE_NAME_RE.fullmatch(name):
+        return (f"must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most {NODE_NAME_MAX} "
+                f"characters, as Kubernetes node names are), got {name[:80]!r}")
+    return None
 
 
 class SurfaceSettings(Value):
@@ -295,6 +308,17 @@ class Node(Value):
 
     def surface(self, name: str) -> SurfaceSettings:
         return self.surfaces[name]
+
+    @property
+    def driver_loaded(self) -> bool:
+        """The nvidia module is loaded: the gpu surface healthy, with GPUs on the PCI bus (with no
+        NVIDIA device there the module refuses to load, as ``modprobe nvidia`` does)."""
+        return self.surface("gpu").active and self.surface("pci").enabled
+
+    def gpu_lost(self, gpu: Gpu) -> bool:
+        """The driver has lost ``gpu``: its own fault, or the PCI bus failed under it (every GPU
+        fallen off the bus; the pci surface shows their config space as all ones)."""
+        return gpu.lost or self.surface("pci").state == "failed"
 
     def gpu(self, target: str | int) -> Gpu:
         """Find a GPU by index, UUID or PCI bus id (any case, 4- or 8-digit domain)."""

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..schema.loader import _problems
 from ..schema.merge import deep_merge, merge_all
-from ..schema.profile import DeviceConfig, Profile
+from ..schema.profile import MAX_GPUS, DeviceConfig, Profile
 from ..schema.surfaces import SURFACES
 from . import identity
 from .apply import apply
@@ -25,7 +25,7 @@ from .codec import decode, encode
 from .config import GpuConfig, Infiniband, Nvlink, System
 from .derive import BusMap, derive
 from .inputs import Inputs
-from .node import Gpu, Node, RootComplex, SurfaceSettings, Switch
+from .node import Gpu, Node, RootComplex, SurfaceSettings, Switch, node_name_problem
 
 DEFAULT_NODE_NAME = "mokka-node"
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
@@ -58,6 +58,10 @@ def resolve_base(inputs: Inputs) -> Node:
 
     switches = _switches(profile, name, node_name, buses, source)
     entries = {entry.index: entry for entry in profile.devices}
+    if inputs.gpus is None:  # a smaller --gpus drops the entries past it; the profile's own count may not
+        beyond = [f"devices[{n}].index" for n, entry in enumerate(profile.devices) if entry.index >= count]
+        if beyond:
+            raise ConfigError(source, [(where, f"GPU index is not below the GPU count {count}") for where in beyond])
     bus_ids = _gpu_bus_ids(count, entries, buses, source)
     placement = inputs.overlay.placement(node_name) if inputs.overlay else None
 
@@ -82,6 +86,7 @@ def resolve_base(inputs: Inputs) -> Node:
                 config=config,
             )
         )
+    _unique_uuids(gpus, source)
     node = Node(
         profile_name=name,
         node_name=node_name,
@@ -108,6 +113,10 @@ def canonical_override(node: Node, doc: Mapping[str, Any], source: str, profile_
     out: dict[str, Any] = {key: value for key, value in doc.items() if key not in ("all", "devices")}
     everyone = doc.get("all")
     devices = doc.get("devices") or {}
+    absent = sorted(set(map(str, devices)) - {str(gpu.index) for gpu in node.gpus})
+    if absent:
+        raise ConfigError(source, [(f"devices.{key}", f"no GPU {key} on this node (GPUs 0..{len(node.gpus) - 1})")
+                                   for key in absent])
     if everyone and node.gpus:
         out["all"] = _project(everyone, _validated(node.gpus[0], everyone, doc, source, profile_source))
     canonical_devices = {}
@@ -142,14 +151,31 @@ def _project(patch: Any, validated: Any) -> Any:
     return validated
 
 
+def _unique_uuids(gpus: list[Gpu], source: str) -> None:
+    """Two GPUs with one UUID: nvidia-smi lists both, and a UUID lookup finds the first (no real node has it)."""
+    seen: dict[str, int] = {}
+    for gpu in gpus:
+        if gpu.uuid.lower() in seen:
+            raise ConfigError(source, [(f"devices[{gpu.index}].uuid", f"{gpu.uuid} is GPU {seen[gpu.uuid.lower()]}'s "
+                                                                     "too; UUIDs are unique")])
+        seen[gpu.uuid.lower()] = gpu.index
+
+
 def _node_name(inputs: Inputs) -> str:
-    return inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
+    name = inputs.node_name or os.environ.get("NODE_NAME") or DEFAULT_NODE_NAME
+    problem = node_name_problem(name)
+    if problem:
+        raise ConfigError("--node-name / NODE_NAME", [("node_name", problem)])
+    return name
 
 
 def _gpu_count(profile: Profile, requested: int | None, source: str) -> int:
     if requested is not None:
         if requested < 1:
             raise ConfigError(source, [("count", f"must be at least 1, got {requested}")])
+        if requested > MAX_GPUS:
+            raise ConfigError(source, [("count", f"must be at most {MAX_GPUS} (what the mock library holds), "
+                                                 f"got {requested}")])
         return requested
     if profile.system.num_devices:
         return profile.system.num_devices

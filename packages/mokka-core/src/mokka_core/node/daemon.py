@@ -24,7 +24,7 @@ from ..model.apply import apply
 from ..model.node import Node
 from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
-from ..stage import nodefile, snapshot
+from ..stage import nodefile, snapshot, staging
 from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
@@ -62,6 +62,9 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
         with NodeStore(root).lock():
+            left = staging.recover(root)  # what a SIGKILLed start left, before this one stages
+            if left:
+                raise MokkaError(f"an interrupted staging left what cannot be removed: {', '.join(left)}")
             seen = _signature(watched)  # before reading: a change racing the start is re-rendered
             inputs = spec.inputs()
             base, doc = resolve_parts(inputs)
@@ -112,7 +115,11 @@ def _claim(root: Path) -> RunState:
         preexisting = existing.preexisting
     state = RunState(pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()),
                      created_dirs=created, preexisting=preexisting)
-    state.save(root)
+    try:
+        state.save(root)
+    except OSError as exc:
+        raise MokkaError(f"cannot record the node under {root}: {exc.strerror} ({exc.filename}); "
+                         "the root must be writable") from None
     return state
 
 
@@ -199,6 +206,10 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         return programs
     except MokkaError as exc:
         log.error("change not applied, node keeps its last good state: %s", exc)
+        return programs
+    except Exception as exc:  # any defect while re-rendering: the node stays up as it was
+        log.error("change not applied, node keeps its last good state: %s: %s", type(exc).__name__, exc,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
         return programs
     if not settings.supervise:
         return programs

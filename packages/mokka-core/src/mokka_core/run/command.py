@@ -123,13 +123,33 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 
+WORKDIR_PREFIX = "mokka-run-"
+
+
 @contextlib.contextmanager
 def private_workdir() -> Iterator[Path]:
-    workdir = Path(tempfile.mkdtemp(prefix="mokka-run-"))
+    """``mokka-run-<pid>_<random>`` in the temp dir, removed after; one a SIGKILLed run left is removed
+    by the next run (its owner pid is gone)."""
+    remove_stale_workdirs(Path(tempfile.gettempdir()))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}_"))
     try:
         yield workdir
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def remove_stale_workdirs(parent: Path) -> None:
+    for path in parent.glob(f"{WORKDIR_PREFIX}*_*"):
+        owner = path.name.removeprefix(WORKDIR_PREFIX).split("_", 1)[0]
+        try:
+            if not owner.isdigit() or path.lstat().st_uid != os.getuid() or not path.is_dir():
+                continue
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            log.info("removing %s (its mokka run, pid %s, is gone)", path, owner)
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive (another user's), or unreadable: not ours to judge
+            continue
 
 
 def interrupted() -> bool:
@@ -311,9 +331,11 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     _raise_if_interrupted()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     gate = Gate() if set_up is not None else None
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)
+        _die_with(parent)
         _child(argv, env, setup, report_w, gate.child_end() if gate is not None else None)
     os.close(report_w)
     with os.fdopen(report_r, "rb") as report:
@@ -326,6 +348,18 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
         code, _, message = failure.partition(":")
         raise CommandFailed(int(code), message)
     return status
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL for this child when ``parent`` dies (even by SIGKILL): CMD never outlives mokka run."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0 or os.getppid() != parent:
+        os._exit(EXIT_SETUP_FAILED)  # no death signal, or the parent died before it was set
 
 
 def _raise_if_interrupted() -> None:

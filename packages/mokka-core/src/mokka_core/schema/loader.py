@@ -14,45 +14,19 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError, describe, key_path
 from .overlays import KeysOf, Override, TopologyOverlay
 from .profile import Profile
+from .yamldoc import parse_yaml, read_yaml_file
+
+__all__ = ["load_overlay", "load_override", "load_profile", "load_profile_text", "parse_yaml", "read_override",
+           "read_yaml_file", "validate"]
 
 log = logging.getLogger(__name__)
 
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 M = TypeVar("M", bound=BaseModel)
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text; an empty document or a syntax error is a ConfigError."""
-    try:
-        return yaml.load(text, Loader=_FAST_LOADER)
-    except yaml.YAMLError:
-        pass  # parse again with the pure-Python loader: its errors carry the line and column
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise ConfigError(source, [("", f"YAML syntax error at {where}: {exc.problem}")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [("", f"YAML syntax error: {exc}")]) from None
-    return data
-
-
-def read_yaml_file(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), [("", f"cannot read file: {exc.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), [("", "file is not UTF-8 text")]) from None
-    return parse_yaml(text, str(path))
 
 
 def validate(model: type[M], data: Any, source: str, *, strict_keys: bool) -> M:

@@ -12,7 +12,7 @@ profile with a warning before validation and rejects them in an override.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -29,8 +29,25 @@ PState = Annotated[str, Field(pattern=r"^P([0-9]|1[0-5])$")]
 NonNeg = Annotated[int, Field(ge=0)]
 
 
+#: the most GPUs a node has (the mock library's MK_MAX_DEVICES; tests/test_state_bounds.py checks they agree)
+MAX_GPUS = 256
+#: the highest CPU id + 1 a cpu list may name (Linux's NR_CPUS maximum on x86_64); the state file
+#: holds fewer (native/state-keys.toml), which the rendering checks
+MAX_CPUS = 8192
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="after")
+    def _no_control_characters(self) -> Self:
+        """No string reaches a rendered file with a line break (it would add keys or end the file)."""
+        for name, value in self.__dict__.items():
+            for text in (value if isinstance(value, list) else [value]):
+                if isinstance(text, str) and _CONTROL_RE.search(text):
+                    raise ValueError(f"{name}: control characters are not allowed, got {text[:60]!r}")
+        return self
 
 
 class System(Model):
@@ -39,7 +56,7 @@ class System(Model):
     cuda_version: str | None = None
     cuda_version_major: NonNeg = 12
     cuda_version_minor: NonNeg = 4
-    num_devices: Annotated[int, Field(ge=1)] | None = None
+    num_devices: Annotated[int, Field(ge=1, le=MAX_GPUS)] | None = None
 
 
 class ComputeCapability(Model):
@@ -472,6 +489,9 @@ class DeviceConfig(Model):
     fan: Fan | None = None
     clocks: Clocks | None = None
     clocks_throttle_reasons: ThrottleReasons | None = None
+    #: readings held at their configured values instead of following the load model (model/physics.py);
+    #: nvml-mock-ctl temp/power/clocks/throttle pin theirs
+    pinned: list[Literal["temperature", "power", "clocks", "throttle"]] = []
     supported_clocks: SupportedClocks | None = None
     performance_state: PState | None = None
     utilization: Utilization | None = None
@@ -579,8 +599,14 @@ class RootComplex(Model):
     @field_validator("cpu_affinity")
     @classmethod
     def _cpus(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", value):
-            raise ValueError(f"must be a CPU list like 0-71 or 0,2,4, got {value!r}")
+        if value is None:
+            return value
+        if len(value) > 4096 or not re.match(r"^\d{1,20}(-\d{1,20})?(,\d{1,20}(-\d{1,20})?)*$", value):
+            raise ValueError(f"must be a CPU list like 0-71 or 0,2,4, got {value[:60]!r}")
+        for part in value.split(","):
+            low, _, high = part.partition("-")
+            if int(high or low) >= MAX_CPUS or int(low) > int(high or low):
+                raise ValueError(f"CPU ids must be below {MAX_CPUS} and ranges ascending, got {part!r}")
         return value
 
 

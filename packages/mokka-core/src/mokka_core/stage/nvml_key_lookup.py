@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
-from .nvml_keys import KEYS, LIMITS
+from .nvml_keys import KEYS, LIMITS, RANGES, SIZES, TYPES
 
 _KEY_RE = re.compile(r"[a-z0-9_.]+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_NUMBER_RE = re.compile(r"-?[0-9]+|0[xX][0-9a-fA-F]+")
 
 
 def _index(text: str, limit: int) -> tuple[int, str] | None:
@@ -77,3 +79,54 @@ def _full(scope: str, key: str, prefix: str) -> str:
     if key not in KEYS[scope]:
         raise KeyError(f"{key!r} is not a {scope} key of the state file (native/state-keys.toml)")
     return prefix + key
+
+
+def value_problem(key: str, text: str) -> str | None:
+    """Why the library would refuse ``key=text`` (the bounds of native/state-keys.toml), or None.
+
+    Unknown keys are the library's to ignore; a control character is refused in every value (a line
+    break would end the line and start another key)."""
+    found = _CONTROL_RE.search(text)
+    if found:
+        return f"contains the control character {found[0]!r}"
+    routed = split_key(key)
+    if routed is None or routed[2] not in KEYS[routed[0]]:
+        return None
+    scope, _, name = routed
+    type_ = TYPES[scope][name]
+    if type_ == "str":
+        limit = SIZES[scope][name]
+        return None if len(text) <= limit else f"is {len(text)} characters long, more than {limit}"
+    if type_ in ("u8list", "cpuset"):
+        return _list_problem(type_, text, SIZES[scope][name])
+    low, high = RANGES[type_]
+    if len(text) > 24:
+        return f"has {len(text)} characters, more than any {type_} number ({low}..{high})"
+    if not _NUMBER_RE.fullmatch(text):
+        return f"{text[:40]!r} is not a {type_} number"
+    value = int(text, 0) if text[:2].lower() == "0x" else int(text)
+    return None if low <= value <= high else f"{_shown(value)} is outside the {type_} range {low}..{high}"
+
+
+def _list_problem(type_: str, text: str, limit: int) -> str | None:
+    if not text:
+        return None
+    items = text.split(",")
+    if type_ == "u8list" and len(items) > limit:
+        return f"has {len(items)} entries, more than {limit}"
+    for item in items:
+        parts = item.split("-") if type_ == "cpuset" else [item]
+        if len(parts) > 2 or not all(p.isascii() and p.isdigit() and len(p) <= 20 for p in parts):
+            return f"{item[:40]!r} is not a {'CPU id or range' if type_ == 'cpuset' else 'number'}"
+        if type_ == "u8list" and int(item) > 255:
+            return f"entry {item} is outside 0..255"
+        if type_ == "cpuset" and int(parts[-1]) >= limit:
+            return f"CPU {_shown(int(parts[-1]))} is not below {limit}, the most CPU ids the library holds"
+        if type_ == "cpuset" and int(parts[0]) > int(parts[-1]):
+            return f"range {item} runs backwards"
+    return None
+
+
+def _shown(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"

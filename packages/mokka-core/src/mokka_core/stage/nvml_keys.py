@@ -21,6 +21,12 @@ SYSTEM_TYPES = MappingProxyType({
     "fabric_ready_file": "str",
 })
 SYSTEM_KEYS = frozenset(SYSTEM_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+SYSTEM_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "driver_version": 79,
+    "nvml_version": 79,
+    "fabric_ready_file": 511,
+})
 
 # device.<i>.<key>: one GPU ("N/A": the getter returns NOT_SUPPORTED); key -> value type
 DEVICE_TYPES = MappingProxyType({
@@ -223,6 +229,24 @@ DEVICE_TYPES = MappingProxyType({
     "nvlink_error.epoch_ms": "u64",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "name": 95,
+    "uuid": 95,
+    "serial": 31,
+    "board_part_number": 31,
+    "vbios_version": 31,
+    "inforom.image": 31,
+    "inforom.oem": 15,
+    "inforom.ecc": 15,
+    "inforom.power": 15,
+    "pci.bus_id": 31,
+    "gsp.version": 31,
+    "fabric.cluster_uuid": 47,
+    "cpu_affinity": 1024,
+    "topology.levels": 256,
+    "topology.nvlinks": 256,
+})
 
 # device.<i>.nvlink.<l>.<key>: one NVLink of a GPU; key -> value type
 LINK_TYPES = MappingProxyType({
@@ -242,6 +266,10 @@ LINK_TYPES = MappingProxyType({
     "errors.injected": "u64",
 })
 LINK_KEYS = frozenset(LINK_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+LINK_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "remote_bus_id": 31,
+})
 
 # device.<i>.process.<p>.<key>: one process on a GPU (`pid` required); key -> value type
 PROCESS_TYPES = MappingProxyType({
@@ -255,6 +283,10 @@ PROCESS_TYPES = MappingProxyType({
     "name": "str",
 })
 PROCESS_KEYS = frozenset(PROCESS_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+PROCESS_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "name": 127,
+})
 
 # event.<n>.<key>: Xid and other device events; key -> value type
 EVENT_TYPES = MappingProxyType({
@@ -264,6 +296,9 @@ EVENT_TYPES = MappingProxyType({
     "data": "u64",
 })
 EVENT_KEYS = frozenset(EVENT_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+EVENT_SIZES: MappingProxyType[str, int] = MappingProxyType({
+})
 
 # pcifn.<n>.<key>: PCI functions that are not GPUs: HCAs, PCI-visible NVSwitches; key -> value type
 PCIFN_TYPES = MappingProxyType({
@@ -273,6 +308,18 @@ PCIFN_TYPES = MappingProxyType({
     "numa_node": "i32",
 })
 PCIFN_KEYS = frozenset(PCIFN_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+PCIFN_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "bus_id": 31,
+})
+
+# numeric types -> the (lowest, highest) value the library accepts (u8list: of each entry)
+RANGES = MappingProxyType({
+    "u32": (0, 4294967295),
+    "i32": (-2147483648, 2147483647),
+    "u64": (0, 18446744073709551615),
+    "u8list": (0, 255),
+})
 
 KEYS = MappingProxyType({
     "system": SYSTEM_KEYS,
@@ -290,6 +337,15 @@ TYPES = MappingProxyType({
     "process": PROCESS_TYPES,
     "event": EVENT_TYPES,
     "pcifn": PCIFN_TYPES,
+})
+
+SIZES = MappingProxyType({
+    "system": SYSTEM_SIZES,
+    "device": DEVICE_SIZES,
+    "link": LINK_SIZES,
+    "process": PROCESS_SIZES,
+    "event": EVENT_SIZES,
+    "pcifn": PCIFN_SIZES,
 })
 
 # one constant per key that is not part of a family (families: see *_KEYS)

@@ -26,7 +26,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .nvml_keys import HEADER
+from ..model.physics import readings
+from .nvml_key_lookup import value_problem
+from .nvml_keys import HEADER, RANGES, TYPES
 from .store import atomic_write
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
 FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
                  "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+XID_FALLEN_OFF_BUS = 79
 # counters whose library default is 0: a zero is not written (smaller file, faster parse in every process)
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
                          "pcie.tx_kbps", "pcie.rx_kbps", "utilization.encoder", "utilization.decoder",
@@ -111,6 +114,7 @@ def _health_mask(health: FabricHealth) -> int:
 
 def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     c = gpu.config
+    now = readings(c)
     arch = ARCH.get(c.architecture or "", 0)
     yield "name", c.name or "NVIDIA GPU"
     yield "uuid", gpu.uuid
@@ -135,7 +139,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "board_id", int(domain, 16) << 16 | int(bus, 16) << 8 | (dev & 0x1F) << 3 | (fn & 7)
     # module ids exist on SXM/HGX baseboards (NVLink) and where the profile has a platform block
     yield "module_id", gpu.module_id if (gpu.links or c.platform) else 0
-    yield "lost", _b(gpu.lost)
+    yield "lost", _b(node.gpu_lost(gpu))
 
     yield "pci.bus_id", nvml_bus_id(gpu.bus_id)
     yield "pci.device_id", f"0x{c.pci.device_id:08x}"
@@ -154,7 +158,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         m = c.memory
         yield "memory.total", m.total_bytes
         yield "memory.reserved", m.reserved_bytes
-        yield "memory.used", m.used_bytes
+        yield "memory.used", now.memory_used_bytes
         yield "memory.bus_width", m.memory_bus_width
     if c.bar1_memory:
         yield "bar1.total", c.bar1_memory.total_bytes
@@ -162,7 +166,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
 
     if c.thermal:
         t = c.thermal
-        yield "temperature.gpu", t.temperature_gpu_c
+        yield "temperature.gpu", now.temperature_c
         yield "temperature.memory", t.temperature_memory_c
         yield "temperature.shutdown", t.shutdown_threshold_c
         yield "temperature.slowdown", t.slowdown_threshold_c
@@ -175,7 +179,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     if c.power:
         pw = c.power
         yield "power.supported", _b(pw.management_supported)
-        yield "power.usage_mw", pw.current_draw_mw
+        yield "power.usage_mw", now.power_mw
         yield "power.limit_mw", pw.enforced_limit_mw
         yield "power.enforced_limit_mw", pw.enforced_limit_mw
         yield "power.default_limit_mw", pw.default_limit_mw
@@ -187,26 +191,26 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "fan.count", c.fan.count
         yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
 
-    if c.clocks:
-        k = c.clocks
+    if c.clocks and now.clocks:
+        k, current = c.clocks, now.clocks
         table = {
-            "graphics": (k.graphics_current, k.graphics_max, k.graphics_app, k.graphics_app_default, k.graphics_max),
-            "sm": (k.sm_current, k.sm_max, k.graphics_app, k.graphics_app_default, k.sm_max),
-            "memory": (k.memory_current, k.memory_max, k.memory_app, k.memory_app_default, k.memory_max),
-            "video": (k.video_current, k.video_max, 0, 0, k.video_max),
+            "graphics": (current.graphics, k.graphics_max, k.graphics_app, k.graphics_app_default, k.graphics_max),
+            "sm": (current.sm, k.sm_max, k.graphics_app, k.graphics_app_default, k.sm_max),
+            "memory": (current.memory, k.memory_max, k.memory_app, k.memory_app_default, k.memory_max),
+            "video": (current.video, k.video_max, 0, 0, k.video_max),
         }
         for domain_name, values in table.items():
             for what, value in zip(("current", "max", "app", "default_app", "boost_max"), values, strict=True):
                 yield f"clock.{domain_name}.{what}", value
     if c.clocks_throttle_reasons:
         r = c.clocks_throttle_reasons
-        yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if getattr(r, name)):x}"
+        yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if name in now.reasons):x}"
         yield "violation.power_ns", r.counters.sw_power_cap_us * 1000
         yield "violation.thermal_ns", (r.counters.sw_thermal_slowdown_us + r.counters.hw_thermal_slowdown_us) * 1000
         yield "violation.sync_boost_ns", r.counters.sync_boost_us * 1000
     yield from _dynamic(gpu)
     yield "clock.supported_event_reasons", f"0x{sum(EVENT_REASONS.values()):x}"
-    yield "pstate", int((c.performance_state or "P0")[1:])
+    yield "pstate", int(now.pstate[1:])
     if c.utilization:
         u = c.utilization
         yield "utilization.gpu", u.gpu
@@ -388,8 +392,7 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     system = node.system
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
-    gpu_surface = node.surface("gpu")
-    init_error = 0 if gpu_surface.state == "healthy" else NVML_ERROR_DRIVER_NOT_LOADED
+    init_error = 0 if node.driver_loaded else NVML_ERROR_DRIVER_NOT_LOADED
     extra_system: dict[str, object] = {}
     extra: dict[int, dict[str, object]] = {}
     for keys in contributed:
@@ -399,7 +402,15 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
-    lines += [f"system.{key}={_text(key, value)}" for key, value in extra_system.items()]
+    for what, name in (("node name", node.node_name), ("profile name", node.profile_name)):
+        problem = value_problem("", name or "")
+        if problem:
+            raise ValueError(f"{what} {name[:60]!r} {problem}")
+    for key, value in extra_system.items():
+        problem = value_problem(f"system.{key}", str(value))
+        if problem:
+            raise ValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
+        lines.append(f"system.{key}={value}")
     root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
     append = lines.append
 
@@ -408,13 +419,14 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
             if key in replaced:
                 continue
             if type(value) is str:
-                if "\n" in value or "\0" in value:
-                    raise ValueError(f"{prefix}{key} contains a line break: {value!r}")
                 text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
             elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
                 continue
             else:
                 text = str(value)
+            problem = _problem(key, value, text)
+            if problem:
+                raise ValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
             append(f"{prefix}{key}={text}")
 
     for gpu in node.gpus:
@@ -427,18 +439,31 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
             emit(prefix, _device(node, gpu, root_index), {})
     lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
+    if node.surface("pci").state == "failed":  # the bus failed: every GPU fell off it, after what happened before
+        after = max((seq for seq, _, _ in events), default=0)
+        events += [(after + 1 + n, gpu.index, XID_FALLEN_OFF_BUS) for n, gpu in enumerate(node.gpus)
+                   if gpu.failure_mode != "fallen_off_bus"]
     for n, (seq, index, code) in enumerate(events[-256:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
     lines.append("end")
     return "\n".join(lines) + "\n"
 
 
-def _text(key: str, value: object) -> str:
-    if type(value) is not str:
-        return str(value)
-    if "\n" in value or "\0" in value:
-        raise ValueError(f"system.{key} contains a line break: {value!r}")
-    return value
+def _problem(key: str, value: object, text: str) -> str | None:
+    """Why the library would refuse a device-block value (native/state-keys.toml), or None: integers
+    checked against their key's range directly, everything else as the library parses its text."""
+    if type(value) is int:
+        if key.startswith("nvlink.") and key[7:8].isdigit():
+            kind = TYPES["link"].get(key.split(".", 2)[2])
+        elif key.startswith("process.") and key[8:9].isdigit():
+            kind = TYPES["process"].get(key.split(".", 2)[2])
+        else:
+            kind = TYPES["device"].get(key)
+        bounds = RANGES.get(kind) if kind is not None else None
+        if bounds is not None:
+            low, high = bounds
+            return None if low <= value <= high else f"{value} is outside the {kind} range {low}..{high}"
+    return value_problem(f"device.0.{key}", text)
 
 
 def write_nvml_state(node: Node, path: str | os.PathLike[str], contributed: Iterable[NvmlKeys] = ()) -> Path:

@@ -32,7 +32,7 @@ from ..model.node import Node
 from ..version import __version__
 from .store import NodeStore, atomic_write
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class Snapshot(NamedTuple):

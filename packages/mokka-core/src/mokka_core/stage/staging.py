@@ -75,12 +75,100 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]
     digests = {surface: [_entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
                  for surface, plan in plans.items()}
-    scratch = scratch_dir(root, ".mokka-stage-")
+    scratch = scratch_dir(root, SCRATCH_PREFIX)
     try:
+        _write_journal(plans, root, scratch, previous, unchanged)
         _materialise_all(plans, str(scratch), unchanged)
         return _publish(plans, root, scratch, previous, digests, unchanged)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# ---- the wave journal: what a SIGKILL in the middle of a wave leaves, for `down` and the next `up` ----
+
+SCRATCH_PREFIX = ".mokka-stage-"
+JOURNAL = "journal.json"  # in the wave's scratch directory, so it goes with it when the wave ends
+
+
+def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
+                   unchanged: dict[str, set[int]]) -> None:
+    """Record, before anything is published, every path the wave may create: new entries, the backup and
+    copy names beside replaced ones, and the directories that do not exist yet (outermost first)."""
+    paths: list[str] = []
+    dirs: list[str] = []
+    checked: set[str] = set()
+    base = str(root)
+
+    def missing_dirs(rel_dir: str) -> None:
+        current = ""
+        for part in rel_dir.split("/"):
+            current = f"{current}/{part}" if current else part
+            if part and current not in checked:
+                checked.add(current)
+                if not os.path.isdir(f"{base}/{current}"):
+                    dirs.append(current)
+
+    for surface, plan in plans.items():
+        old = previous[surface]
+        owned = set(old.entries) if old else set()
+        for n, entry in enumerate(plan):
+            head, _, name = entry.path.rpartition("/")
+            if head:
+                missing_dirs(head)
+            if isinstance(entry, Dir):
+                missing_dirs(entry.path)
+            elif n not in unchanged[surface]:
+                if entry.path not in owned and not os.path.lexists(f"{base}/{entry.path}"):
+                    paths.append(entry.path)
+                prefix = f"{head}/." if head else "."
+                paths += [f"{prefix}{name}.mokka-old", f"{prefix}{name}.mokka-new"]
+    atomic_write(scratch / JOURNAL, json.dumps({"paths": paths, "dirs": dirs}, separators=(",", ":")))
+
+
+def recover(root: Path) -> list[str]:
+    """Remove what interrupted waves left under ``root``, as their journals list; returns what is still there.
+
+    For `mokka node down` and a starting node, never while another writer stages under ``root``.
+    Entries a saved manifest owns are left to teardown.  A wave whose leftovers cannot all be
+    removed keeps its journal (listed in the result), so the next attempt finds them again.
+    """
+    owned: set[str] = set()
+    for surface in staged_surfaces(root):
+        try:
+            manifest = Manifest.load(root, surface)
+        except StagingError:
+            continue
+        if manifest is not None:
+            owned |= {*manifest.entries, *manifest.dirs}
+    still: list[str] = []
+    for scratch in sorted(root.glob(f"{SCRATCH_PREFIX}*")):
+        try:
+            journal = json.loads((scratch / JOURNAL).read_text())
+            paths, dirs = list(journal["paths"]), list(journal["dirs"])
+        except FileNotFoundError:
+            paths, dirs = [], []  # killed before its journal was written: nothing was published yet
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            still.append(f"{scratch.name} (unreadable journal: {exc})")
+            continue
+        left = []
+        for rel in paths:
+            if not isinstance(rel, str) or not _normal_relative(rel) or rel in owned:
+                continue
+            try:
+                _remove(root / rel)
+            except OSError as exc:
+                left.append(f"/{rel} ({exc.strerror})")
+        try:
+            _remove_empty_dirs(root, [d for d in dirs if isinstance(d, str) and _normal_relative(d) and d not in owned])
+        except OSError as exc:
+            left.append(f"a directory of {scratch.name} ({exc.strerror})")
+        if left:
+            still += left
+            continue
+        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch.exists():
+            still.append(f"/{scratch.name}")
+    return still
 
 
 def _entry_digest(entry: Entry) -> str:
@@ -165,6 +253,7 @@ def teardown_all(root: Path) -> list[str]:
 
     A surface whose manifest cannot be read is left in place (and named in the error raised at the end).
     """
+    left = recover(root)
     manifests, unreadable = {}, []
     for surface in staged_surfaces(root):
         try:
@@ -184,6 +273,8 @@ def teardown_all(root: Path) -> list[str]:
     _remove_empty_dirs(root, [d for manifest in manifests.values() for d in manifest.dirs])
     if unreadable:
         raise unreadable[0]
+    if left:
+        raise StagingError("staging", "an interrupted wave left what could not be removed: " + ", ".join(left))
     return list(manifests)
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..errors import MokkaError
 from ..model.inputs import Fingerprint, fingerprint
 
 STATE_DIR = "var/lib/mokka"
@@ -149,20 +151,75 @@ class NodeStore:
                 self.supervisord_pid, self.override_file, self.lock_file, self.daemon_file)
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self, timeout_s: float | None = None) -> Iterator[None]:
         """The node lock: one ``flock`` on the lock file serialises every writer of the root's rendered state.
 
         The ctl holds it across read-modify-write of the override file and the re-render
         that follows; the daemon holds it while it re-renders.  ``flock`` locks belong to
         an open file description, so two threads of one process exclude each other too.
+        A writer waits at most ``timeout_s`` (default :func:`lock_timeout_s`), then raises
+        :class:`NodeLocked` naming the holder.
         """
         self.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _wait_for_lock(fd, self.lock_file, lock_timeout_s() if timeout_s is None else timeout_s)
             yield
         finally:
             os.close(fd)  # closing the last descriptor releases the lock
+
+
+#: how long a writer waits for the node lock before it gives up (MOKKA_LOCK_TIMEOUT_S overrides)
+LOCK_TIMEOUT_S = 10
+
+
+class NodeLocked(MokkaError):
+    """The node lock stayed held past the timeout (exit status 1)."""
+
+
+def lock_timeout_s() -> float:
+    text = os.environ.get("MOKKA_LOCK_TIMEOUT_S")
+    if text is None:
+        return LOCK_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 86400:
+        raise NodeLocked(f"MOKKA_LOCK_TIMEOUT_S must be seconds from 0 to 86400, got {text!r}")
+    return value
+
+
+def _wait_for_lock(fd: int, path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    holder = _lock_holder(os.fstat(fd).st_ino)
+    who = f"pid {holder}" if holder else "another process"
+    stop = f"`kill {holder}`" if holder else "stop it"
+    raise NodeLocked(f"the node lock {path} is held by {who} for more than {timeout_s:g} s. If that process is "
+                     f"stuck, {stop} and retry; to wait longer set MOKKA_LOCK_TIMEOUT_S (seconds)")
+
+
+def _lock_holder(inode: int) -> int | None:
+    """The pid /proc/locks gives for the flock on ``inode``, where it can be read."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
 
 
 def _exclusive(prefix: Path, suffix: str, flags: int) -> tuple[int, str]:

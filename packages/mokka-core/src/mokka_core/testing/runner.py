@@ -86,18 +86,23 @@ PROBE_FILE = "var/lib/mokka-probe/state.json"
 
 
 def probe_view(node: Node) -> dict[str, Any]:
+    """What a consumer reads of each GPU (through the load model, as NVML serves it)."""
+    from ..model.physics import readings
+
     gpus = {}
     for gpu in node.gpus:
         config = gpu.config
         memory = config.memory
+        now = readings(config)
+        used = now.memory_used_bytes or 0
         gpus[str(gpu.index)] = {
             "uuid": gpu.uuid,
-            "lost": gpu.lost,
+            "lost": node.gpu_lost(gpu),
             "failure": gpu.failure_mode,
-            "temperature_c": config.thermal.temperature_gpu_c if config.thermal else None,
-            "power_mw": config.power.current_draw_mw if config.power else None,
-            "memory": {"total": memory.total_bytes, "reserved": memory.reserved_bytes, "used": memory.used_bytes,
-                       "free": memory.free_bytes} if memory else None,
+            "temperature_c": now.temperature_c,
+            "power_mw": now.power_mw,
+            "memory": {"total": memory.total_bytes, "reserved": memory.reserved_bytes, "used": used,
+                       "free": max(0, memory.total_bytes - memory.reserved_bytes - used)} if memory else None,
             "xid_events": [encode(event) for event in config.xid_events or ()],
         }
     return {"node": node.node_name, "gpus": gpus}
