@@ -6,6 +6,10 @@
 * up: start of ``run()`` to ready, staged and published, all installed surfaces, no services (<= 250 ms on tmpfs)
 * teardown: stop request to every surface removed (<= 50 ms)
 * mokka node up (process): interpreter start to ready, services under supervisord included (reported only)
+* idle: ``mokka node up`` with every installed surface and its services, at rest for ``--idle-seconds``
+  (60): CPU of the daemon and every process under it (utime + stime, /proc/<pid>/stat) <= 0.5% of one
+  core, their RSS summed (VmRSS, /proc/<pid>/status) <= 60 MB; PSS (smaps_rollup) beside it, since
+  RSS counts the interpreter's shared pages once per process
 * ctl: ``nvml-mock-ctl temp`` (NVML only) and ``fail fallen-off-bus``/``fail healthy`` (NVML and PCI)
   as a new process; from its start to a consumer seeing the change (h100 x 8: <= 100 ms median,
   <= 150 ms p90, interpreter start-up included; gb200 x 72: <= 150 ms) and from its exit to the change
@@ -93,6 +97,72 @@ def bench_up_process(spec: NodeSpec, runs: int) -> list[float]:
     return times
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process under it (from /proc/<pid>/stat parent ids)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += parents.get(current, [])
+    return found
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def memory_kib(pid: int, key: str, name: str) -> int:
+    for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def bench_idle(spec: NodeSpec, seconds: float) -> list[str]:
+    """A node daemon with every surface and service at rest: CPU share and memory, in total and per process."""
+    mokka = shutil.which("mokka") or str(Path(sys.executable).with_name("mokka"))
+    root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+    daemon = subprocess.Popen([mokka, "node", "up", "--profile", spec.profile or "h100", "--gpus",
+                               str(spec.gpus or 8), "--root", str(root)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while (state := RunState.load(root)) is None or state.phase != "ready":
+            if daemon.poll() is not None:
+                raise SystemExit(f"mokka node up exited with {daemon.returncode}")
+            time.sleep(0.05)
+        time.sleep(2)  # the services' own start-up is not rest
+        pids = descendants(daemon.pid)
+        before = {pid: cpu_ticks(pid) for pid in pids}
+        time.sleep(seconds)
+        used = {pid: cpu_ticks(pid) - before[pid] for pid in pids}
+        rss = {pid: memory_kib(pid, "VmRSS", "status") for pid in pids}
+        pss = {pid: memory_kib(pid, "Pss", "smaps_rollup") for pid in pids}
+        names = {pid: " ".join(Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:4])[-60:] for pid in pids}
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    hz = os.sysconf("SC_CLK_TCK")
+    share = 100 * sum(used.values()) / hz / seconds
+    total_rss, total_pss = sum(rss.values()) / 1024, sum(pss.values()) / 1024
+    verdict = [f"CPU {'ok' if share <= 0.5 else 'OVER 0.5%'}", f"RSS {'ok' if total_rss <= 60 else 'OVER 60 MB'}"]
+    lines = [f"{'idle ' + str(int(seconds)) + ' s, ' + str(len(pids)) + ' processes':<44} CPU {share:5.2f}% of one core"
+             f"  RSS {total_rss:6.1f} MB  PSS {total_pss:6.1f} MB  ({', '.join(verdict)})"]
+    for pid in pids:
+        lines.append(f"  {names[pid]:<60} CPU {100 * used[pid] / hz / seconds:5.2f}%  RSS {rss[pid] / 1024:5.1f} MB"
+                     f"  PSS {pss[pid] / 1024:5.1f} MB")
+    return lines
+
+
 def signature(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
@@ -158,7 +228,8 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--dir", default=None, help="where to make the node roots (e.g. /dev/shm for tmpfs)")
-    parser.add_argument("--only", choices=("up", "ctl"), default=None, help="only these figures")
+    parser.add_argument("--only", choices=("up", "ctl", "idle"), default=None, help="only these figures")
+    parser.add_argument("--idle-seconds", type=float, default=60.0, help="how long the idle node is measured")
     args = parser.parse_args()
     if args.dir:
         tempfile.tempdir = args.dir
@@ -166,6 +237,10 @@ def main() -> None:
     print(f"node: {args.profile} x {args.gpus}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
           f"roots under {tempfile.gettempdir()}")
     large = len(spec.resolve().gpus) > 8
+    if args.only in (None, "idle"):
+        print("\n".join(bench_idle(spec, args.idle_seconds)))
+    if args.only == "idle":
+        return
     if args.only != "ctl":
         up, down, cpu, entries = bench_up(spec, args.runs)
         print(f"(staged tree: {entries} paths)")

@@ -19,7 +19,8 @@ from mokka_core.stage.nvml_view import HEADER, nvml_bus_id, render_nvml_state, w
 from mokka_core.testing import consumers
 
 GOLDEN = Path(__file__).parent / "golden"
-GOLDEN_CASES = {"h100": {}, "t4": {}, "gb200": {"gpus": 4}}
+#: on a host with each board's own CPUs (so the golden files hold the boards' real CPU affinities)
+GOLDEN_CASES = {"h100": {"host_cpus": "0-223"}, "t4": {"host_cpus": "0-3"}, "gb200": {"gpus": 4, "host_cpus": "0-143"}}
 
 
 @pytest.mark.parametrize("profile", list(GOLDEN_CASES))

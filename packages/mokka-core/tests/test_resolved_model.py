@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mokka_core.model.codec import decode, encode
+from mokka_core.model.codec import decode, encode, encode_shared
 from mokka_core.model.config import GpuConfig
 from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
@@ -60,7 +60,7 @@ def test_resolved_values_are_immutable() -> None:
 
 def test_a_node_writes_each_gpu_configuration_once() -> None:
     node = NodeSpec(profile="gb200", gpus=72).resolve()
-    data = json.loads(json.dumps(encode(node)))
+    data = json.loads(json.dumps(encode_shared(node)))
     assert len(data["configs"]) == len(set(gpu.config for gpu in node.gpus)) < 8
     decoded = decode(Node, data)
     assert decoded == node

@@ -51,7 +51,7 @@ def test_count_zero_is_refused() -> None:
 
 
 def test_numa_and_links_follow_topology() -> None:
-    node = NodeSpec(profile="h100").resolve()
+    node = NodeSpec(profile="h100", host_cpus="0-223").resolve()  # a host with the DGX's own CPUs
     assert [g.numa_node for g in node.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert node.gpus[4].cpu_affinity == "56-111,168-223"
     assert len(node.gpus[0].links) == 18 and all(link.remote_type == "switch" for link in node.gpus[0].links)

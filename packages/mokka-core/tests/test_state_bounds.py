@@ -65,10 +65,17 @@ def test_profile_validate_bounds_cpu_ids(tmp_path: Path) -> None:
     path = tmp_path / "huge.yaml"
     path.write_text(re.sub(r'cpu_affinity: "[^"]*"', 'cpu_affinity: "0-999999999"', text, count=1))
     result = CliRunner().invoke(app, ["profile", "validate", str(path)])
-    assert result.exit_code == 1 and "cpu_affinity" in result.output and "8192" in result.output, result.output
+    assert result.exit_code == 1 and "cpu_affinity" in result.output and "1024" in result.output, result.output
     path.write_text(re.sub(r'cpu_affinity: "[^"]*"', 'cpu_affinity: "0-2047"', text))
     result = CliRunner().invoke(app, ["profile", "validate", str(path)])
     assert result.exit_code == 1 and "cpu_affinity" in result.output and "1024" in result.output, result.output
+
+
+def test_the_profile_cpu_bound_is_the_librarys() -> None:
+    from mokka_core.schema.profile import MAX_CPUS
+    from mokka_core.stage.nvml_keys import SIZES
+
+    assert MAX_CPUS == SIZES["device"]["cpu_affinity"]
 
 
 def test_control_characters_in_gpu_strings_are_refused(root: Path, capsys) -> None:

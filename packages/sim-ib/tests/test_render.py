@@ -120,7 +120,17 @@ def test_guids_and_lids_differ_between_nodes_and_are_stable() -> None:
 def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
     node = NodeSpec(profile="h100", gpus=1).resolve()
     (service,) = IbSurface().services(node, StageContext(root=tmp_path))
-    assert service.command[-3:] == ["respond", "--root", str(tmp_path)]
+    assert service.command[-4:] == ["-m", "mokka_sim_ib.responder_service", "--root", str(tmp_path)]
+
+
+def test_the_responder_service_loads_no_cli_and_no_schema() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys, mokka_sim_ib.responder_service; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'typer', 'rich', 'yaml'}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # one runs per node at rest: each of these costs megabytes
 
 
 def test_bad_node_desc_template_names_the_key() -> None:

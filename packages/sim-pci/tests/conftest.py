@@ -16,8 +16,9 @@ from mokka_core.testing import consumers
 from mokka_sim_pci.surface import PciSurface
 
 
-def resolve_node(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> Node:
-    return NodeSpec(profile=profile, gpus=gpus, surfaces=dict(surfaces)).resolve()
+def resolve_node(profile: str, gpus: int | None = None, host_cpus: str | None = None,
+                 **surfaces: dict[str, object]) -> Node:
+    return NodeSpec(profile=profile, gpus=gpus, surfaces=dict(surfaces), host_cpus=host_cpus).resolve()
 
 
 def apt_tool(binary: str, package: str) -> Path:
@@ -35,9 +36,10 @@ def staged(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     """Stage the pci surface of a node under a fresh root; tear everything down afterwards."""
     roots: list[Path] = []
 
-    def stage(profile: str, gpus: int | None = None, **surfaces: dict[str, object]) -> Path:
+    def stage(profile: str, gpus: int | None = None, host_cpus: str | None = None,
+              **surfaces: dict[str, object]) -> Path:
         root = tmp_path / f"root{len(roots)}"
-        state = resolve_node(profile, gpus, **surfaces)
+        state = resolve_node(profile, gpus, host_cpus, **surfaces)
         stage_wave({"pci": PciSurface().plan(state, StageContext(root=root))}, root)
         roots.append(root)
         return root

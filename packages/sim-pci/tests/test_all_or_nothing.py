@@ -22,6 +22,8 @@ def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node) -> Non
     before = snapshot(root)
     stage_wave({"pci": PciSurface().plan(make_node("h100"), StageContext(root=root))}, root)
     assert len(snapshot(root)) > len(before) + 500
+    assert (root / "sys/class/dmi/id/product_name").is_file()  # the platform files are part of the wave
+    assert (root / "sys/devices/system/node/node1/cpulist").is_file()
     teardown(root, "pci")
     assert snapshot(root) == before
 
@@ -31,6 +33,17 @@ def test_a_conflict_stages_nothing(tmp_path: Path, make_node) -> None:
     clash = root / "sys/devices/pci0000:dc/0000:df:00.0/vendor"  # the last GPU's file, not Mokka's
     clash.parent.mkdir(parents=True)
     clash.write_text("0x8086\n")
+    before = snapshot(root)
+    with pytest.raises(MokkaError):
+        stage_wave({"pci": PciSurface().plan(make_node("h100"), StageContext(root=root))}, root)
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("clash", ["sys/devices/system/node/node1/cpulist", "sys/devices/virtual/dmi/id/sys_vendor"])
+def test_a_platform_file_conflict_stages_nothing(tmp_path: Path, make_node, clash: str) -> None:
+    root = tmp_path / "root"
+    (root / clash).parent.mkdir(parents=True)
+    (root / clash).write_text("not Mokka's\n")
     before = snapshot(root)
     with pytest.raises(MokkaError):
         stage_wave({"pci": PciSurface().plan(make_node("h100"), StageContext(root=root))}, root)

@@ -9,6 +9,7 @@ from mokka_sim_pci.config_space import (
     Bar,
     Function,
     Link,
+    Sriov,
     build_config,
     dead_config,
 )
@@ -77,6 +78,20 @@ def test_extended_capabilities_chain() -> None:
     assert second & 0xFFFF == 0x0019 and second >> 20 == 0
     gen2 = build_config(function(link=Link(2, 16, 2, 16)))
     assert struct.unpack_from("<I", gen2, 0x100)[0] >> 20 == 0  # no Secondary PCIe below gen3
+
+
+def test_sriov_capability_ends_the_extended_chain() -> None:
+    space = build_config(function(sriov=Sriov(total_vfs=32, vf_offset=4, vf_stride=1, vf_device=0x2330)))
+    assert struct.unpack_from("<I", space, 0x148)[0] >> 20 == 0x180
+    header = struct.unpack_from("<I", space, 0x180)[0]
+    assert header & 0xFFFF == 0x0010 and (header >> 16) & 0xF == 1 and header >> 20 == 0
+    control = struct.unpack_from("<H", space, 0x188)[0]
+    initial, total, enabled = struct.unpack_from("<HHH", space, 0x18C)
+    offset, stride, _, vf_device = struct.unpack_from("<HHHH", space, 0x194)
+    assert (control, initial, total, enabled) == (0, 32, 32, 0)  # VFs disabled: none enabled
+    assert (offset, stride, vf_device) == (4, 1, 0x2330)
+    gen2 = build_config(function(link=Link(2, 16, 2, 16), sriov=Sriov(16, 4, 1, 0x20B0)))
+    assert struct.unpack_from("<I", gen2, 0x100)[0] >> 20 == 0x180  # straight from AER below gen3
 
 
 def test_dead_function_reads_all_ones() -> None:

@@ -73,3 +73,23 @@ def test_plain_lspci_in_a_private_namespace_with_sys_overlaid(staged, lspci_bin)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("3D controller [0302]: NVIDIA Corporation") == 8
     assert result.stdout.count("Kernel driver in use: nvidia") == 8
+
+
+@pytest.mark.parametrize(("profile", "total"), [("h100", 32), ("a100", 16), ("l40s", 32), ("b200", 32)])
+def test_sriov_capable_gpus_show_the_capability_with_no_vf_enabled(staged, lspci, profile: str, total: int) -> None:
+    root = staged(profile)
+    gpu = NodeSpec(profile=profile).resolve().gpus[0].bus_id
+    block = lspci(root, "-vvv", "-s", gpu.removeprefix("0000:"))
+    assert re.search(r"Capabilities: \[180 v1\] Single Root I/O Virtualization \(SR-IOV\)", block), block
+    assert f"Initial VFs: {total}, Total VFs: {total}, Number of VFs: 0" in block
+    assert "IOVCtl:\tEnable-" in block
+    device = root / "sys/bus/pci/devices" / gpu
+    assert (device / "sriov_totalvfs").read_text() == f"{total}\n"  # NFD: pci-10de.sriov.capable=true
+    assert (device / "sriov_numvfs").read_text() == "0\n"
+    assert (device / "sriov_offset").read_text() == "4\n" and (device / "sriov_stride").read_text() == "1\n"
+
+
+def test_a_t4_has_no_sriov(staged, lspci) -> None:
+    root = staged("t4")
+    assert "SR-IOV" not in lspci(root, "-vvv")
+    assert not list((root / "sys/bus/pci/devices").glob("*/sriov_totalvfs"))

@@ -36,7 +36,7 @@ def test_resource_lines_per_bar(make_node) -> None:
 
 
 def test_h100_device_files(staged) -> None:
-    root = staged("h100")
+    root = staged("h100", host_cpus="0-223")  # a host with the DGX's own CPUs
     assert os.readlink(root / "sys/bus/pci/devices" / H100_GPU) == f"../../../devices/pci0000:15/{H100_GPU}"
     assert read(root, H100_GPU, "vendor") == "0x10de\n"
     assert read(root, H100_GPU, "device") == "0x2330\n"
@@ -108,7 +108,7 @@ def test_fallen_off_bus_gpu_reads_all_ones() -> None:
 
 
 def test_gpu_count_and_cpu_count_scale(make_node) -> None:
-    state = make_node("gb200", gpus=72)
+    state = make_node("gb200", gpus=72, host_cpus="0-143")  # a host with the tray's own CPUs
     functions = pci_functions(state)
     assert sum(f.kind == "gpu" for f in functions) == 72
     assert len({f.iommu_group for f in functions}) == len(functions)

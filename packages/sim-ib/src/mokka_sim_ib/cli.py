@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,14 +12,13 @@ from mokka_core.cli.options import RootOpt
 from mokka_core.cli.sim import make_app, node_root, run
 from mokka_core.errors import MokkaError
 
-from . import config, responder
+from . import responder_service
+from .responder_service import DEFAULT_FABRIC_DIR
 from .surface import SHIM_NAME, IbSurface, consumer_needs, shim_path
 
 SUMMARY = (
     "InfiniBand surface of a simulated NVIDIA GPU node: ConnectX HCAs in /sys/class/infiniband and /dev/infiniband."
 )
-DEFAULT_FABRIC_DIR = "/run/mokka/ib-fabric"
-RESPONDER = "sim-ib responder"
 
 app = make_app(IbSurface, SUMMARY)
 
@@ -45,27 +43,7 @@ def respond(root: RootOpt = None, listen: ListenOpt = "127.0.0.1:0",
 
     Example: mokka-sim-ib respond --root /tmp/node --fabric-dir /run/mokka/ib-fabric
     """
-    from mokka_core.node.foreground import foreground, log_to_stdout
-
-    peers = list(peer or []) + [p for p in os.environ.get("MOKKA_IB_PEERS", "").split(",") if p]
-    log_to_stdout(RESPONDER, loggers=("mokka-sim-ib",))
-    try:
-        addresses = [responder.parse_address(p) for p in peers]
-        listen_at = responder.parse_address(listen)
-    except ValueError as exc:
-        typer.echo(f"{RESPONDER}: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-    where = node_root(root)
-
-    def serve(stop: threading.Event, ready: threading.Event) -> None:
-        try:
-            responder.run(where / config.NODE_CONFIG, where / config.SOCKET, listen_at, fabric_dir, addresses, stop,
-                          ready)
-        except FileNotFoundError as exc:
-            raise MokkaError(f"{exc.filename}: not staged (run `mokka-sim-ib stage` first)") from None
-
-    raise typer.Exit(foreground(RESPONDER, serve, errors=(MokkaError, ValueError)))
+    raise typer.Exit(responder_service.serve(node_root(root), listen, fabric_dir, list(peer or [])))
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

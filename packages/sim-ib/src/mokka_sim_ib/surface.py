@@ -67,7 +67,7 @@ class IbSurface(Surface):
 
         if not hca.ports(node):
             return []
-        command = [sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(ctx.root)]
+        command = [sys.executable, "-m", "mokka_sim_ib.responder_service", "--root", str(ctx.root)]
         return [Service(name="sim-ib-responder", command=command, ready_path=config.SOCKET)]
 
     def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:

@@ -1,7 +1,8 @@
 """PCI configuration space images, as the kernel's sysfs ``config`` file returns them to root.
 
 A type-0 (endpoint) header, a capability chain PM -> MSI -> PCI Express -> MSI-X, and an
-extended chain AER -> Secondary PCI Express (gen3+).  Only what ``lspci -vvv`` decodes is
+extended chain AER -> Secondary PCI Express (gen3+) -> SR-IOV (where the function has it, no VF
+enabled).  Only what ``lspci -vvv`` decodes is
 filled in; every other byte is zero, as on hardware that does not implement it.  A device that
 stopped responding reads all ones (the classic "rev ff" / "Unknown header type 7f").
 """
@@ -20,6 +21,7 @@ CAP_EXP = 0x10
 CAP_MSIX = 0x11
 EXT_CAP_AER = 0x0001
 EXT_CAP_SECONDARY_PCIE = 0x0019
+EXT_CAP_SRIOV = 0x0010
 
 # where each structure sits in the image
 OFF_PM = 0x40
@@ -27,7 +29,8 @@ OFF_MSI = 0x48
 OFF_EXP = 0x60
 OFF_MSIX = 0xB4
 OFF_AER = 0x100
-OFF_SECONDARY = 0x148
+OFF_SECONDARY = 0x148  # 0x0C + 2 bytes per lane: ends at 0x174 for x16
+OFF_SRIOV = 0x180
 
 COMMAND_MEMORY = 1 << 1
 COMMAND_BUS_MASTER = 1 << 2
@@ -58,6 +61,20 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Sriov:
+    """An SR-IOV physical function's capability (PCIe base spec 9.3.3), with no VF enabled."""
+
+    total_vfs: int
+    vf_offset: int
+    vf_stride: int
+    vf_device: int
+
+
+#: SR-IOV Supported Page Sizes: 4K, 8K, 64K, 256K, 1M, 4M (what PCIe functions commonly report)
+SRIOV_PAGE_SIZES = 0x553
+
+
+@dataclass(frozen=True)
 class Function:
     """What the config image of one endpoint function is built from."""
 
@@ -72,6 +89,7 @@ class Function:
     bars: tuple[Bar, ...]
     msix_vectors: int
     driver_bound: bool  # a bound driver enables bus mastering and MSI-X and disables INTx
+    sriov: Sriov | None = None
 
 
 def dead_config() -> bytes:
@@ -86,9 +104,17 @@ def build_config(fn: Function) -> bytes:
     _msi(space)
     _pci_express(space, fn.link)
     _msix(space, fn)
-    _aer(space, next_offset=OFF_SECONDARY if fn.link.max_gen >= 3 else 0)
+    extended = [OFF_AER]
     if fn.link.max_gen >= 3:
-        _secondary_pcie(space, fn.link.max_width)
+        extended.append(OFF_SECONDARY)
+    if fn.sriov is not None:
+        extended.append(OFF_SRIOV)
+    chain = dict(zip(extended, [*extended[1:], 0], strict=True))  # each structure -> the next one
+    _aer(space, next_offset=chain[OFF_AER])
+    if OFF_SECONDARY in chain:
+        _secondary_pcie(space, fn.link.max_width, next_offset=chain[OFF_SECONDARY])
+    if fn.sriov is not None:
+        _sriov(space, fn.sriov)
     return bytes(space)
 
 
@@ -162,8 +188,19 @@ def _aer(space: bytearray, next_offset: int) -> None:
     _put(space, "I", OFF_AER + 0x14, 0x00002000)  # correctable mask: advisory non-fatal
 
 
-def _secondary_pcie(space: bytearray, lanes: int) -> None:
-    _put(space, "I", OFF_SECONDARY, _ext_header(EXT_CAP_SECONDARY_PCIE, 1, 0))
+def _secondary_pcie(space: bytearray, lanes: int, next_offset: int) -> None:
+    _put(space, "I", OFF_SECONDARY, _ext_header(EXT_CAP_SECONDARY_PCIE, 1, next_offset))
     for lane in range(lanes):
         # lane equalization control: transmitter preset 7 / receiver hint 0 both directions
         _put(space, "H", OFF_SECONDARY + 0x0C + 2 * lane, 0x7 | (0x7 << 8))
+
+
+def _sriov(space: bytearray, sriov: Sriov) -> None:
+    base = OFF_SRIOV
+    _put(space, "I", base, _ext_header(EXT_CAP_SRIOV, 1, 0))
+    # capabilities: no VF migration; control: VFs disabled; status: 0
+    _put(space, "IHH", base + 0x04, 0, 0, 0)
+    # InitialVFs, TotalVFs, NumVFs (none enabled), function dependency link 0
+    _put(space, "HHHBB", base + 0x0C, sriov.total_vfs, sriov.total_vfs, 0, 0, 0)
+    _put(space, "HHHH", base + 0x14, sriov.vf_offset, sriov.vf_stride, 0, sriov.vf_device)
+    _put(space, "II", base + 0x1C, SRIOV_PAGE_SIZES, 0x1)  # system page size: 4K

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mokka_core.model.identity import gpu_dma_bits, legacy_irq
+from mokka_core.model.numa import parse_cpulist
 
-from .config_space import Bar, Function, Link
+from .config_space import Bar, Function, Link, Sriov
 
 if TYPE_CHECKING:
+    from mokka_core.model.config import Sriov as SriovConfig
     from mokka_core.model.node import Gpu, Hca, Node, RootComplex, Switch
 
 NVIDIA_VENDOR = 0x10DE
@@ -113,6 +115,7 @@ def _gpu(node: Node, gpu: Gpu, layout: _Layout) -> PciFunction:
         ),
         msix_vectors=6,
         driver_bound=bound,
+        sriov=_sriov(cfg.sriov),
     )
     root = layout.roots[gpu.root_complex]
     return PciFunction(
@@ -127,6 +130,13 @@ def _gpu(node: Node, gpu: Gpu, layout: _Layout) -> PciFunction:
         iommu_group=group,
         dma_bits=gpu_dma_bits(cfg.architecture),
     )
+
+
+def _sriov(sriov: SriovConfig) -> Sriov | None:
+    if not sriov.total_vfs:
+        return None
+    return Sriov(total_vfs=sriov.total_vfs, vf_offset=sriov.vf_offset, vf_stride=sriov.vf_stride,
+                 vf_device=sriov.vf_device_id)
 
 
 def _switch(node: Node, switch: Switch, layout: _Layout) -> PciFunction:
@@ -194,28 +204,8 @@ def _hca(node: Node, hca: Hca, layout: _Layout) -> PciFunction:
 
 
 def cpu_count(node: Node) -> int:
-    """nr_cpu_ids as the node's CPU lists imply it (highest CPU named + 1)."""
-    highest = 0
-    for root in node.root_complexes:
-        highest = max(highest, *expand_cpulist(root.cpu_affinity))
-    for gpu in node.gpus:
-        if gpu.cpu_affinity:
-            highest = max(highest, *expand_cpulist(gpu.cpu_affinity))
-    return highest + 1
-
-
-def expand_cpulist(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            first, last = (int(x) for x in part.split("-"))
-            cpus.extend(range(first, last + 1))
-        else:
-            cpus.append(int(part))
-    return cpus or [0]
+    """nr_cpu_ids as the node's CPU lists imply it (highest CPU of its NUMA nodes + 1)."""
+    return max(max(parse_cpulist(numa.cpus)) for numa in node.numa_nodes) + 1
 
 
 def _pow2(size: int) -> int:

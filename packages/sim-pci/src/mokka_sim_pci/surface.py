@@ -1,4 +1,7 @@
-"""The pci surface: the node's GPUs, NVSwitches and HCAs in the PCI sysfs tree.
+"""The pci surface: the node's GPUs, NVSwitches and HCAs in the PCI sysfs tree, with the platform they sit on.
+
+The platform is the machine's NUMA nodes (``/sys/devices/system/node``, the CPUs the functions'
+``local_cpulist`` name) and its DMI identity (``/sys/class/dmi/id``), whatever the surface's state.
 
 Reads the gpu and ib surface settings from the node state (never from those packages): the
 ``driver`` links exist only while the surface that would bind the function is enabled and
@@ -25,8 +28,8 @@ if TYPE_CHECKING:
 
 class PciSurface(Surface):
     name = "pci"
-    #: ids, link, BAR sizes; a GPU fallen off the bus reads all ones
-    reads = frozenset({"architecture", "bar1_memory", "failure", "pci", "pcie"})
+    #: ids, link, BAR sizes, SR-IOV; a GPU fallen off the bus reads all ones; a coherent Grace GPU's memory node
+    reads = frozenset({"architecture", "bar1_memory", "failure", "grace_superchip", "memory", "pci", "pcie", "sriov"})
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         if not node.surface("pci").enabled:
@@ -37,11 +40,16 @@ class PciSurface(Surface):
 def render_pci_tree(node: Node) -> list[Entry]:
     # the renderers load where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
     from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
+    from .dmi import dmi_entries
+    from .numa_nodes import numa_node_entries
     from .sysfs import BUS_DEVICES, driver_entries, function_entries, root_complex_entries
 
     functions = pci_functions(node)
     nr_cpus = cpu_count(node)
     entries: list[Entry] = [Dir(BUS_DEVICES)]
+    entries += numa_node_entries(node, nr_cpus)
+    if node.system.dmi is not None:
+        entries += dmi_entries(node.system.dmi)
     for root_id in sorted({fn.root.id for fn in functions}):
         entries += root_complex_entries(root_id)
     if node.surface("gpu").active:

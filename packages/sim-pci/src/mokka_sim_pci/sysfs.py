@@ -16,12 +16,13 @@ all ones, as on a GPU that fell off the bus.
 
 from __future__ import annotations
 
+from mokka_core.model.numa import parse_cpulist
 from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 __all__ = ["Dir", "driver_entries", "function_entries", "root_complex_entries"]
 
-from .config_space import Bar, build_config, dead_config
-from .devices import PciFunction, expand_cpulist
+from .config_space import Bar, Sriov, build_config, dead_config
+from .devices import PciFunction
 
 SYS_DEVICES = "sys/devices"
 BUS_DEVICES = "sys/bus/pci/devices"
@@ -57,7 +58,7 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
         "revision": f"0x{f.revision:02x}\n",
         "irq": f"{f.irq}\n",
         "numa_node": f"{fn.numa_node}\n",
-        "local_cpus": cpumask(expand_cpulist(fn.cpulist), nr_cpus) + "\n",
+        "local_cpus": cpumask(list(parse_cpulist(fn.cpulist)), nr_cpus) + "\n",
         "local_cpulist": f"{fn.cpulist}\n",
         "resource": resource_table(f.bars),
         "enable": "1\n",
@@ -78,6 +79,8 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
     }
     entries: list[Entry] = [Dir(base)]
     entries += [File(f"{base}/{name}", content, mode=0o444) for name, content in attrs.items()]
+    if f.sriov is not None:
+        entries += sriov_entries(base, f.sriov)
     config = build_config(f) if fn.responding else dead_config()
     entries.append(File(f"{base}/config", config, mode=0o644))
     entries.append(Symlink(f"{base}/subsystem", "../../../bus/pci"))
@@ -93,6 +96,18 @@ def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
             Symlink(f"{BUS_DRIVERS}/{fn.driver}/{fn.bus_id}", f"../../../../devices/{fn.root.id}/{fn.bus_id}")
         )
     return entries
+
+
+def sriov_entries(base: str, sriov: Sriov) -> list[Entry]:
+    """A physical function's SR-IOV files (drivers/pci/iov.c), no VF enabled."""
+    return [
+        File(f"{base}/sriov_totalvfs", f"{sriov.total_vfs}\n", mode=0o444),
+        File(f"{base}/sriov_numvfs", "0\n", mode=0o664),
+        File(f"{base}/sriov_offset", f"{sriov.vf_offset}\n", mode=0o444),
+        File(f"{base}/sriov_stride", f"{sriov.vf_stride}\n", mode=0o444),
+        File(f"{base}/sriov_vf_device", f"{sriov.vf_device:x}\n", mode=0o444),
+        File(f"{base}/sriov_drivers_autoprobe", "1\n", mode=0o644),
+    ]
 
 
 def driver_entries(driver: str) -> list[Entry]:

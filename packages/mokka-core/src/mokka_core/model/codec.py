@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .config import BLOCKS, LISTS, Bar1Memory, GpuConfig, Infiniband, Memory, Nvlink, Pcie, Power, System
-from .node import Gpu, Hca, Link, Node, RootComplex, SurfaceSettings, Switch
+from .node import Gpu, Hca, Link, Node, NumaNode, RootComplex, SurfaceSettings, Switch
 from .value import Value
 
 T = TypeVar("T")
@@ -22,7 +22,7 @@ NODE_BLOCKS: dict[type, dict[str, type]] = {
     Gpu: {"config": GpuConfig},
 }
 NODE_LISTS: dict[type, dict[str, type]] = {
-    Node: {"gpus": Gpu, "switches": Switch, "hcas": Hca, "root_complexes": RootComplex},
+    Node: {"gpus": Gpu, "switches": Switch, "hcas": Hca, "root_complexes": RootComplex, "numa_nodes": NumaNode},
     Gpu: {"links": Link},
 }
 _BLOCKS = {**BLOCKS, **NODE_BLOCKS}
@@ -42,17 +42,10 @@ def lists_of(cls: type) -> Mapping[str, type]:
 
 
 def encode(value: Any) -> Any:
-    """Plain JSON data for a resolved value (Values become mappings, tuples lists).
-
-    A node's GPU configurations are written once each (``configs``), its GPUs naming theirs by
-    position: the GPUs of a board mostly share one, and decoding it once is what keeps reading a
-    72-GPU snapshot cheap.
-    """
+    """Plain JSON data for a resolved value (Values become mappings, tuples lists)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
-    if kind is Node:
-        return _encode_node(value)
     if isinstance(value, Value):
         return {name: encode(getattr(value, name)) for name in kind.__slots__}
     if isinstance(value, tuple | list):
@@ -65,7 +58,10 @@ def encode(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _encode_node(node: Node) -> dict[str, Any]:
+def encode_shared(node: Node) -> dict[str, Any]:
+    """``encode(node)`` with each distinct GPU configuration written once (``configs``), its GPUs
+    naming theirs by position: the GPUs of a board mostly share one, and decoding it once is what
+    keeps reading a 72-GPU snapshot cheap.  :func:`decode` reads both forms."""
     configs: list[Any] = []
     position: dict[GpuConfig, int] = {}
     gpus = []

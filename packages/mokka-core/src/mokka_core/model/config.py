@@ -12,13 +12,14 @@ from .value import Value
 
 __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
-    "Display", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric", "FabricHealth",
-    "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware", "Infiniband", "Inforom",
-    "Memory", "Mig", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie",
-    "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList",
-    "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources", "SupportedClocks", "SupportedMemoryClock",
-    "System", "TemperatureDynamics", "Thermal", "ThrottleCounters", "ThrottleReasons", "Topology", "Utilization",
-    "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
+    "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
+    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware",
+    "Infiniband", "Inforom", "Memory", "Mig", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink",
+    "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram",
+    "RemappedRows", "RetiredPageList", "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources",
+    "Sriov", "SupportedClocks", "SupportedMemoryClock", "System", "TemperatureDynamics", "Thermal",
+    "ThrottleCounters", "ThrottleReasons", "Topology", "Utilization", "UtilizationDynamics", "Virtualization",
+    "XidEvent", "XidSpec",
 ]
 
 _set = object.__setattr__  # the one way a field is set: in __init__
@@ -736,10 +737,26 @@ class Platform(Value):
         _set(self, 'module_id', module_id)
 
 
+class Sriov(Value):
+    """The GPU's SR-IOV capability (a Mokka addition): the PCI SR-IOV extended capability, 0 VFs enabled."""
+
+    __slots__ = ('total_vfs', 'vf_offset', 'vf_stride', 'vf_device_id',)
+    total_vfs: int
+    vf_offset: int
+    vf_stride: int
+    vf_device_id: int
+
+    def __init__(self, *, total_vfs: int = 0, vf_offset: int = 4, vf_stride: int = 1, vf_device_id: int = 0) -> None:
+        _set(self, 'total_vfs', total_vfs)
+        _set(self, 'vf_offset', vf_offset)
+        _set(self, 'vf_stride', vf_stride)
+        _set(self, 'vf_device_id', vf_device_id)
+
+
 class GpuConfig(Value):
     """Every value of one GPU after all layers, each with its resolved default."""
 
-    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'pinned', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform',)
+    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'pinned', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform', 'sriov',)
     name: str
     brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None
     serial: str | None
@@ -787,8 +804,9 @@ class GpuConfig(Value):
     fabric: Fabric | None
     nvlink_error: NvlinkError
     platform: Platform | None
+    sriov: Sriov
 
-    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None) -> None:
+    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None, sriov: Sriov = Sriov()) -> None:
         _set(self, 'name', name)
         _set(self, 'brand', brand)
         _set(self, 'serial', serial)
@@ -836,24 +854,67 @@ class GpuConfig(Value):
         _set(self, 'fabric', fabric)
         _set(self, 'nvlink_error', nvlink_error)
         _set(self, 'platform', platform)
+        _set(self, 'sriov', sriov)
+
+
+class Dmi(Value):
+    """The machine's SMBIOS identity as ``/sys/class/dmi/id`` shows it (a Mokka addition)."""
+
+    __slots__ = ('sys_vendor', 'product_name', 'product_family', 'product_version', 'product_sku', 'board_vendor', 'board_name', 'board_version', 'chassis_vendor', 'chassis_type', 'chassis_version', 'bios_vendor', 'bios_version', 'bios_date', 'bios_release',)
+    sys_vendor: str
+    product_name: str
+    product_family: str
+    product_version: str
+    product_sku: str
+    board_vendor: str
+    board_name: str
+    board_version: str
+    chassis_vendor: str
+    chassis_type: int
+    chassis_version: str
+    bios_vendor: str
+    bios_version: str
+    bios_date: str
+    bios_release: str
+
+    def __init__(self, *, sys_vendor: str = '', product_name: str = '', product_family: str = '', product_version: str = '', product_sku: str = '', board_vendor: str = '', board_name: str = '', board_version: str = '', chassis_vendor: str = '', chassis_type: int = 23, chassis_version: str = '', bios_vendor: str = '', bios_version: str = '', bios_date: str = '', bios_release: str = '') -> None:
+        _set(self, 'sys_vendor', sys_vendor)
+        _set(self, 'product_name', product_name)
+        _set(self, 'product_family', product_family)
+        _set(self, 'product_version', product_version)
+        _set(self, 'product_sku', product_sku)
+        _set(self, 'board_vendor', board_vendor)
+        _set(self, 'board_name', board_name)
+        _set(self, 'board_version', board_version)
+        _set(self, 'chassis_vendor', chassis_vendor)
+        _set(self, 'chassis_type', chassis_type)
+        _set(self, 'chassis_version', chassis_version)
+        _set(self, 'bios_vendor', bios_vendor)
+        _set(self, 'bios_version', bios_version)
+        _set(self, 'bios_date', bios_date)
+        _set(self, 'bios_release', bios_release)
 
 
 class System(Value):
-    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices',)
+    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes',)
     driver_version: str
     nvml_version: str | None
     cuda_version: str | None
     cuda_version_major: int
     cuda_version_minor: int
     num_devices: int | None
+    dmi: Dmi | None
+    memory_bytes: int
 
-    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None) -> None:
+    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736) -> None:
         _set(self, 'driver_version', driver_version)
         _set(self, 'nvml_version', nvml_version)
         _set(self, 'cuda_version', cuda_version)
         _set(self, 'cuda_version_major', cuda_version_major)
         _set(self, 'cuda_version_minor', cuda_version_minor)
         _set(self, 'num_devices', num_devices)
+        _set(self, 'dmi', dmi)
+        _set(self, 'memory_bytes', memory_bytes)
 
 
 class NvlinkSwitch(Value):
@@ -1043,6 +1104,10 @@ BLOCKS: dict[type, dict[str, type]] = {
         'fabric': Fabric,
         'nvlink_error': NvlinkError,
         'platform': Platform,
+        'sriov': Sriov,
+    },
+    System: {
+        'dmi': Dmi,
     },
     Nvlink: {
         'defaults': NvlinkDefaults,

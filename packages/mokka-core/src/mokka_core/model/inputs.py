@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .numa import HOST_CPUS_FILE, parse_cpulist
 
 if TYPE_CHECKING:  # the snapshot imports this module for fingerprints: nvml-mock-ctl must not load pydantic
     from ..schema.overlays import Override, TopologyOverlay
@@ -16,11 +19,29 @@ Fingerprint = list[int] | None
 
 
 def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
+    if str(path) == HOST_CPUS_FILE:
+        return host_cpus_fingerprint()
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
     return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def read_host_cpus() -> tuple[int, ...]:
+    """The host's online CPUs (``HOST_CPUS_FILE``); OSError / ValueError name the file."""
+    try:
+        return parse_cpulist(Path(HOST_CPUS_FILE).read_text(encoding="ascii"))
+    except ValueError as exc:
+        raise ValueError(f"{HOST_CPUS_FILE}: {exc}") from None
+
+
+def host_cpus_fingerprint() -> Fingerprint:
+    """The host's online CPUs themselves: sysfs gives no file a size or mtime that follows its content."""
+    try:
+        return list(read_host_cpus())
+    except (OSError, ValueError):
+        return None
 
 
 class Inputs(NamedTuple):
@@ -38,3 +59,5 @@ class Inputs(NamedTuple):
     override_doc: dict[str, Any] | None = None
     #: each input file's fingerprint, taken before it was read (see ``snapshot``); None when built in memory
     fingerprints: dict[str, Fingerprint] | None = None
+    #: the host's online CPUs the node's CPU lists are folded onto (``model.numa``); None: the board's own
+    host_cpus: tuple[int, ...] | None = None

@@ -60,6 +60,20 @@ class RootComplex(Value):
         _set(self, "cpu_affinity", cpu_affinity)
 
 
+class NumaNode(Value):
+    """One NUMA node of the board, with its CPUs on the host (``model.numa``) and its share of memory."""
+
+    __slots__ = ("id", "cpus", "memory_bytes",)
+    id: int
+    cpus: str  # a CPU list of the host, as the kernel prints one
+    memory_bytes: int
+
+    def __init__(self, *, id: int, cpus: str, memory_bytes: int) -> None:
+        _set(self, "id", id)
+        _set(self, "cpus", cpus)
+        _set(self, "memory_bytes", memory_bytes)
+
+
 class Link(Value):
     __slots__ = ("link", "up", "active", "remote_type", "remote_bus_id", "remote_index",)
     link: int
@@ -252,8 +266,8 @@ class Hca(Value):
 
 class Node(Value):
     __slots__ = (
-        "profile_name", "node_name", "system", "gpus", "switches", "hcas", "root_complexes", "nvlink", "infiniband",
-        "surfaces",
+        "profile_name", "node_name", "system", "gpus", "switches", "hcas", "root_complexes", "numa_nodes", "nvlink",
+        "infiniband", "surfaces",
     )
     profile_name: str
     node_name: str
@@ -262,6 +276,7 @@ class Node(Value):
     switches: tuple[Switch, ...]
     hcas: tuple[Hca, ...]  # empty unless the ib surface is enabled
     root_complexes: tuple[RootComplex, ...]
+    numa_nodes: tuple[NumaNode, ...]  # by id; every CPU list of the node names host CPUs (``model.numa``)
     nvlink: Nvlink | None
     infiniband: Infiniband | None
     surfaces: Mapping[str, SurfaceSettings]
@@ -284,6 +299,8 @@ class Node(Value):
 
         root_complexes: tuple[RootComplex, ...],
 
+        numa_nodes: tuple[NumaNode, ...],
+
         nvlink: Nvlink | None,
 
         infiniband: Infiniband | None,
@@ -298,6 +315,7 @@ class Node(Value):
         _set(self, "switches", switches)
         _set(self, "hcas", hcas)
         _set(self, "root_complexes", root_complexes)
+        _set(self, "numa_nodes", numa_nodes)
         _set(self, "nvlink", nvlink)
         _set(self, "infiniband", infiniband)
         _set(self, "surfaces", surfaces)

@@ -25,7 +25,8 @@ from .codec import decode, encode
 from .config import GpuConfig, Infiniband, Nvlink, System
 from .derive import BusMap, derive
 from .inputs import Inputs
-from .node import Gpu, Node, RootComplex, SurfaceSettings, Switch, node_name_problem
+from .node import Gpu, Node, NumaNode, RootComplex, SurfaceSettings, Switch, node_name_problem
+from .numa import HostCpus, format_cpulist, parse_cpulist
 
 DEFAULT_NODE_NAME = "mokka-node"
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
@@ -53,7 +54,7 @@ def resolve_base(inputs: Inputs) -> Node:
     node_name = _node_name(inputs)
     name = profile.name or "custom"
     count = _gpu_count(profile, inputs.gpus, source)
-    roots = _root_complexes(profile)
+    roots, numa_nodes = _on_host(_root_complexes(profile), profile, inputs.host_cpus)
     buses = BusMap(roots)
 
     switches = _switches(profile, name, node_name, buses, source)
@@ -95,6 +96,7 @@ def resolve_base(inputs: Inputs) -> Node:
         switches=tuple(switches),
         hcas=(),
         root_complexes=tuple(roots),
+        numa_nodes=numa_nodes,
         nvlink=decode(Nvlink, profile.nvlink.model_dump()) if profile.nvlink else None,
         infiniband=decode(Infiniband, profile.infiniband.model_dump()) if profile.infiniband else None,
         surfaces=_surfaces(profile, inputs),
@@ -243,6 +245,21 @@ def _root_complexes(profile: Profile) -> list[RootComplex]:
         cpus = rc.cpu_affinity or f"{first}-{first + topology.cores_per_numa - 1}"
         roots.append(RootComplex(id=rc.id, domain=domain, bus=bus, numa_node=rc.numa_node, cpu_affinity=cpus))
     return sorted(roots, key=lambda r: (r.domain, r.bus))
+
+
+def _on_host(roots: list[RootComplex], profile: Profile, host: tuple[int, ...] | None,
+             ) -> tuple[list[RootComplex], tuple[NumaNode, ...]]:
+    """The root complexes with their CPU lists folded onto ``host``, and the NUMA nodes they sit on."""
+    board: dict[int, set[int]] = {}
+    for root in roots:
+        board.setdefault(root.numa_node, set()).update(parse_cpulist(root.cpu_affinity))
+    layout = HostCpus(board, host)
+    memory = profile.system.memory_bytes // len(board)
+    nodes = tuple(NumaNode(id=node, cpus=format_cpulist(cpus), memory_bytes=memory)
+                  for node, cpus in layout.nodes.items())
+    mapped = [root.replace(cpu_affinity=format_cpulist(layout.cpus(root.numa_node, parse_cpulist(root.cpu_affinity))))
+              for root in roots]
+    return mapped, nodes
 
 
 def _gpu_bus_ids(count: int, entries: dict[int, Any], buses: BusMap, source: str) -> list[str]:

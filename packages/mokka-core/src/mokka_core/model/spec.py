@@ -10,8 +10,9 @@ from ..errors import ConfigError
 from ..schema.builtin import DEFAULT_PROFILE, builtin_path, load_builtin
 from ..schema.loader import load_overlay, load_profile, read_override
 from ..schema.overlays import SURFACES
-from .inputs import Fingerprint, Inputs, fingerprint
+from .inputs import Fingerprint, Inputs, fingerprint, host_cpus_fingerprint
 from .node import Node
+from .numa import HOST_CPUS_FILE, parse_cpulist
 from .resolve import resolve
 
 
@@ -26,6 +27,8 @@ class NodeSpec:
     overlay_file: Path | None = None
     override_file: Path | None = None
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the CPU list the node's CPUs are folded onto (``model.numa``); None: the host's online CPUs
+    host_cpus: str | None = None
 
     def inputs(self, *, with_override: bool = True) -> Inputs:
         """Read the profile, overlay and (unless told not to) the override file as they are on disk now.
@@ -50,6 +53,7 @@ class NodeSpec:
             fingerprints[str(self.override_file)] = fingerprint(self.override_file)
             override_doc, override = read_override(self.override_file)
         return Inputs(
+            host_cpus=self._host_cpus(fingerprints),
             profile=profile,
             profile_source=source,
             gpus=self.gpus,
@@ -64,6 +68,18 @@ class NodeSpec:
 
     def resolve(self) -> Node:
         return resolve(self.inputs())
+
+    def _host_cpus(self, fingerprints: dict[str, Fingerprint]) -> tuple[int, ...]:
+        if self.host_cpus is not None:
+            try:
+                return parse_cpulist(self.host_cpus)
+            except ValueError as exc:
+                raise ConfigError("host_cpus", [("", str(exc))]) from None
+        online = host_cpus_fingerprint()  # the CPUs themselves are the fingerprint (a sysfs file)
+        if online is None:
+            raise ConfigError(HOST_CPUS_FILE, [("", "cannot read the host's online CPUs (is /sys mounted?)")])
+        fingerprints[HOST_CPUS_FILE] = online
+        return tuple(online)
 
 
 def surface_settings(disabled: list[str], failed: list[str]) -> dict[str, dict[str, Any]]:

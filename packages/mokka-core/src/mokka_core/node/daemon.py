@@ -36,10 +36,6 @@ from .teardown import teardown_node
 
 log = logging.getLogger(__name__)
 
-#: how often the loop looks at the stop flag and the watcher's wake-up (bounds stop and change latency)
-STOP_CHECK_S = 0.02
-
-
 class NodeBusy(MokkaError):
     """Another daemon already runs a node under this root."""
 
@@ -159,11 +155,14 @@ def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapp
                 supervisor: Supervisor, programs: dict[str, Service], stop_flag: threading.Event,
                 state: RunState, watched: list[Path], last: tuple[tuple[int, int, int] | None, ...],
                 wake: threading.Event) -> None:
+    # a node at rest sleeps: the loop wakes for a stop request, a watcher event or the next poll, never on a tick
+    threading.Thread(target=_wake_when_set, args=(stop_flag, wake), name="stop-wakes-loop", daemon=True).start()
     next_poll = time.monotonic() + settings.poll_s
-    while not stop_flag.wait(STOP_CHECK_S):
-        if not settings.watch:
+    while not stop_flag.is_set():
+        woken = wake.wait(max(0.0, next_poll - time.monotonic()) if settings.watch else None)
+        if stop_flag.is_set() or not settings.watch:
             continue
-        if wake.is_set():
+        if woken:
             time.sleep(settings.debounce_s)
             wake.clear()
         elif time.monotonic() < next_poll:
@@ -176,6 +175,11 @@ def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapp
         last = current
         programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
         _set_phase(root, state, runstate.READY)
+
+
+def _wake_when_set(flag: threading.Event, wake: threading.Event) -> None:
+    flag.wait()
+    wake.set()
 
 
 def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapping[str, Surface],

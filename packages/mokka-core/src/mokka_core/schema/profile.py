@@ -31,9 +31,10 @@ NonNeg = Annotated[int, Field(ge=0)]
 
 #: the most GPUs a node has (the mock library's MK_MAX_DEVICES; tests/test_state_bounds.py checks they agree)
 MAX_GPUS = 256
-#: the highest CPU id + 1 a cpu list may name (Linux's NR_CPUS maximum on x86_64); the state file
-#: holds fewer (native/state-keys.toml), which the rendering checks
-MAX_CPUS = 8192
+#: the highest CPU id + 1 a cpu list may name: what the mock library holds (the cpu_affinity size in
+#: native/state-keys.toml; tests/test_state_bounds.py checks they agree). A board's lists are folded
+#: onto the host's CPUs when rendered, so this bounds only what a profile may say.
+MAX_CPUS = 1024
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -50,6 +51,26 @@ class Model(BaseModel):
         return self
 
 
+class Dmi(Model):
+    """The machine's SMBIOS identity as ``/sys/class/dmi/id`` shows it (a Mokka addition)."""
+
+    sys_vendor: str = ""
+    product_name: str = ""
+    product_family: str = ""
+    product_version: str = ""
+    product_sku: str = ""
+    board_vendor: str = ""
+    board_name: str = ""
+    board_version: str = ""
+    chassis_vendor: str = ""
+    chassis_type: Annotated[int, Field(ge=1, le=0x24)] = 23  # SMBIOS 7.4.1: 23 rack mount chassis, 1 other
+    chassis_version: str = ""
+    bios_vendor: str = ""
+    bios_version: str = ""
+    bios_date: str = ""  # MM/DD/YYYY, as the kernel prints it
+    bios_release: str = ""
+
+
 class System(Model):
     driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")]
     nvml_version: str | None = None
@@ -57,6 +78,9 @@ class System(Model):
     cuda_version_major: NonNeg = 12
     cuda_version_minor: NonNeg = 4
     num_devices: Annotated[int, Field(ge=1, le=MAX_GPUS)] | None = None
+    dmi: Dmi | None = None  # Mokka addition: no DMI staged without it
+    #: Mokka addition: the host memory of the board, split evenly over its NUMA nodes (``node<N>/meminfo``)
+    memory_bytes: Annotated[int, Field(gt=0)] = 64 << 30
 
 
 class ComputeCapability(Model):
@@ -468,6 +492,15 @@ class Platform(Model):
     module_id: NonNeg = 0
 
 
+class Sriov(Model):
+    """The GPU's SR-IOV capability (a Mokka addition): the PCI SR-IOV extended capability, 0 VFs enabled."""
+
+    total_vfs: NonNeg = 0  # 0: no SR-IOV capability
+    vf_offset: NonNeg = 4  # routing-id offset of the first VF from the PF
+    vf_stride: NonNeg = 1
+    vf_device_id: NonNeg = 0
+
+
 class DeviceConfig(Model):
     """Every per-GPU key; all optional so the same model validates defaults, devices[] entries and overrides."""
 
@@ -520,6 +553,7 @@ class DeviceConfig(Model):
     fabric: Fabric | None = None
     nvlink_error: NvlinkError | None = None
     platform: Platform | None = None
+    sriov: Sriov | None = None
 
 
 class DeviceEntry(DeviceConfig):

@@ -3,7 +3,7 @@
 Every render writes it under the node lock (``mokka node up`` and its re-renders, ``nvml-mock-ctl``,
 ``mokka run``):
 
-* ``base``: the resolved node before the override file (``model.codec.encode``);
+* ``base``: the resolved node before the override file (``model.codec.encode_shared``);
 * ``override_path`` / ``override_doc``: the override file and the canonical document applied;
 * ``inputs``: the fingerprint (inode, size, mtime) of every file the node was read from, taken
   before it was read, the override file's as written;
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..model.apply import apply
-from ..model.codec import decode, encode
+from ..model.codec import decode, encode_shared
 from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
 from ..version import __version__
@@ -115,7 +115,7 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
         "inputs": known,
         "override_path": str(override_path),
         "override_doc": dict(override_doc),
-        "base": encode(base) if base_json is None else base_json,
+        "base": encode_shared(base) if base_json is None else base_json,
         "rendered_with": surface_ids(surfaces),
         "digests": dict(sorted(digests.items())),
     })

@@ -94,8 +94,8 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _apt_download(suite: str, packages: list[str], dest: Path) -> None:
-    """Download Debian packages from `suite` non-free and unpack them into `dest`."""
+def _apt_download(suite: str, packages: list[str], dest: Path, component: str = "non-free") -> None:
+    """Download Debian packages from `suite`'s `component` and unpack them into `dest`."""
     if not shutil.which("apt-get") or not shutil.which("dpkg"):
         raise ConsumerUnavailable("apt-get/dpkg not available")
     uri = "http://deb.debian.org/debian"
@@ -110,7 +110,7 @@ def _apt_download(suite: str, packages: list[str], dest: Path) -> None:
         (work / "lists" / "partial").mkdir(parents=True)
         (work / "cache" / "archives" / "partial").mkdir(parents=True)
         (work / "sources.list").write_text(
-            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {suite} non-free\n"
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {suite} {component}\n"
         )
         opts = [
             "-o", f"Dir::Etc::sourcelist={work / 'sources.list'}",
@@ -165,6 +165,23 @@ def real_libnvidia_ml(version: str = "550") -> Path:
     if not libs:
         raise ConsumerUnavailable(f"libnvidia-ml {version}: library missing after unpacking")
     return libs[0]
+
+
+def slurm_nvml_plugin() -> Path:
+    """The directory holding Debian bookworm's Slurm NVML plugin (``gpu_nvml.so``), unpacked, not installed.
+
+    ``slurm-wlm-nvml-plugin`` (contrib) pins an older ``slurm-wlm-basic-plugins`` than bookworm's
+    updates ship, so apt cannot install it: it is downloaded and unpacked; slurm.conf lists its
+    directory in ``PluginDir`` after the system's.
+    """
+    dest = cache_dir() / "slurm-nvml-plugin"
+    with _locked("slurm-nvml-plugin"):
+        if not (dest / ".complete").exists():
+            _apt_download("bookworm", ["slurm-wlm-nvml-plugin"], dest, component="contrib")
+    plugins = sorted(dest.glob("usr/lib/*/slurm-wlm/gpu_nvml.so"))
+    if not plugins:
+        raise ConsumerUnavailable("slurm-wlm-nvml-plugin: gpu_nvml.so missing after unpacking")
+    return plugins[0].parent
 
 
 def pynvml() -> ModuleType:

@@ -1,0 +1,121 @@
+"""``mokka run`` shows a whole machine: DMI, NUMA nodes on the host's CPUs, SR-IOV, and Slurm finds every GPU.
+
+Real consumers only (cat, lspci, nvidia-smi, Debian's slurmd with its NVML plugin), with the
+installed gpu and pci surfaces; they need root (CI runs as root) and fetch their tools themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mokka_core.model.numa import HOST_CPUS_FILE, parse_cpulist
+from mokka_core.model.spec import NodeSpec
+from mokka_core.testing import consumers
+from mokka_core.testing.consumers import ConsumerUnavailable, missing, required
+
+pytestmark = pytest.mark.consumer
+
+HOST_CPUS = set(parse_cpulist(Path(HOST_CPUS_FILE).read_text()))
+
+
+@pytest.fixture(autouse=True)
+def real_node() -> None:
+    from mokka_core.stage.surface import discover
+
+    if os.geteuid() != 0 and not required():
+        pytest.skip("mount namespaces need root (CI runs as root)")
+    if not {"gpu", "pci"} <= set(discover()):
+        reason = "mokka-sim-gpu and mokka-sim-pci are not installed in this environment"
+        pytest.fail(reason) if os.environ.get("MOKKA_E2E") == "1" else pytest.skip(reason)
+
+
+def mokka_run(*args: str, timeout: float = 120) -> str:
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_dmi_names_the_simulated_machine() -> None:
+    out = mokka_run("--profile", "h100", "--", "sh", "-c",
+                    "cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name; readlink /sys/class/dmi/id")
+    assert out.splitlines() == ["NVIDIA", "DGXH100", "../../devices/virtual/dmi/id"]
+
+
+def test_numa_nodes_name_host_cpus_and_agree_with_pci_and_nvml() -> None:
+    smi = consumers.require("nvidia-smi", "550")
+    node = NodeSpec(profile="h100").resolve()
+    script = "; ".join([
+        "for n in /sys/devices/system/node/node*; do echo \"$(basename $n) $(cat $n/cpulist)\"; done",
+        *(f"echo pci {gpu.index} $(cat /sys/bus/pci/devices/{gpu.bus_id}/numa_node)"
+          f" $(cat /sys/bus/pci/devices/{gpu.bus_id}/local_cpulist)" for gpu in node.gpus),
+        f"{smi} topo -m",
+    ])
+    out = mokka_run("--profile", "h100", "--", "sh", "-c", script)
+    nodes = dict(re.findall(r"^node(\d+) (\S+)$", out, re.M))
+    assert sorted(nodes) == ["0", "1"]
+    for cpus in nodes.values():
+        assert set(parse_cpulist(cpus)) <= HOST_CPUS
+    pci = {int(i): (numa, cpus) for i, numa, cpus in re.findall(r"^pci (\d+) (\d+) (\S+)$", out, re.M)}
+    assert [pci[i][0] for i in range(8)] == ["0"] * 4 + ["1"] * 4  # the DGX's sockets, as on the board
+    # nvidia-smi's CPU Affinity and NUMA Affinity columns (NVML) are the PCI files' values
+    header = next(line for line in out.splitlines() if "CPU Affinity" in line)
+    columns = [c.strip() for c in re.sub(r"\x1b\[[0-9;]*m", "", header).split("\t")]
+    cpu_col, numa_col = columns.index("CPU Affinity"), columns.index("NUMA Affinity")
+    for index in range(8):
+        row = next(line for line in out.splitlines() if line.startswith(f"GPU{index}\t")).split("\t")
+        assert (row[numa_col].strip(), row[cpu_col].strip()) == pci[index]
+        assert set(parse_cpulist(pci[index][1])) <= set(parse_cpulist(nodes[pci[index][0]]))
+
+
+def test_lspci_shows_sr_iov() -> None:
+    consumers.apt_tool("lspci", "pciutils")
+    out = mokka_run("--profile", "h100", "--", "lspci", "-vvv", "-s", "1b:00.0")
+    assert "Single Root I/O Virtualization (SR-IOV)" in out
+    assert "Initial VFs: 32, Total VFs: 32, Number of VFs: 0" in out
+
+
+def slurm_conf(tmp_path: Path, node_line: str, gpus: int) -> Path:
+    try:
+        plugins = consumers.slurm_nvml_plugin()
+    except ConsumerUnavailable as exc:
+        missing(str(exc))
+    system_plugins = next(Path("/usr/lib").glob("*/slurm-wlm"), None)
+    if system_plugins is None:
+        missing("slurmd's plugin directory (/usr/lib/<arch>/slurm-wlm) not found")
+    (tmp_path / "gres.conf").write_text("AutoDetect=nvml\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=mokka", "SlurmctldHost=localhost", "GresTypes=gpu",
+        f"PluginDir={system_plugins}:{plugins}",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        f"SlurmdSpoolDir={tmp_path / 'spool'}", f"SlurmdPidFile={tmp_path / 'slurmd.pid'}",
+        f"{node_line} Gres=gpu:{gpus} State=UNKNOWN", "PartitionName=all Nodes=ALL Default=YES", "",
+    ]))
+    return conf
+
+
+def test_slurm_autodetects_every_gpu_with_cores_and_links(tmp_path: Path) -> None:
+    slurmd = str(consumers.apt_tool("slurmd", "slurmd"))
+    node = NodeSpec(profile="h100").resolve()
+    probe = slurm_conf(tmp_path, "NodeName=mokka", len(node.gpus))
+    # the machine as slurmd sees it inside the node, as a real site pastes `slurmd -C` into slurm.conf
+    machine = mokka_run("--profile", "h100", "--", slurmd, "-C", "-f", str(probe), "-N", "mokka").splitlines()[0]
+    conf = slurm_conf(tmp_path, re.sub(r"^NodeName=\S+", "NodeName=mokka", machine), len(node.gpus))
+    out = mokka_run("--profile", "h100", "--", "sh", "-c", f"{slurmd} -f {conf} -N mokka -G 2>&1")
+    found = re.findall(r"Gres Name=gpu .*Index=(\d+) .*File=(\S+) Cores=(\S*) CoreCnt=\d+ Links=(\S+)", out)
+    assert len(found) == len(node.gpus) == 8, out
+    threads = int(re.search(r"ThreadsPerCore=(\d+)", machine).group(1))  # type: ignore[union-attr]
+    for (index, device, cores, links), gpu in zip(found, node.gpus, strict=True):
+        assert (int(index), device) == (gpu.index, f"/dev/nvidia{gpu.minor_number}")
+        assert cores, f"GPU {index} has no cores: its affinity names no CPU slurmd knows"
+        if threads == 1 and sorted(HOST_CPUS) == list(range(len(HOST_CPUS))):  # core ids are CPU ids
+            assert parse_cpulist(cores) == parse_cpulist(gpu.cpu_affinity or "")
+        # NVSwitch board: every peer is reached through the switches, so no direct link (-1 is itself)
+        assert links.split(",") == ["-1" if peer.index == gpu.index else "0" for peer in node.gpus]
