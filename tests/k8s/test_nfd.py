@@ -14,6 +14,8 @@ import pytest
 from boards import BOARDS, PROFILES
 from conftest import mokka_run
 
+from mokka_core.schema.builtin import load_builtin
+
 PREFIX = "feature.node.kubernetes.io/"
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -39,6 +41,19 @@ RULES = """sources:
       matchFeatures:
         - feature: kernel.loadedmodule
           matchExpressions: {nvidia: {op: Exists}}
+"""
+
+
+#: A rule that labels the node when DMI (sys_vendor, product_name) names the expected machine.
+DMI_RULE = """sources:
+  custom:
+    - name: machine
+      labels: {{"system-dmiid.machine": "true"}}
+      matchFeatures:
+        - feature: system.dmiid
+          matchExpressions:
+            sys_vendor: {{op: In, value: ["{vendor}"]}}
+            product_name: {{op: In, value: ["{product}"]}}
 """
 
 
@@ -68,6 +83,17 @@ def test_nfd_labels_the_gpus_and_hcas(nfd_worker: Path, profile: str, tmp_path: 
     assert set(nvidia) <= {f"pci-{BOARDS[profile].pci_class}_10de.present",
                            f"pci-{BOARDS[profile].pci_class}_10de.sriov.capable"}, nvidia
     assert (labels.get("rdma.capable") == "true") == BOARDS[profile].rdma, labels  # built-in rule: a 15b3 PCI device
+
+
+@pytest.mark.consumer
+@pytest.mark.parametrize("profile", PROFILES)
+def test_nfd_sees_the_machine(nfd_worker: Path, profile: str, tmp_path: Path) -> None:
+    """NUMA and SR-IOV as NFD labels them by default; the DMI identity through a rule matching the machine's."""
+    board, dmi = BOARDS[profile], load_builtin(profile).system.dmi
+    labels = nfd_labels(nfd_worker, profile, tmp_path, DMI_RULE.format(vendor=dmi.sys_vendor, product=dmi.product_name))
+    assert (labels.get("memory-numa") == "true") == board.numa, labels
+    assert (labels.get(f"pci-{board.pci_class}_10de.sriov.capable") == "true") == board.sriov, labels
+    assert labels.get("system-dmiid.machine") == "true", labels
 
 
 @pytest.mark.consumer
