@@ -13,6 +13,8 @@ $(VENV)/.installed: tools/bootstrap-venv.sh $(foreach p,$(PACKAGES),packages/$(p
 	touch $@
 
 setup: $(VENV)/.installed native
+	@# Debian's real nvidia-smi for /usr/bin/nvidia-smi of staged nodes (cached; offline: the node has none)
+	@$(PY) -m mokka_core fetch nvidia-smi || echo "make: nvidia-smi not fetched (offline?): staged nodes have no /usr/bin/nvidia-smi until \`mokka fetch nvidia-smi\` succeeds"
 
 native: $(VENV)/.installed
 	@if [ -f native/Makefile ]; then $(MAKE) -C native install PYTHON=$(abspath $(PY)); fi

@@ -10,6 +10,9 @@
   (60): CPU of the daemon and every process under it (utime + stime, /proc/<pid>/stat) <= 0.5% of one
   core, their RSS summed (VmRSS, /proc/<pid>/status) <= 60 MB; PSS (smaps_rollup) beside it, since
   RSS counts the interpreter's shared pages once per process
+* run: ``mokka run --profile P -- true`` as a new process, interpreter start to exit, services
+  started and stopped (<= 300 ms median; needs root or user namespaces), and where its time goes
+  (the ``phase`` lines ``mokka run`` logs at debug level: plan, stage, mount, services, stop)
 * ctl: ``nvml-mock-ctl temp`` (NVML only) and ``fail fallen-off-bus``/``fail healthy`` (NVML and PCI)
   as a new process; from its start to a consumer seeing the change (h100 x 8: <= 100 ms median,
   <= 150 ms p90, interpreter start-up included; gb200 x 72: <= 150 ms) and from its exit to the change
@@ -210,6 +213,35 @@ def bench_ctl(spec: NodeSpec, runs: int, change: Callable[[int], list[str]],
     return from_start, after_exit, cpu, os.path.relpath(watched, root)
 
 
+RUN_WITH_PHASES = """
+import logging, sys
+logging.basicConfig(level=logging.DEBUG, format="%(message)s", stream=sys.stderr)
+from mokka_core.cli.mokka import main
+sys.argv = ["mokka", "run", "--profile", sys.argv[1], "--gpus", sys.argv[2], "--", "true"]
+main()
+"""
+
+
+def bench_run(spec: NodeSpec, runs: int) -> tuple[list[float], dict[str, list[float]]]:
+    """``mokka run -- true`` wall times, and each phase's seconds as the run logged them."""
+    totals: list[float] = []
+    phases: dict[str, list[float]] = {}
+    for _ in range(runs):
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", str(spec.profile),
+                               "--gpus", str(spec.gpus), "--", "true"], capture_output=True, text=True)
+        totals.append(time.monotonic() - started)
+        if done.returncode != 0:
+            raise SystemExit(f"mokka run failed: {done.stderr.strip()}")
+        logged = subprocess.run([sys.executable, "-c", RUN_WITH_PHASES, str(spec.profile), str(spec.gpus)],
+                                capture_output=True, text=True)
+        for line in logged.stderr.splitlines():
+            if line.startswith("phase "):
+                name, seconds = line.removeprefix("phase ").split(":", 1)
+                phases.setdefault(name, []).append(float(seconds.split()[0].rstrip("s")))
+    return totals, phases
+
+
 def bench_import_floor(runs: int) -> tuple[list[float], list[float]]:
     """What any process that resolves a node pays before doing anything: interpreter + node-state imports."""
     bare, state = [], []
@@ -228,7 +260,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--dir", default=None, help="where to make the node roots (e.g. /dev/shm for tmpfs)")
-    parser.add_argument("--only", choices=("up", "ctl", "idle"), default=None, help="only these figures")
+    parser.add_argument("--only", choices=("up", "ctl", "idle", "run"), default=None, help="only these figures")
     parser.add_argument("--idle-seconds", type=float, default=60.0, help="how long the idle node is measured")
     args = parser.parse_args()
     if args.dir:
@@ -240,6 +272,13 @@ def main() -> None:
     if args.only in (None, "idle"):
         print("\n".join(bench_idle(spec, args.idle_seconds)))
     if args.only == "idle":
+        return
+    if args.only in (None, "run"):
+        totals, phases = bench_run(spec, max(5, args.runs // 2))
+        print(figures("mokka run -- true (process, services)", totals, None, 0.3))
+        for name, seconds in phases.items():
+            print(figures(f"  phase {name}", seconds))
+    if args.only == "run":
         return
     if args.only != "ctl":
         up, down, cpu, entries = bench_up(spec, args.runs)

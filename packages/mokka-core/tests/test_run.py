@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from mokka_core.cli.mokka import app
 from mokka_core.run import namespace
-from mokka_core.run.namespace import Bind, Captured, MakeSymlink, Overlay, Tmpfs
+from mokka_core.run.namespace import Bind, Captured, Devpts, MakeSymlink, Overlay, Tmpfs
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
 from mokka_core.testing.consumers import missing, required
@@ -58,7 +58,8 @@ def host_snapshot() -> dict[str, str]:
         except OSError as exc:
             return f"error {exc.errno}"
 
-    snap = {p: listing(p) for p in ("/sys/bus/pci/devices", "/sys/module", "/dev", "/proc/driver", f"/{LIB_DIR}")}
+    snap = {p: listing(p) for p in ("/sys/bus/pci/devices", "/sys/module", "/dev", "/proc/driver", f"/{LIB_DIR}",
+                                    "/usr/bin", f"/lib/modules/{os.uname().release}")}
     snap["ld.so.cache"] = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest() \
         if Path("/etc/ld.so.cache").exists() else "none"
     snap["mounts"] = Path("/proc/self/mountinfo").read_text()
@@ -119,9 +120,8 @@ def staged_root(tmp_path: Path) -> Path:
 
 
 def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "ld.so.cache"
     mountinfo = MOUNTINFO.replace(" /sys", f" {fake_host}/sys").replace(" /dev", f" {fake_host}/dev")
-    plan = namespace.plan_mounts(staged_root, cache, host=fake_host, mountinfo=mountinfo)
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo=mountinfo, scratch=tmp_path / "scratch")
     ops = plan.ops
     h = str(fake_host)
     # /sys: merged (tmpfs of binds), the real entries and their mounts (cgroups) bound back
@@ -131,24 +131,33 @@ def test_plan_shows_every_staged_tree(fake_host: Path, staged_root: Path, tmp_pa
     # /dev: the root's dev directory itself (live), the real basics bound into it
     assert Bind(str(staged_root / "dev"), f"{h}/dev", recursive=True) in ops
     assert Bind(Captured(f"{h}/dev/null"), f"{h}/dev/null", create="file") in ops
-    assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
+    assert Bind(Captured(f"{h}/dev/shm"), f"{h}/dev/shm", create="dir", recursive=True) in ops
     assert MakeSymlink(f"{h}/dev/fd", "/proc/self/fd") in ops
+    # pseudo-terminals: ptmx through the pts directory (a bound ptmx node cannot find its instance);
+    # as root the host's instance, so CMD's terminal keeps its name; without root one of its own
+    assert Bind(Captured(f"{h}/dev/pts"), f"{h}/dev/pts", create="dir", recursive=True) in ops
+    assert MakeSymlink(f"{h}/dev/ptmx", "pts/ptmx") in ops
+    assert not any(isinstance(op, Bind) and op.target == f"{h}/dev/ptmx" for op in ops)
+    rootless = namespace.plan_mounts(staged_root, host=fake_host, mountinfo=mountinfo, private_pts=True).ops
+    assert Devpts(f"{h}/dev/pts", "newinstance,ptmxmode=0666,mode=0620") in rootless
+    assert not any(isinstance(op, Bind) and op.target == f"{h}/dev/pts" for op in rootless)
     # /proc/driver: tmpfs, the real entries bound back, the staged ones bound in (live)
     assert Tmpfs(f"{h}/proc/driver") in ops
     assert Bind(Captured(f"{h}/proc/driver/rtc"), f"{h}/proc/driver/rtc", create="file") in ops
     assert Bind(str(staged_root / "proc/driver/nvidia"), f"{h}/proc/driver/nvidia", create="dir",
                 recursive=True) in ops
-    assert Bind(str(staged_root / "proc/modules"), f"{h}/proc/modules") in ops
+    assert Bind(str(tmp_path / "scratch/proc-modules"), f"{h}/proc/modules") in ops  # merged with the host's
     assert plan.missing_proc_files == ["/proc/devices"]  # procfs cannot gain a file
-    assert ops[-1] == Bind(str(cache), f"{h}/etc/ld.so.cache")
     # /var/run -> /run: merged into the real directory by binds (sockets do not work through overlayfs)
     assert Tmpfs(f"{h}/run") in ops
     assert Bind(Captured(f"{h}/run/app.sock"), f"{h}/run/app.sock", create="file") in ops
     assert Bind(str(staged_root / "var/run/cdi"), f"{h}/run/cdi", create="dir", recursive=True) in ops
-    # our bookkeeping and the library directory stay private; nothing is overlaid
+    # our bookkeeping stays private; the library directory gains links into the root (one overlay)
     assert not any(isinstance(op, (Tmpfs, Bind)) and "/var/lib" in op.target for op in ops)
     assert not any(isinstance(op, Bind) and isinstance(op.source, str) and LIB_DIR in op.source for op in ops)
-    assert not any(isinstance(op, Overlay) for op in ops)
+    view = tmp_path / "scratch/links" / LIB_DIR
+    assert MakeSymlink(str(view / "libnvidia-ml.so.1"), str(staged_root / LIB_DIR / "libnvidia-ml.so.1")) in ops
+    assert [op for op in ops if isinstance(op, Overlay)] == [Overlay(f"{h}/{LIB_DIR}", (str(view), f"{h}/{LIB_DIR}"))]
 
 
 def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> None:
@@ -170,15 +179,25 @@ def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> Non
     assert Bind(Captured(f"{e}/passwd"), f"{e}/passwd", create="file") in ops
 
 
-def test_without_loader_cache_the_library_dir_is_overlaid(fake_host: Path, staged_root: Path) -> None:
-    # a directory of thousands of libraries: an overlay, not thousands of binds
-    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="")
-    assert Overlay(f"{fake_host}/{LIB_DIR}", (str(staged_root / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
+def test_linked_dirs_get_links_over_one_overlay(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
+    # a directory of thousands of libraries or programs: one overlay, not thousands of binds;
+    # staged links are copied (the package's own chain), other entries link into the live root
+    (fake_host / "usr/bin").mkdir(parents=True)
+    (staged_root / "usr/bin").mkdir()
+    (staged_root / "usr/bin/nvidia-smi").write_text("")
+    (staged_root / LIB_DIR / "libnvidia-ml.so").symlink_to("libnvidia-ml.so.1")
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo="", scratch=tmp_path)
+    links = tmp_path / "links"
+    assert MakeSymlink(str(links / "usr/bin/nvidia-smi"), str(staged_root / "usr/bin/nvidia-smi")) in plan.ops
+    assert MakeSymlink(str(links / LIB_DIR / "libnvidia-ml.so"), "libnvidia-ml.so.1") in plan.ops
+    assert Overlay(f"{fake_host}/usr/bin", (str(links / "usr/bin"), f"{fake_host}/usr/bin")) in plan.ops
+    assert Overlay(f"{fake_host}/{LIB_DIR}", (str(links / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
+    assert not any(isinstance(op, Tmpfs) and op.target.endswith("/usr") for op in plan.ops)
 
 
 def test_module_list_keeps_the_hosts_other_modules(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
     (fake_host / "proc/modules").write_text("ext4 1 0 - Live 0x0\nnvidia 9 0 - Live 0x0\n")
-    plan = namespace.plan_mounts(staged_root, None, host=fake_host, mountinfo="", scratch=tmp_path)
+    plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo="", scratch=tmp_path)
     merged = next(op for op in plan.ops if isinstance(op, namespace.MakeFile))
     assert merged.content == "nvidia 1 0 - Live 0x0\next4 1 0 - Live 0x0\n"
     assert Bind(merged.path, f"{fake_host}/proc/modules") in plan.ops
@@ -673,3 +692,83 @@ def test_acceptance_imex_daemon_runs_on_gb200(real_node: None) -> None:
     assert "READY" in done.stdout and f"mokka_sim_imex.daemon -c {root}/" in done.stdout
     after = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
     assert f"{root}/" not in after  # stopped with the command
+
+
+WHOLE_NODE_PROBE = r"""
+echo "root=$MOKKA_ROOT"
+echo "gpus=$(nvidia-smi -L | grep -c '^GPU ')"
+nvidia-smi | grep -o 'Driver Version: [0-9.]*' | sed 's/^/banner=/'
+echo "library=$(readlink -f /usr/lib/{multiarch}/libnvidia-ml.so.1)"
+ldconfig -p | grep -q 'libnvidia-ml.so.1 .*=> .*/libnvidia-ml.so.1$' && echo "ldcache=yes"
+lspci -nn -k > /dev/null 2> "$MOKKA_ROOT/lspci.err"; echo "lspci_warnings=$(wc -l < "$MOKKA_ROOT/lspci.err")"
+echo "modinfo=$(modinfo -F version nvidia)"
+nvidia-smi -q | grep -A2 '^    Fabric$' | sed -n 's/^ *\(State\|Status\) *: /fabric_\1=/p' | sort -u
+echo "ib=$(ibstat | grep -E 'State: Active|Physical state: LinkUp' | sort -u | tr -d '\t' | tr '\n' ',')"
+{python} -c "import os, pty; pid, fd = pty.fork(); os._exit(0) if pid == 0 else print('pty=ok')"
+tmux -S "$MOKKA_ROOT/tmux.sock" new-session -d -x 80 -y 24 "tty > $MOKKA_ROOT/tmux.tty" && echo "tmux=started"
+for i in $(seq 50); do test -s "$MOKKA_ROOT/tmux.tty" && break; sleep 0.1; done
+echo "tmux_tty=$(cat "$MOKKA_ROOT/tmux.tty")"
+tmux -S "$MOKKA_ROOT/tmux.sock" kill-server 2>/dev/null || true
+{ctl} xid 0 79 > /dev/null
+dmesg | grep 'NVRM: Xid' | sed 's/^/dmesg=/'
+"""
+
+
+@pytest.mark.consumer
+def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
+    """What a real HGX H100 node has, seen by real tools with nothing but the distribution's PATH."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.stage import nvidia_smi
+
+    for binary, package in (("lspci", "pciutils"), ("modinfo", "kmod"), ("ibstat", "infiniband-diags"),
+                            ("tmux", "tmux")):
+        apt_tool(binary, package)
+    require_surfaces("fabricmanager", "ib")
+    try:
+        nvidia_smi.fetch("550")  # what `make setup` does; staging itself never downloads
+    except nvidia_smi.FetchFailed as exc:
+        missing(f"Debian's nvidia-smi 550: {exc}")
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    ctl = Path(sys.executable).parent / "nvml-mock-ctl"
+    probe = WHOLE_NODE_PROBE.replace("{multiarch}", LIB_DIR.split("/")[-1]).replace("{python}", python)
+    probe = probe.replace("{ctl}", str(ctl))
+    plain = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    before = host_snapshot()
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--", "sh", "-c", probe],
+                          capture_output=True, text=True, timeout=120, env=plain)
+    assert done.returncode == 0, done.stderr
+    facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    driver = NodeSpec(profile="h100").resolve().driver_version
+    assert facts["gpus"] == "8"
+    assert facts["banner"] == f"Driver Version: {driver}"
+    assert re.search(rf"/mokka-run-\w+/root/{LIB_DIR}/libnvidia-ml\.so\.{re.escape(driver)}$", facts["library"])
+    assert facts["ldcache"] == "yes"
+    assert facts["lspci_warnings"] == "0"
+    assert facts["modinfo"] == driver
+    assert (facts["fabric_State"], facts["fabric_Status"]) == ("Completed", "Success")
+    assert facts["ib"] == "Physical state: LinkUp,State: Active,"
+    assert facts["pty"] == "ok"
+    assert facts["tmux"] == "started" and re.fullmatch(r"/dev/pts/\d+", facts["tmux_tty"]), done.stdout
+    # the kernel log: what the driver prints for Xid 79, read by dmesg from the node's /dev/kmsg
+    assert re.fullmatch(r"\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:0000:1b:00\): 79, pid='<unknown>', name=<unknown>, "
+                        r"GPU has fallen off the bus\.", facts["dmesg"]), done.stdout
+    assert host_snapshot() == before  # nothing of the footprint, its mounts or its services is left
+    left = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    assert f"--root {facts['root']}" not in left
+
+
+@pytest.mark.consumer
+def test_acceptance_fabric_of_a_gb200_tray_names_its_clique(real_node: None) -> None:
+    """GB200: the fabric manager runs in mokka run, so nvidia-smi shows the profile's clique and cluster UUID."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.testing.consumers import require
+
+    require_surfaces("fabricmanager", "nvlink")
+    smi = require("nvidia-smi", "550")
+    fabric = NodeSpec(profile="gb200").resolve().gpus[0].config.fabric
+    assert fabric is not None
+    done = mokka_run("--profile", "gb200", "--gpus", "2", "--", str(smi), "-q")
+    assert done.returncode == 0, done.stderr
+    values = re.findall(r"^\s+Fabric\n\s+State\s+: (.*)\n\s+Status\s+: (.*)\n\s+CliqueId\s+: (.*)\n"
+                        r"\s+ClusterUUID\s+: (.*)$", done.stdout, re.M)
+    assert values == [("Completed", "Success", str(fabric.clique_id), fabric.cluster_uuid)] * 2, done.stdout

@@ -75,7 +75,7 @@ def test_the_profile_cpu_bound_is_the_librarys() -> None:
     from mokka_core.schema.profile import MAX_CPUS
     from mokka_core.stage.nvml_keys import SIZES
 
-    assert MAX_CPUS == SIZES["device"]["cpu_affinity"]
+    assert SIZES["device"]["cpu_affinity"] == MAX_CPUS
 
 
 def test_control_characters_in_gpu_strings_are_refused(root: Path, capsys) -> None:

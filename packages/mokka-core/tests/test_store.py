@@ -23,7 +23,7 @@ PACKAGES = Path(__file__).resolve().parents[2]
 RENAMERS = {
     "mokka-core/src/mokka_core/stage/store.py": "atomic_write, the one atomic write of a file",
     "mokka-core/src/mokka_core/stage/staging.py": "publishing a wave of plans, and rolling it back",
-    "mokka-core/src/mokka_core/testing/consumers.py": "publishing a fetched tool's unpacked directory in the cache",
+    "mokka-core/src/mokka_core/stage/nvidia_smi.py": "publishing an unpacked Debian package directory in the cache",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from mokka_core.model.node import Node
 from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import nvidia_smi
 from mokka_core.stage.staging import stage_wave, teardown
 from mokka_core.stage.surface import StageContext
 from mokka_core.testing import consumers
@@ -33,6 +34,19 @@ def native_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     os.symlink("libnvidia-ml.so.1", directory / "libnvidia-ml.so")
     monkeypatch.setenv("MOKKA_NATIVE_DIR", str(directory))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def nvidia_smi_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache holding a stand-in nvidia-smi of branch 550 (as `mokka fetch nvidia-smi` leaves it), so
+    what a plan stages does not depend on this machine's cache; a test may empty it."""
+    cache = tmp_path_factory.mktemp("mokka-cache") / "nvidia-smi"
+    binary = cache / "550" / nvidia_smi.BINARY
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"#!/bin/sh\necho stand-in nvidia-smi\n")
+    (cache / "550" / nvidia_smi.COMPLETE).write_text("nvidia-smi_550.deb\n")
+    monkeypatch.setenv("MOKKA_CACHE", str(cache.parent))
+    return cache
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_proc_modules_lines(make_node) -> None:
 def test_kmod_index_matches_libkmod_layout() -> None:
     from mokka_sim_gpu.kernel_objects import kmod_index
 
-    data = kmod_index({"ab": "x", "ac": "y"})
+    data = kmod_index([("ab", "x"), ("ac", "y")])
     assert data[:8] == bytes.fromhex("b007f45700020001")
     root = int.from_bytes(data[8:12], "big")
     assert root >> 28 == 0xA  # prefix "a" and children
@@ -88,3 +88,22 @@ def test_module_objects_carry_a_modinfo_section() -> None:
     blob = elf_object([("name", "nvidia"), ("version", "550.163.01")], "x86_64")
     assert blob[:4] == b"\x7fELF" and blob[4] == 2
     assert b"name=nvidia\0version=550.163.01\0" in blob and b".modinfo\0" in blob
+
+
+def test_kernel_log_prints_each_xid_as_the_driver_does(make_node) -> None:
+    """/dev/kmsg records (pri,seq,usec,flags;text), time stamps from the Xid records, the driver's wording."""
+    from mokka_core.model.apply import apply
+    from mokka_sim_gpu.kernel_log import kernel_log
+
+    node = apply(make_node("h100", gpus=2), {"devices": {
+        "1": {"xid_events": [{"code": 79, "seq": 2, "usec": 7_250_000}]},
+        "0": {"xid_events": [{"code": 13, "seq": 1, "usec": 5_000_001}, {"code": 48, "seq": 3}]},
+    }})
+    assert kernel_log(node).splitlines() == [
+        "4,1,5000001,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>",
+        "4,2,7250000,-;NVRM: Xid (PCI:0000:43:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        "4,3,7250000,-;NVRM: GPU 0000:43:00.0: GPU has fallen off the bus.",
+        "4,4,0,-;NVRM: Xid (PCI:0000:1b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit "
+        "error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.",
+    ]
+    assert kernel_log(make_node("h100")) == ""

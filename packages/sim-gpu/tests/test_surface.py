@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
 from mokka_core.errors import MokkaError
-from mokka_core.stage import paths
-from mokka_core.stage.staging import stage_wave, teardown
+from mokka_core.model.spec import NodeSpec
+from mokka_core.schema.builtin import builtin_text
+from mokka_core.stage import nvidia_smi, paths
 from mokka_core.stage.store import STATE_DIR
 from mokka_core.stage.surface import CharDevice, Copy, StageContext
-from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_sim_gpu.library import built_library
 from mokka_sim_gpu.surface import GpuSurface
 
@@ -67,10 +69,12 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
     staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
     expected = [f"{paths.LIB_DIR}/{name}" for name in
                 ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01")]
-    expected.append(paths.NVML_STATE_FILE)
+    expected += [paths.NVML_STATE_FILE, "usr/bin/nvidia-smi"]
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
-        "modules.alias", "modules.alias.bin", "modules.dep", "modules.dep.bin",
+        "modules.alias", "modules.alias.bin", "modules.builtin", "modules.builtin.alias.bin", "modules.builtin.bin",
+        "modules.builtin.modinfo", "modules.dep", "modules.dep.bin", "modules.devname", "modules.softdep",
+        "modules.symbols", "modules.symbols.bin",
         "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko",
     ]
     rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/"))]
@@ -92,29 +96,48 @@ def test_missing_library_is_a_clear_error(make_node, tmp_path: Path) -> None:
 
 def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> None:
     plan = GpuSurface().plan(make_node("t4"), StageContext(root=Path("/"), native_dir=native_dir))
-    copies = [e for e in plan if isinstance(e, Copy)]
+    copies = [e for e in plan if isinstance(e, Copy) and e.path.startswith(paths.LIB_DIR)]
     assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01"]
 
 
+def test_nvidia_smi_is_debians_of_the_nearest_branch(make_node, native_dir: Path, nvidia_smi_cache: Path) -> None:
+    ctx = StageContext(root=Path("/"), native_dir=native_dir)
+    smi = [e for e in GpuSurface().plan(make_node("h100"), ctx) if e.path == "usr/bin/nvidia-smi"]
+    assert smi == [Copy("usr/bin/nvidia-smi", nvidia_smi_cache / "550" / nvidia_smi.BINARY, mode=0o755)]
+    assert [nvidia_smi.closest_branch(v) for v in ("535.230.02", "550.163.01", "570.133.20", "580.65.06", "470.1")] \
+        == ["535", "550", "555", "555", "535"]
 
 
-def test_stage_then_teardown_restores_the_root(tmp_path: Path, make_node, native_dir: Path) -> None:
-    root = tmp_path / "root"
-    (root / "dev").mkdir(parents=True)
-    (root / "dev/null-stand-in").write_text("")
-    (root / "sys/module/ext4").mkdir(parents=True)  # a host module beside ours
-    before = snapshot(root)
-    stage_wave({"gpu": GpuSurface().plan(make_node("h100"), StageContext(root=root, native_dir=native_dir))}, root)
-    assert len(snapshot(root)) > len(before) + 100
-    teardown(root, "gpu")
-    assert snapshot(root) == before
+def test_without_nvidia_smi_staging_says_how_to_get_one(make_node, native_dir: Path, nvidia_smi_cache: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """b200's driver (570) is nearest branch 555, which the cache lacks: no binary, one line saying why."""
+    ctx = StageContext(root=Path("/"), native_dir=native_dir)
+    with caplog.at_level(logging.WARNING):
+        plan = GpuSurface().plan(make_node("b200"), ctx)
+    assert not any(e.path == "usr/bin/nvidia-smi" for e in plan)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"gpu: no nvidia-smi for driver branch 555 in {nvidia_smi_cache}: the node has no /usr/bin/nvidia-smi; "
+        "run `mokka fetch nvidia-smi 555` (Debian's binary, unpacked only) or name one in the profile "
+        "(system.nvidia_smi)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        GpuSurface().plan(make_node("b200"), ctx)  # nvml-mock-ctl re-plans on every call: said once
+    assert caplog.records == []
 
 
-def test_a_conflict_stages_nothing(tmp_path: Path, make_node, native_dir: Path) -> None:
-    root = tmp_path / "root"
-    (root / "proc/driver/nvidia").mkdir(parents=True)
-    (root / "proc/driver/nvidia/version").write_text("someone else's driver\n")
-    before = snapshot(root)
-    with pytest.raises(MokkaError):
-        stage_wave({"gpu": GpuSurface().plan(make_node("h100"), StageContext(root=root, native_dir=native_dir))}, root)
-    assert snapshot(root) == before
+def test_profile_names_its_own_nvidia_smi(native_dir: Path, tmp_path: Path) -> None:
+    own = tmp_path / "my-nvidia-smi"
+    own.write_text("")
+    profile = tmp_path / "mine.yaml"
+    text = builtin_text("h100").replace('  driver_version: "550.163.01"\n',
+                                        f'  driver_version: "550.163.01"\n  nvidia_smi: {own}\n')
+    profile.write_text(text)
+    ctx = StageContext(root=Path("/"), native_dir=native_dir)
+    plan = GpuSurface().plan(NodeSpec(profile_file=profile).resolve(), ctx)
+    assert Copy("usr/bin/nvidia-smi", own, mode=0o755) in plan
+    own.unlink()
+    with pytest.raises(MokkaError, match=re.escape(f"system.nvidia_smi: no such file: {own}")):
+        GpuSurface().plan(NodeSpec(profile_file=profile).resolve(), ctx)
+    profile.write_text(text.replace(f"nvidia_smi: {own}", "nvidia_smi: relative/nvidia-smi"))
+    with pytest.raises(MokkaError, match=r"system\.nvidia_smi"):
+        NodeSpec(profile_file=profile).resolve()

@@ -57,3 +57,50 @@ def test_modalias_resolves_to_nvidia(staged, modinfo_bin) -> None:
     for alias in ("pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00", "char-major-195-255"):
         out = subprocess.run([str(modprobe), "-d", str(root), "-R", alias], capture_output=True, text=True)
         assert out.stdout.split() == ["nvidia"], out.stderr
+
+
+def test_module_index_is_complete_and_keeps_the_hosts_modules(tmp_path, make_node, modinfo_bin,
+                                                             nvidia_smi_cache) -> None:
+    """The index libkmod needs whole (lspci -k warns "Unable to load libkmod resources" otherwise), with a
+    host's own modules merged in; real depmod, run over the same module files, is the oracle."""
+    from mokka_core.stage.staging import stage_wave
+    from mokka_sim_gpu.kernel_objects import elf_object, kernel_object_entries
+
+    depmod = modinfo_bin.with_name("depmod")
+    modprobe = modinfo_bin.with_name("modprobe")
+    release = "6.1.0-mokka-test"
+    host = tmp_path / "host"
+    fake = host / "lib/modules" / release / "kernel/fs/fakefs/fakefs.ko"
+    fake.parent.mkdir(parents=True)
+    fake.write_bytes(elf_object([("alias", "fs-fakefs"), ("alias", "devname:fake-ctl"), ("depends", ""),
+                                 ("name", "fakefs"), ("vermagic", f"{release} SMP mod_unload ")], "x86_64"))
+    subprocess.run([str(depmod), "-b", str(host), release], check=True, capture_output=True)
+    root = tmp_path / "root"
+    entries = kernel_object_entries(make_node("h100"), release, "x86_64", host_modules=host / "lib/modules" / release)
+    stage_wave({"gpu": entries}, root)
+    index = root / "lib/modules" / release
+    again = kernel_object_entries(make_node("h100"), release, "x86_64", host_modules=host / "lib/modules" / release)
+    as_bytes = [(e.path, e.content.encode() if isinstance(e.content, str) else e.content) for e in entries]
+    assert [(e.path, e.content) for e in again] == as_bytes  # the second one from Mokka's cache
+    assert len(list((nvidia_smi_cache.parent / "module-index").iterdir())) == 1
+    for name in ("modules.dep", "modules.alias", "modules.symbols", "modules.builtin", "modules.builtin.alias"):
+        assert (index / f"{name}.bin").is_file(), name
+    for alias, module in (("fs-fakefs", "fakefs"), ("pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00",
+                                                     "nvidia"), ("char-major-195-0", "nvidia")):
+        out = subprocess.run([str(modprobe), "-d", str(root), "-S", release, "-R", alias], capture_output=True,
+                             text=True)
+        assert out.stdout.split() == [module], (alias, out.stderr)
+    # what depmod itself writes for the host's module plus ours (it takes dependencies from symbol
+    # tables, which our objects do not carry, so modules.dep is compared by the modules it lists)
+    union = tmp_path / "union"
+    union.mkdir()
+    for tree in (host, root):
+        subprocess.run(["cp", "-a", f"{tree}/lib", str(union)], check=True)
+    subprocess.run([str(depmod), "-b", str(union), release], check=True, capture_output=True)
+    real = union / "lib/modules" / release
+    for name in ("modules.dep", "modules.alias", "modules.symbols", "modules.builtin", "modules.devname"):
+        lines = [(line.split(":")[0] if name == "modules.dep" else line)
+                 for line in (real / name).read_text().splitlines() if not line.startswith("#")]
+        ours = [(line.split(":")[0] if name == "modules.dep" else line)
+                for line in (index / name).read_text().splitlines() if not line.startswith("#")]
+        assert sorted(ours) == sorted(lines), name

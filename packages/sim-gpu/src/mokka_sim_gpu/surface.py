@@ -2,11 +2,12 @@
 
 States (read from the node state):
 
-- enabled, healthy: the NVML library chain and state file; the module files under
+- enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
-  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``.
+  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; the kernel log of the
+  node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service.
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
-  state file (which makes NVML init report the driver as not loaded) and the installed module
+  state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
   files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
   The same when the pci surface is disabled: with no NVIDIA GPU on the bus the module does not load.
 - disabled: nothing at all (no driver installed).
@@ -17,15 +18,18 @@ Lost and fallen-off-bus GPUs (and every GPU when the pci surface is failed) keep
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Entry, StageContext, Surface
+from mokka_core.stage.surface import Entry, Service, StageContext, Surface
 
 from .device_nodes import device_node_entries
+from .kernel_log import READY, kernel_log_entries
 from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
 from .modules import module_entries
 from .render_proc import proc_entries
+from .tools import nvidia_smi_entries
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -38,7 +42,16 @@ class GpuSurface(Surface):
         settings = node.surface("gpu")
         if not settings.enabled:
             return []
-        entries = library_entries(node, ctx) + state_file_entries(node, ctx) + kernel_object_entries(node)
+        entries = library_entries(node, ctx) + state_file_entries(node, ctx) + nvidia_smi_entries(node)
+        entries += kernel_object_entries(node)
         if node.driver_loaded:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
+            entries += kernel_log_entries(node)
         return entries
+
+    def services(self, node: Node, ctx: StageContext) -> list[Service]:
+        """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see :mod:`.kmsg`)."""
+        if not node.surface("gpu").active:
+            return []
+        command = [sys.executable, "-m", "mokka_sim_gpu.kmsg", "--root", str(ctx.root)]
+        return [Service(name="mokka-kmsg", command=command, ready_path=READY)]

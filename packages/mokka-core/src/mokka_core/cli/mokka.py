@@ -36,6 +36,8 @@ app.add_typer(profile_app, name="profile")
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
 
 app.add_typer(node_app, name="node")
+fetch_app = typer.Typer(help="Fetch what a node stages but Mokka does not ship (into a cache).", no_args_is_help=True)
+app.add_typer(fetch_app, name="fetch")
 
 @profile_app.command("list")
 def profile_list() -> None:
@@ -128,7 +130,13 @@ def run_cmd(
     fail: FailOpt = [],  # noqa: B006
 ) -> None:
     """Run CMD on a simulated node: the node appears at the real paths (/sys, /dev, /proc/driver,
-    /proc/modules, the NVML library) in a private mount namespace; the host is untouched.
+    /proc/modules, /dev/kmsg, /usr/bin/nvidia-smi, the NVML library, /lib/modules/RELEASE) in a
+    private mount namespace, with the node's services running; the host is untouched.
+
+    Needs root (or unprivileged user namespaces: device nodes are then empty files).  On a kernel
+    without /proc/modules (no module support) procfs cannot gain the file: lsmod and other
+    dynamically linked readers get it through the preload shim, static programs (Go: NFD, the
+    device plugin) see no modules.
 
     Example: mokka run --profile h100 -- nvidia-smi
     """
@@ -157,6 +165,22 @@ def shim_cmd(
 
     spec = _node_spec(profile, profile_file, gpus, node_name, disable, fail)
     raise typer.Exit(main_run(spec, command, use_shim=True))
+
+
+@fetch_app.command("nvidia-smi")
+def fetch_nvidia_smi(
+    branches: Annotated[list[str] | None, typer.Argument(help="Driver branches (default: every one Debian ships: "
+                                                         "535, 550, 555).")] = None,
+) -> None:
+    """Download Debian's real nvidia-smi (non-free, unpacked only, never a driver package) into the cache.
+
+    The gpu surface stages the branch nearest the profile's driver at /usr/bin/nvidia-smi.
+    Needs apt-get and the network; the cache is nvidia-smi/ in $MOKKA_CACHE (default ~/.cache/mokka).
+    """
+    from ..stage import nvidia_smi
+
+    for branch in branches or list(nvidia_smi.SUITES):
+        typer.echo(f"nvidia-smi {branch}: {nvidia_smi.fetch(branch)}")
 
 
 @app.command("surfaces")

@@ -13,6 +13,7 @@ means every GPU reads 80.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -138,11 +139,12 @@ def next_seq(node: Node) -> int:
 
 
 def append_xid(doc: Document, gpu: Gpu, code: int, seq: int) -> None:
+    """Record Xid ``code``, stamped now (the kernel log shows when it was raised, not when rendered)."""
     bucket = device_bucket(doc, gpu.index)
     events = bucket.get("xid_events")
     if events is None:
-        events = [{"code": event.code, "seq": event.seq} for event in gpu.config.xid_events or ()]
-    bucket["xid_events"] = [*events, {"code": code, "seq": seq}]
+        events = [{"code": event.code, "seq": event.seq, "usec": event.usec} for event in gpu.config.xid_events or ()]
+    bucket["xid_events"] = [*events, {"code": code, "seq": seq, "usec": time.monotonic_ns() // 1000}]
 
 
 # --- GPU faults ---------------------------------------------------------------------------------------

@@ -660,13 +660,15 @@ class Failure(Value):
 class XidEvent(Value):
     """One Xid event raised on a GPU; ``seq`` increases node-wide so each is delivered once."""
 
-    __slots__ = ('code', 'seq',)
+    __slots__ = ('code', 'seq', 'usec',)
     code: int
     seq: int
+    usec: int | None
 
-    def __init__(self, *, code: int, seq: int) -> None:
+    def __init__(self, *, code: int, seq: int, usec: int | None = None) -> None:
         _set(self, 'code', code)
         _set(self, 'seq', seq)
+        _set(self, 'usec', usec)
 
 
 class FabricHealth(Value):
@@ -896,7 +898,7 @@ class Dmi(Value):
 
 
 class System(Value):
-    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes',)
+    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes', 'nvidia_smi',)
     driver_version: str
     nvml_version: str | None
     cuda_version: str | None
@@ -905,8 +907,9 @@ class System(Value):
     num_devices: int | None
     dmi: Dmi | None
     memory_bytes: int
+    nvidia_smi: str | None
 
-    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736) -> None:
+    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736, nvidia_smi: str | None = None) -> None:
         _set(self, 'driver_version', driver_version)
         _set(self, 'nvml_version', nvml_version)
         _set(self, 'cuda_version', cuda_version)
@@ -915,6 +918,7 @@ class System(Value):
         _set(self, 'num_devices', num_devices)
         _set(self, 'dmi', dmi)
         _set(self, 'memory_bytes', memory_bytes)
+        _set(self, 'nvidia_smi', nvidia_smi)
 
 
 class NvlinkSwitch(Value):

@@ -12,6 +12,7 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -33,9 +34,10 @@ from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
-from ..stage.paths import LIB_DIR
+from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_nvml
 from ..stage.staging import stage_wave
+from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
 from . import namespace
 from .services import ServiceFailed, Services
@@ -160,6 +162,7 @@ def interrupted() -> bool:
 
 def start_services(running: Services, joined: namespace.Joinable | None = None) -> None:
     """Start the node's services (in ``joined``'s namespace, if given) and wait until they are ready."""
+    started = time.monotonic()
     try:
         running.start(before_exec=joined.join if joined is not None else None)
     finally:
@@ -167,6 +170,7 @@ def start_services(running: Services, joined: namespace.Joinable | None = None) 
             joined.close()
     running.wait_ready(interrupted=interrupted,
                        seen_from=Path(f"/proc/{joined.pid}/root") if joined is not None else Path("/"))
+    log.debug("phase services: %.3fs (%s ready)", time.monotonic() - started, ", ".join(sorted(running.services)))
 
 
 @contextlib.contextmanager
@@ -183,25 +187,42 @@ def _quiet_rootless_staging() -> Iterator[None]:
         staging_log.setLevel(level)
 
 
-def loader_cache(staged: StagedNode) -> Path | None:
-    """A private ld.so.cache that lists the root's library directory before the host's (None: nothing to list)."""
-    lib_dir = staged.root / LIB_DIR
-    if not lib_dir.is_dir() or not any(lib_dir.glob("lib*.so*")):
-        return None
+def loader_cache(staged: StagedNode) -> None:
+    """Inside the namespace, once the library is at its real path: a private ld.so.cache that lists it.
+
+    ``ldconfig -p`` then names ``/usr/lib/<multiarch>/libnvidia-ml.so.1`` as on a real node; the
+    cache is built by the real ldconfig (``-X``: never creating links) from the host's own
+    configuration and bound over ``/etc/ld.so.cache``.  Without ldconfig or a host cache the
+    loader still finds the library in its default directory.  What ldconfig makes depends only on
+    the host's cache and configuration and on the names staged (the paths are the real ones, the
+    same every run), so it is kept in Mokka's cache (``ld.so.cache/``) under those.
+    """
+    if not (staged.root / LIB_DIR).is_dir() or not Path("/etc/ld.so.cache").is_file():
+        return
+    cache = staged.workdir / "ld.so.cache"
+    stamp = hashlib.sha256(" ".join(sorted(os.listdir(staged.root / LIB_DIR))).encode())
+    for host_file in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d"):
+        with contextlib.suppress(OSError):
+            st = os.stat(host_file)
+            stamp.update(f"{host_file}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode())
+    kept = user_cache("ld.so.cache") / stamp.hexdigest()[:32]
+    with contextlib.suppress(OSError):
+        cache.write_bytes(kept.read_bytes())
+        namespace.mount(str(cache), "/etc/ld.so.cache", None, namespace.MS_BIND)
+        return
     ldconfig = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
     if ldconfig is None:
-        log.warning("ldconfig not found; the NVML library is shown by an overlay of /%s instead", LIB_DIR)
-        return None
-    conf = staged.workdir / "ld.so.conf"
-    cache = staged.workdir / "ld.so.cache"
-    includes = "include /etc/ld.so.conf\n" if Path("/etc/ld.so.conf").exists() else ""
-    conf.write_text(f"{lib_dir}\n{includes}")
-    # -X: never create or change links in the scanned directories (they include the host's)
-    done = subprocess.run([ldconfig, "-X", "-C", str(cache), "-f", str(conf)], capture_output=True, text=True)
+        log.warning("ldconfig not found: the loader cache does not list the NVML library "
+                    "(dlopen still finds it in /%s)", LIB_DIR)
+        return
+    done = subprocess.run([ldconfig, "-X", "-C", str(cache)], capture_output=True, text=True)
     if done.returncode != 0 or not cache.exists():
         raise MokkaError(f"ldconfig could not build the private loader cache: {done.stderr.strip()}")
-    return cache
+    with contextlib.suppress(OSError):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(kept, cache.read_bytes())
+    namespace.mount(str(cache), "/etc/ld.so.cache", None, namespace.MS_BIND)
 
 
 def preload_library() -> Path | None:
@@ -220,7 +241,9 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
     """
     rootless = os.geteuid() != 0
     with private_workdir() as workdir:
+        started = time.monotonic()
         node = plan_node(spec, workdir / "root", surfaces)
+        log.debug("phase plan: %.3fs", time.monotonic() - started)
         child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
         def setup(env: dict[str, str]) -> None:
@@ -228,9 +251,11 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir)
+            log.debug("phase stage: %.3fs (unshare, tmpfs, %s)", time.monotonic() - started,
+                      ", ".join(staged.surfaces) or "nothing")
+            mounted = time.monotonic()
             ops = _show_at_real_paths(staged, env)
-            log.debug("staged %s and entered the namespace in %.3fs (%d mount operations)",
-                      ", ".join(staged.surfaces) or "nothing", time.monotonic() - started, ops)
+            log.debug("phase mount: %.3fs (%d mount operations, the loader cache)", time.monotonic() - mounted, ops)
 
         if not node.services:
             return supervise(argv, child_env, setup)
@@ -264,12 +289,13 @@ def run_on_root(root: Path, argv: list[str], env: Mapping[str, str] | None = Non
 
 def _show_at_real_paths(staged: StagedNode, env: dict[str, str]) -> int:
     """In the fresh namespace: mount the staged tree over the real paths; the number of mount operations."""
-    plan = namespace.plan_mounts(staged.root, loader_cache(staged), scratch=staged.workdir)
+    plan = namespace.plan_mounts(staged.root, scratch=staged.workdir, private_pts=os.geteuid() != 0)
     for reason in plan.skipped:
         log.warning("not shown: %s", reason)
     if plan.missing_proc_files:
         _preload_for_missing_proc_files(env, plan.missing_proc_files)
     namespace.enter(plan)
+    loader_cache(staged)
     return len(plan.ops)
 
 
@@ -280,6 +306,10 @@ def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> No
         log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
                     "readers of those files see nothing", ", ".join(files))
         return
+    say_once(log, f"missing-proc-{os.uname().release}",
+             f"this kernel has no {', '.join(files)}: dynamically linked readers (lsmod) see the node's modules "
+             "through the preload shim; static programs (Go: NFD, the device plugin) cannot and find "
+             "none. Said once per kernel; `mokka run --help` repeats it")
     _prepend(env, "LD_PRELOAD", str(shim), ":")
     env["MOKKA_PRELOAD_ONLY"] = ":".join(files)
 

@@ -18,7 +18,14 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   mounts are locked).
 - ``dev``: the root's ``dev`` directory bound over ``/dev`` (so it is private and
   live), with the real basics bound into it (null, zero, full, random, urandom,
-  tty, ptmx, pts, shm, mqueue) and the fd/stdin/stdout/stderr links.
+  tty, fuse, shm, mqueue) and the fd/stdin/stdout/stderr links.  ``/dev/ptmx`` is a link to
+  ``pts/ptmx``, as container runtimes make it: a bound ptmx device node cannot find its
+  devpts instance (the kernel looks for ``pts`` beside the node's own mount), so
+  ``openpty`` failed.  As root ``/dev/pts`` is the host's instance, bound: CMD keeps its
+  terminal under its real name (``tty``, ``ttyname``), and a new pty lives as long as
+  whoever holds it open.  Without root the host's ``pts/ptmx`` (mode 000) cannot be
+  opened, so ``/dev/pts`` is a devpts instance of the namespace's own
+  (``newinstance,ptmxmode=0666,mode=0620``, as runc mounts it).
 - ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
   directory, the real entries bound back, the staged ones bound in (live).
 - ``proc/<file>`` (``proc/modules``): bound over the real file (``/proc/modules``
@@ -26,10 +33,15 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   gain new names (and refuses to be an overlay layer), so a file the running
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
   falls back to the preload shim for it.
-- the NVML library directory: a private ``/etc/ld.so.cache`` listing the staged
-  directory first, so ``dlopen("libnvidia-ml.so.1")`` finds the mock through the
-  normal loader search and the library reads the root's live state file.  (Without
-  ldconfig or a host cache: an overlay of the staged directory on the real one.)
+- the directories a driver install adds files to, :data:`LINKED_DIRS` (the library
+  directory, ``/usr/bin``): an overlay whose upper layer is a directory of links,
+  one per staged entry: a staged link is copied, anything else becomes an absolute
+  link into the root.  So ``/usr/lib/<multiarch>/libnvidia-ml.so.1`` and
+  ``/usr/bin/nvidia-smi`` exist at the real paths (the DRA plugin looks them up
+  by path), the host's thousands of entries cost one mount, and what the links
+  point at stays live (the library finds the state file beside the path it was
+  loaded from, and that file is replaced while CMD runs).  The loader cache is
+  then rebuilt inside the namespace (:func:`mokka_core.run.command.loader_cache`).
 - anything else staged (``var/run/cdi``, ``lib/modules``, ``etc``, ...): merged
   into the deepest directory that exists on the host, as a tmpfs of binds (host
   entries bound back, staged ones bound in) -- not an overlay, because sockets do
@@ -60,18 +72,24 @@ from ..stage.store import STATE_DIR
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_NOSUID = 0x2
+MS_NOEXEC = 0x8
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 
 #: Device nodes every program expects in /dev; bound back from the host.
-DEV_BASICS = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
-DEV_BASIC_DIRS = ("pts", "shm", "mqueue")
+#: (fuse: a node's /dev has it, and the node's own /dev/kmsg is served through it)
+DEV_BASICS = ("null", "zero", "full", "random", "urandom", "tty", "fuse")
+DEV_BASIC_DIRS = ("shm", "mqueue")
+#: A private pseudo-terminal instance (without root), as runc and podman mount it.
+DEVPTS_OPTIONS = "newinstance,ptmxmode=0666,mode=0620"
+#: Host directories shown with the staged entries added through links (see the module docstring).
+LINKED_DIRS = (LIB_DIR, "usr/bin")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
              "stderr": "/proc/self/fd/2"}
 
 #: Staged trees handled by their own rule (not by the generic merge).
-SPECIAL_TREES = ("sys", "dev", "proc", STATE_DIR)
+SPECIAL_TREES = ("sys", "dev", "proc", STATE_DIR, *LINKED_DIRS)
 
 
 class NamespaceError(Exception):
@@ -101,6 +119,12 @@ class Overlay:
 
 
 @dataclass(frozen=True)
+class Devpts:
+    target: str
+    options: str = DEVPTS_OPTIONS
+
+
+@dataclass(frozen=True)
 class Bind:
     source: Source
     target: str
@@ -126,7 +150,7 @@ class MakeSymlink:
     target: str
 
 
-Op = Union[Tmpfs, Overlay, Bind, MakeDir, MakeFile, MakeSymlink]
+Op = Union[Tmpfs, Overlay, Devpts, Bind, MakeDir, MakeFile, MakeSymlink]
 
 
 @dataclass
@@ -174,19 +198,12 @@ def submounts(target: str, mount_points: list[str]) -> list[str]:
     return top
 
 
-def overlay_ops(target: str, staged: str, mount_points: list[str]) -> list[Op]:
-    """Overlay ``staged`` over the host directory ``target`` and bind back what was mounted below it."""
-    keep = submounts(target, mount_points)
-    ops: list[Op] = [Overlay(target, (staged, target))]
-    ops += [Bind(Captured(m), m, recursive=True) for m in keep]
-    return ops
-
-
-def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mountinfo: str | None = None,
-                scratch: Path | None = None) -> MountPlan:
+def plan_mounts(root: Path, *, host: Path = Path("/"), mountinfo: str | None = None,
+                scratch: Path | None = None, private_pts: bool = False) -> MountPlan:
     """Everything needed to show ``root`` at the real paths of ``host`` (always ``/`` outside tests).
 
-    ``scratch``: a private directory for files made here (the merged module list).
+    ``scratch``: a private directory for files made here (the merged module list, the link views).
+    ``private_pts``: a devpts instance of the namespace's own (without root; see the module docstring).
     """
     points = host_mount_points(mountinfo)
     plan = MountPlan()
@@ -197,25 +214,35 @@ def plan_mounts(root: Path, ld_cache: Path | None, *, host: Path = Path("/"), mo
     if (root / "sys").is_dir():
         plan.ops += merge_ops(h("sys"), [root / "sys"])
     if (root / "dev").is_dir():
-        plan.ops += dev_ops(root / "dev", h("dev"))
+        plan.ops += dev_ops(root / "dev", h("dev"), private_pts)
     if (root / "proc").is_dir():
         proc_ops(root / "proc", host / "proc", plan, scratch)
-    lib_target = os.path.realpath(h(LIB_DIR))
-    use_cache = ld_cache is not None and (host / "etc/ld.so.cache").is_file()
-    excluded = {str(root / LIB_DIR), str(root / STATE_DIR)}
+    excluded = {str(root / STATE_DIR)}
     layered: list[tuple[str, list[Op]]] = []
     groups: dict[str, list[Path]] = {}
-    for rel in generic_merge_points(root, host, set(SPECIAL_TREES) | {LIB_DIR}):
+    for rel in generic_merge_points(root, host, set(SPECIAL_TREES)):
         groups.setdefault(os.path.realpath(h(rel)), []).append(root / rel)
     for target, staged_dirs in groups.items():
         layered.append((target, merge_ops(target, staged_dirs, exclude=excluded)))
-    if not use_cache and (root / LIB_DIR).is_dir():
-        layered.append((lib_target, overlay_ops(lib_target, str(root / LIB_DIR), points)))
+    for rel in LINKED_DIRS:
+        if (root / rel).is_dir() and any((root / rel).iterdir()) and os.path.isdir(h(rel)) and scratch is not None:
+            target = os.path.realpath(h(rel))
+            layered.append((target, linked_dir_ops(target, root / rel, scratch / "links" / rel, points)))
     for _, ops in sorted(layered, key=lambda item: item[0].count("/")):  # outer directories first
         plan.ops += ops
-    if use_cache:
-        plan.ops.append(Bind(str(ld_cache), h("etc/ld.so.cache")))
     return plan
+
+
+def linked_dir_ops(target: str, staged: Path, view: Path, mount_points: list[str]) -> list[Op]:
+    """Show host directory ``target`` with ``staged``'s entries added as links (an overlay over ``view``)."""
+    ops: list[Op] = [MakeDir(str(view))]
+    for child in sorted(staged.iterdir()):
+        link = os.readlink(child) if child.is_symlink() else str(child.absolute())
+        ops.append(MakeSymlink(str(view / child.name), link))
+    keep = submounts(target, mount_points)
+    ops.append(Overlay(target, (str(view), target)))
+    ops += [Bind(Captured(m), m, recursive=True) for m in keep]
+    return ops
 
 
 def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] = (), recurse: bool = True,
@@ -269,7 +296,7 @@ def _staged_entry(source: Path, dest: str) -> Op:
     return Bind(str(source), dest, create="file")
 
 
-def dev_ops(staged: Path, target: str) -> list[Op]:
+def dev_ops(staged: Path, target: str, private_pts: bool = False) -> list[Op]:
     """The root's dev directory becomes /dev, with the real basics bound into it.
 
     Bound whole, so device nodes a surface adds or removes later show at once.  The
@@ -277,6 +304,12 @@ def dev_ops(staged: Path, target: str) -> list[Op]:
     the root lives on a tmpfs only the namespace sees).
     """
     ops: list[Op] = [Bind(str(staged), target, recursive=True)]
+    if private_pts:
+        ops.append(Devpts(f"{target}/pts"))
+    elif os.path.isdir(f"{target}/pts"):
+        ops.append(Bind(Captured(f"{target}/pts"), f"{target}/pts", create="dir", recursive=True))
+    if not os.path.lexists(staged / "ptmx"):
+        ops.append(MakeSymlink(f"{target}/ptmx", "pts/ptmx"))
     for name in DEV_BASICS:
         if os.path.exists(f"{target}/{name}"):
             ops.append(Bind(Captured(f"{target}/{name}"), f"{target}/{name}", create="file"))
@@ -420,6 +453,9 @@ def enter(plan: MountPlan) -> None:
 def _run_op(op: Op, fds: dict[str, int]) -> None:
     if isinstance(op, Tmpfs):
         mount("mokka", op.target, "tmpfs", MS_NOSUID, f"mode={op.mode:o}")
+    elif isinstance(op, Devpts):
+        os.makedirs(op.target, exist_ok=True)
+        mount("devpts", op.target, "devpts", MS_NOSUID | MS_NOEXEC, op.options)
     elif isinstance(op, Overlay):
         lowers = ":".join(op.lowers)
         mount("mokka", op.target, "overlay", 0, f"lowerdir={lowers}")

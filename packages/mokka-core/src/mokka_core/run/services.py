@@ -110,6 +110,7 @@ class Services:
 
     def stop(self, wait: float = STOP_WAIT_S) -> None:
         """SIGTERM every service's process group, wait up to ``wait`` seconds, then SIGKILL what is left."""
+        started = time.monotonic()
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + wait
@@ -120,6 +121,8 @@ class Services:
                 log.warning("service %s did not stop within %g s; killing it", name, wait)
             _signal_group(process, signal.SIGKILL)  # also what it left running in its group
             process.wait()
+        if self.processes:
+            log.debug("phase stop: %.3fs (%d services)", time.monotonic() - started, len(self.processes))
         self.processes = {}
 
 

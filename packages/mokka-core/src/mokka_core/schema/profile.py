@@ -81,6 +81,9 @@ class System(Model):
     dmi: Dmi | None = None  # Mokka addition: no DMI staged without it
     #: Mokka addition: the host memory of the board, split evenly over its NUMA nodes (``node<N>/meminfo``)
     memory_bytes: Annotated[int, Field(gt=0)] = 64 << 30
+    #: an nvidia-smi binary (absolute path) staged at /usr/bin/nvidia-smi instead of Debian's
+    #: of the branch nearest driver_version
+    nvidia_smi: Annotated[str, Field(pattern=r"^/")] | None = None
 
 
 class ComputeCapability(Model):
@@ -447,6 +450,8 @@ class XidEvent(Model):
 
     code: Annotated[int, Field(gt=0)]
     seq: Annotated[int, Field(gt=0)]
+    #: when it was raised, in microseconds of CLOCK_MONOTONIC (the kernel log's time stamp); none: at boot
+    usec: NonNeg | None = None
 
 
 class FabricHealth(Model):

@@ -8,6 +8,8 @@ or any directory in tests.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -34,6 +36,35 @@ def multiarch() -> str:
 LIB_DIR = f"usr/lib/{multiarch()}"
 #: The flat NVML state file the mock library reads; next to the library, found without an env var.
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
+
+
+def user_cache(name: str) -> Path:
+    """Mokka's cache directory ``name`` for this user: under ``$MOKKA_CACHE``, default ``~/.cache/mokka``.
+
+    What staging may reuse but never needs (Debian's nvidia-smi, merged module indexes); it is
+    created by whoever writes into it, and one that cannot be read counts as empty.
+    """
+    return Path(os.environ.get("MOKKA_CACHE") or Path.home() / ".cache" / "mokka") / name
+
+
+def say_once(log: logging.Logger, key: str, message: str) -> None:
+    """``message`` as a warning the first time for this user (a marker in Mokka's cache), later at debug.
+
+    For what stays true on this machine until someone acts (no nvidia-smi fetched, a kernel
+    without /proc/modules): every nvml-mock-ctl call re-plans the node, and one line is enough.
+    """
+    marker = user_cache("notices") / key
+    try:
+        seen = marker.exists()
+    except OSError:  # a cache we may not read (HOME of another user): say it every time
+        seen = False
+    if seen:
+        log.debug("%s", message)
+        return
+    log.warning("%s", message)
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def find_root(explicit: Path | None = None, *, creates: bool = False) -> Path:

@@ -38,6 +38,8 @@ RUN_DIR = f"{STATE_DIR}/run"
 #: fabric state ``auto`` as In Progress until it exists, then Completed.
 FABRICMANAGER_READY = f"{RUN_DIR}/fabricmanager.ready"
 IB_DIR = f"{STATE_DIR}/ib"
+#: The node's kernel log as /dev/kmsg records (``pri,seq,usec,flags;text``), what /dev/kmsg serves.
+KERNEL_LOG = f"{STATE_DIR}/kmsg"
 IMEX_DIR = f"{STATE_DIR}/imex"
 
 

