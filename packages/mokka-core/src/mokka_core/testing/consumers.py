@@ -274,13 +274,15 @@ def go_module_program(module: Path, package: str, name: str) -> Path:
     with _locked(name):
         if binary.exists():
             return binary
-        partial = binary.with_name(f".{binary.name}.partial")
-        result = subprocess.run([str(go), "build", "-o", str(partial), package], cwd=module,
-                                env=go_environment(go), capture_output=True, text=True, timeout=1800)
-        if result.returncode != 0:
-            partial.unlink(missing_ok=True)
-            missing(f"building {name} ({package}) failed: {result.stderr.strip()[-800:]}")
-        partial.replace(binary)
+        work = Path(tempfile.mkdtemp(prefix=f".{name}-build-", dir=cache_dir()))
+        try:
+            result = subprocess.run([str(go), "build", "-o", str(work / name), package], cwd=module,
+                                    env=go_environment(go), capture_output=True, text=True, timeout=1800)
+            if result.returncode != 0:
+                missing(f"building {name} ({package}) failed: {result.stderr.strip()[-800:]}")
+            atomic_write(binary, (work / name).read_bytes(), mode=0o755)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return binary
 
 
