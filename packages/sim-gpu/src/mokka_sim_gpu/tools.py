@@ -8,7 +8,6 @@ for this user) says how to get it.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,8 +18,6 @@ from mokka_core.stage.surface import Copy, Entry
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
-
-log = logging.getLogger(__name__)
 
 NVIDIA_SMI = "usr/bin/nvidia-smi"
 
@@ -34,6 +31,8 @@ def nvidia_smi_entries(node: Node) -> list[Entry]:
     branch = nvidia_smi.closest_branch(node.driver_version)
     binary = nvidia_smi.cached(branch)
     if binary is None:
-        say_once(log, f"no-nvidia-smi-{branch}", f"gpu: {nvidia_smi.missing_message(branch)}")
+        import logging  # only here: logging costs nvml-mock-ctl, which re-plans this surface, milliseconds
+
+        say_once(logging.getLogger(__name__), f"no-nvidia-smi-{branch}", f"gpu: {nvidia_smi.missing_message(branch)}")
         return []
     return [Copy(NVIDIA_SMI, binary, mode=0o755)]

@@ -6,15 +6,13 @@ NVML state file (``nvml``), its ``check`` holds the staged file to it, and ``mok
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
 
-@dataclass(frozen=True)
-class LinkRow:
+class LinkRow(NamedTuple):
     gpu: int
     link: int
     active: bool

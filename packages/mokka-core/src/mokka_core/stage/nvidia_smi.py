@@ -10,10 +10,6 @@ nvidia-smi``, run by ``make setup``), so ``mokka run`` never waits on the networ
 
 from __future__ import annotations
 
-import fcntl
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +73,8 @@ def missing_message(branch: str) -> str:
 
 @contextmanager
 def locked(directory: Path, name: str) -> Iterator[None]:
+    import fcntl
+
     with open(directory / f".{name}.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -87,6 +85,10 @@ def locked(directory: Path, name: str) -> Iterator[None]:
 
 def debian_unpack(suite: str, packages: list[str], dest: Path, component: str = "non-free") -> None:
     """Download Debian ``packages`` from ``suite``'s ``component`` and unpack them into ``dest`` (replaced whole)."""
+    import shutil  # here and below: staging reads only the cache (cached()), and nvml-mock-ctl stages
+    import subprocess
+    import tempfile
+
     if not shutil.which("apt-get") or not shutil.which("dpkg"):
         raise FetchFailed("apt-get/dpkg not available")
     uri = "http://deb.debian.org/debian"

@@ -8,14 +8,16 @@ or any directory in tests.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
 from .store import NodeStore
+
+if TYPE_CHECKING:
+    import logging
 
 #: Default root of a cluster node (hostPath), used when neither --root nor $MOKKA_ROOT is given.
 CLUSTER_ROOT = Path("/var/lib/mokka/root")
@@ -62,6 +64,8 @@ def say_once(log: logging.Logger, key: str, message: str) -> None:
         log.debug("%s", message)
         return
     log.warning("%s", message)
+    import contextlib  # here: nvml-mock-ctl imports this module on its way to a change
+
     with contextlib.suppress(OSError):
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
