@@ -279,3 +279,34 @@ def test_touched_fields_names_configuration_fields_only() -> None:
     assert touched_fields(node, node) == frozenset()
     assert touched_fields(node, apply_override(node, {"surfaces": {"nvlink": {"state": "failed"}}})) is None
     assert touched_fields(node, NodeSpec(profile="h100", gpus=3).resolve()) is None
+
+
+CTL_IMPORTS = """
+import sys
+from mokka_core.ctl.cli import execute
+import traceback, builtins
+real = builtins.__import__
+def spy(name, *a, **k):
+    if name == "tempfile" and "tempfile" not in sys.modules:
+        traceback.print_stack(limit=8)
+    return real(name, *a, **k)
+builtins.__import__ = spy
+code = execute(["--root", sys.argv[1], "temp", "0", "77"])
+heavy = {"pydantic", "dataclasses", "logging", "subprocess", "typer", "sysconfig", "inspect"}
+print(code, sorted(heavy & {name.split(".")[0] for name in sys.modules}))
+"""
+
+
+def test_a_ctl_change_loads_nothing_heavy(tmp_path: Path) -> None:
+    """nvml-mock-ctl's latency is mostly interpreter start and imports: a change from the snapshot, through
+    every installed surface's plan, must not load pydantic, dataclasses, logging or subprocess."""
+    root = tmp_path / "root"
+    chosen = installed_surfaces()
+    if "gpu" not in chosen:
+        pytest.skip("sim-gpu is not installed here (tox -e e2e runs this with every surface)")
+    with start(root, "h100", chosen):
+        assert snapshot.load(root) is not None
+        done = subprocess.run([sys.executable, "-c", CTL_IMPORTS, str(root)], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
