@@ -4,6 +4,8 @@ native/state-keys.toml refuse a value with a message naming the key and the boun
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,14 @@ def test_override_devices_that_do_not_exist_are_refused(tmp_path: Path) -> None:
     override.write_text("version: 1\ndevices:\n  '9': {thermal: {temperature_gpu_c: 50}}\n")
     with pytest.raises(MokkaError, match="no GPU 9 on this node"):
         NodeSpec(profile="t4", override_file=override).resolve()
+
+
+def test_a_string_the_library_cannot_hold_is_a_message_under_run(tmp_path: Path) -> None:
+    """Found by fuzz/fuzz_documents.py: the renderer's bound was a ValueError, so `mokka run` printed a traceback."""
+    path = tmp_path / "long.yaml"
+    path.write_text(builtin_text("t4").replace("board_part_number: 900-2G183-0000-001",
+                                               "board_part_number: 900-2G183-0000-001-" + "x" * 20))
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile-file", str(path), "--", "true"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "device.0.board_part_number: is 39 characters long, more than 31" in done.stderr
