@@ -192,6 +192,8 @@ def _edited_t4(case: str) -> str:
         "line-break-in-the-gpu-name": re.sub(r"\n  name: .*", lambda _: '\n  name: "Tesla\\nT4"', t4, count=1),
         "bus-id-used-twice": two.replace(T4_ENTRY, T4_ENTRY + "\n" + T4_ENTRY.replace("0,", "1,")),
         "nested-500-deep": t4 + "extra: " + "[" * 500 + "]" * 500 + "\n",
+        "uuid-used-twice": two.replace(T4_ENTRY, '  - {index: 0, uuid: GPU-11111111-2222-3333-4444-555555555555}\n'
+                                                 '  - {index: 1, uuid: GPU-11111111-2222-3333-4444-555555555555}'),
         "memory-past-u64": t4.replace("total_bytes: 16106127360", f"total_bytes: {2**64}"),
         "index-past-the-count": t4.replace(T4_ENTRY, T4_ENTRY + '\n  - {index: 5, pci: {bus_id: "0000:00:1f.0"}}'),
     }[case]
@@ -204,6 +206,7 @@ REFUSED = [
     ("nested-500-deep", "nested more than 32 levels deep"),
     ("memory-past-u64", "device.0.memory.total: 18446744073709551616 is outside the u64 range"),
     ("index-past-the-count", "not below the GPU count 1"),
+    ("uuid-used-twice", "UUIDs are unique"),
 ]
 RENDERED = ("pci-id-of-33-bits", "memory-past-u64")  # bounds of the state file, which show does not render
 RUN, SHOW = ["run", "--profile-file", "{}", "--", "true"], ["show", "--profile-file", "{}"]
