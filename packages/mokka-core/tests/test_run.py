@@ -458,6 +458,27 @@ def test_signal_stops_the_services_too() -> None:
 
 
 @needs_root
+def test_sigkill_of_mokka_run_stops_its_services() -> None:
+    """SIGKILL of `mokka run` left its services (fabric manager, IMEX, IB responder, kmsg) running."""
+    script = f'{DAEMON_PROBE}; exec sleep 300'
+    with subprocess.Popen([sys.executable, str(FAKE_NODE), "--daemon", "ready", "--", "sh", "-c", script],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        assert proc.stdout is not None
+        service = int(proc.stdout.readline().split()[-1])
+        proc.kill()
+        proc.wait(timeout=10)
+    try:
+        deadline = time.monotonic() + 5
+        while not gone(service):
+            assert time.monotonic() < deadline, "the service outlived mokka run"
+            time.sleep(0.02)
+    finally:
+        if not gone(service):
+            os.kill(service, signal.SIGKILL)
+    assert fake_run("--", "true").returncode == 0  # and the next run removes the killed one's workdir
+
+
+@needs_root
 def test_a_service_that_fails_stops_the_run_before_the_command() -> None:
     before = host_snapshot()
     done = fake_run("--daemon", "exit", "--", "sh", "-c", "echo command-ran")

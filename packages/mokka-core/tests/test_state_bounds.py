@@ -4,6 +4,8 @@ native/state-keys.toml refuse a value with a message naming the key and the boun
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,66 @@ def test_override_devices_that_do_not_exist_are_refused(tmp_path: Path) -> None:
     override.write_text("version: 1\ndevices:\n  '9': {thermal: {temperature_gpu_c: 50}}\n")
     with pytest.raises(MokkaError, match="no GPU 9 on this node"):
         NodeSpec(profile="t4", override_file=override).resolve()
+
+
+def test_a_string_the_library_cannot_hold_is_a_message_under_run(tmp_path: Path) -> None:
+    """Found by fuzz/fuzz_documents.py: the renderer's bound was a ValueError, so `mokka run` printed a traceback."""
+    path = tmp_path / "long.yaml"
+    path.write_text(builtin_text("t4").replace("board_part_number: 900-2G183-0000-001",
+                                               "board_part_number: 900-2G183-0000-001-" + "x" * 20))
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile-file", str(path), "--", "true"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "device.0.board_part_number: is 39 characters long, more than 31" in done.stderr
+
+
+def _edited_t4(case: str) -> str:
+    t4 = builtin_text("t4")
+    assert T4_ENTRY in t4 and "device_id: 0x1EB810DE" in t4 and "num_devices: 1" in t4 and "\n  name: " in t4
+    two = t4.replace("num_devices: 1", "num_devices: 2")
+    return {
+        "pci-id-of-33-bits": t4.replace("device_id: 0x1EB810DE", "device_id: 0x1EB810DE0"),
+        "line-break-in-the-gpu-name": re.sub(r"\n  name: .*", lambda _: '\n  name: "Tesla\\nT4"', t4, count=1),
+        "bus-id-used-twice": two.replace(T4_ENTRY, T4_ENTRY + "\n" + T4_ENTRY.replace("0,", "1,")),
+        "nested-500-deep": t4 + "extra: " + "[" * 500 + "]" * 500 + "\n",
+        "uuid-used-twice": two.replace(T4_ENTRY, '  - {index: 0, uuid: GPU-11111111-2222-3333-4444-555555555555}\n'
+                                                 '  - {index: 1, uuid: GPU-11111111-2222-3333-4444-555555555555}'),
+        "memory-past-u64": t4.replace("total_bytes: 16106127360", f"total_bytes: {2**64}"),
+        "index-past-the-count": t4.replace(T4_ENTRY, T4_ENTRY + '\n  - {index: 5, pci: {bus_id: "0000:00:1f.0"}}'),
+    }[case]
+
+
+REFUSED = [
+    ("pci-id-of-33-bits", "device.0.pci.device_id: 8246070752 is outside the u32 range"),
+    ("line-break-in-the-gpu-name", "device_defaults: name: control characters are not allowed"),
+    ("bus-id-used-twice", "used twice"),
+    ("nested-500-deep", "nested more than 32 levels deep"),
+    ("memory-past-u64", "device.0.memory.total: 18446744073709551616 is outside the u64 range"),
+    ("index-past-the-count", "not below the GPU count 1"),
+    ("uuid-used-twice", "UUIDs are unique"),
+]
+RENDERED = ("pci-id-of-33-bits", "memory-past-u64")  # bounds of the state file, which show does not render
+RUN, SHOW = ["run", "--profile-file", "{}", "--", "true"], ["show", "--profile-file", "{}"]
+
+
+@pytest.mark.parametrize(("case", "message", "command"), [
+    *[(case, message, RUN) for case, message in REFUSED],
+    *[(case, message, SHOW) for case, message in REFUSED if case not in RENDERED],
+])
+def test_what_validate_refuses_run_and_show_refuse_with_a_message(tmp_path: Path, case: str, message: str,
+                                                                   command: list[str]) -> None:
+    """Issue 18 item 14: a 33-bit PCI id under `mokka run` was a ValueError traceback (the renderer's bound)."""
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(_edited_t4(case))
+    assert message in _validate(tmp_path, path.read_text())
+    done = subprocess.run([sys.executable, "-m", "mokka_core", *[arg.format(path) for arg in command]],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr, done.stderr
+
+
+def test_more_gpus_than_the_hca_buses_hold_is_a_message_under_run() -> None:
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--gpus", "66", "--",
+                           "true"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "no PCI bus for HCA 65" in done.stderr, done.stderr

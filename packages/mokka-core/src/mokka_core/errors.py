@@ -41,6 +41,10 @@ class ConfigError(MokkaError):
         return out
 
 
+class StateValueError(MokkaError, ValueError):
+    """A node value the NVML library would refuse in its state file (the bounds of native/state-keys.toml)."""
+
+
 def key_path(loc: Iterable[Any]) -> str:
     """('devices', 3, 'pci', 'bus_id') -> 'devices[3].pci.bus_id'."""
     out = ""

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ConfigError, MokkaError
+from ..errors import ConfigError, MokkaError, StateValueError
 from ..model.codec import encode
 from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
@@ -72,12 +72,12 @@ def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile Y
             profile = load_profile(path)
             # what `run` refuses, validate refuses: the node is resolved and its state file rendered too
             render_nvml_state(NodeSpec(profile_file=path).resolve())
-        except MokkaError as exc:
-            typer.echo(str(exc), err=True)
+        except StateValueError as exc:  # the renderer knows the state-file key, not the file
+            typer.echo(f"{path}: {exc}", err=True)
             bad = True
             continue
-        except ValueError as exc:
-            typer.echo(f"{path}: {exc}", err=True)
+        except MokkaError as exc:
+            typer.echo(str(exc), err=True)
             bad = True
             continue
         typer.echo(f"{path}: ok ({profile.device_defaults.name or 'unnamed GPU'})")

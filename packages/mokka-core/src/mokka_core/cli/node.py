@@ -82,12 +82,12 @@ def down(
     state = RunState.load(where)
     if state is not None and state.daemon_alive():
         signal_daemon(state.pid, timeout, state)
-    removed = teardown_node(where, time.monotonic() + 10.0, run_state=state)
-    left = staging.recover(where)  # an interrupted wave's leftovers that teardown could not remove
+    done = teardown_node(where, time.monotonic() + 10.0, run_state=state)
+    left = [*done.left, *staging.recover(where)]  # recover: an interrupted wave's leftovers
     if left:
         typer.echo(f"node under {where}: not torn down completely, left: {', '.join(left)}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"node under {where}: torn down" + (f" (left over: {', '.join(removed)})" if removed else ""))
+    typer.echo(f"node under {where}: torn down" + (f" (left over: {', '.join(done.removed)})" if done.removed else ""))
 
 
 @node_app.command("status")

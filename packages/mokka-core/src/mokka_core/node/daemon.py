@@ -52,6 +52,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     wake = threading.Event()
     observer = None
     supervisor = Supervisor(root)
+    failed = False
     try:
         chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
@@ -73,6 +74,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
         state.services = _owners(node, chosen, root) if settings.supervise else {}
+        _record_service_files(state, programs)
         if programs and not stop_flag.is_set():
             supervisor.write_config(programs, settings.service_stop_wait_s)
             supervisor.start()
@@ -83,6 +85,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     except Interrupted:
         log.info("stopped before the node was published; nothing was")
     except BaseException as exc:
+        failed = True
         state.error = str(exc)
         _set_phase(root, state, runstate.FAILED)
         raise
@@ -92,8 +95,14 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             observer.join(timeout=2)
         _set_phase(root, state, runstate.STOPPING)
         deadline = time.monotonic() + settings.teardown_deadline_s
-        removed = teardown_node(root, deadline, supervisor, state)
-        log.info("node torn down (%s)", ", ".join(removed) or "nothing was staged")
+        done = teardown_node(root, deadline, supervisor, state)
+        if done.left:
+            unfinished = (f"node not torn down completely, left: {', '.join(done.left)}; "
+                          f"`mokka node down --root {root}` once the root is writable")
+            if not failed:
+                raise MokkaError(unfinished)
+            log.error("%s", unfinished)  # the failure in flight says why the node went
+        log.info("node torn down (%s)", ", ".join(done.removed) or "nothing was staged")
 
 
 def _claim(root: Path) -> RunState:
@@ -138,6 +147,12 @@ def _programs(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str
 
 def _owners(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
     return {name: surface for name, (surface, _) in services(node, chosen, root).items()}
+
+
+def _record_service_files(state: RunState, programs: Mapping[str, Service]) -> None:
+    """Every marker a service of this node has written, for teardown (one that went keeps its place)."""
+    ready = [str(service.ready_path) for service in programs.values() if service.ready_path is not None]
+    state.service_files = sorted({*state.service_files, *ready})
 
 
 def _signature(paths: list[Path]) -> tuple[tuple[int, int, int] | None, ...]:
@@ -225,6 +240,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         elif supervisor.process is not None:
             supervisor.update()
         state.services = _owners(node, chosen, root)
+        _record_service_files(state, wanted)
         log.info("services now: %s", ", ".join(sorted(wanted)) or "none")
     return wanted
 

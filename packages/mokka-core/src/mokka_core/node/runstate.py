@@ -24,6 +24,7 @@ class RunState:
     created_dirs: list[str] = field(default_factory=list)  # relative to root, outermost first
     preexisting: list[str] = field(default_factory=list)  # state files that were there before `up`
     services: dict[str, str] = field(default_factory=dict)  # supervisord program -> surface
+    service_files: list[str] = field(default_factory=list)  # the services' ready markers, relative to root
     error: str | None = None
 
     def save(self, root: Path) -> None:

@@ -2,14 +2,17 @@
 
 Works the same whether the daemon is stopping itself, or ``mokka node down`` cleans
 up after a daemon that was SIGKILLed (then only the files on disk are left to go by).
-Every step is idempotent, so an interrupted teardown can simply be run again.
+Every step is idempotent, so an interrupted teardown can simply be run again: what cannot be
+removed (a root gone read-only) is reported, and the run state, which says what the node left,
+goes last, so a later ``mokka node down`` removes the rest.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..stage import staging
@@ -20,31 +23,54 @@ from .supervise import Supervisor, socket_path
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class TornDown:
+    removed: list[str] = field(default_factory=list)  # the surfaces removed
+    left: list[str] = field(default_factory=list)  # what could not be removed, relative to the root
+
+
 def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = None,
-                  run_state: RunState | None = None) -> list[str]:
-    """Tear the node down by ``deadline`` (monotonic); returns the surfaces removed."""
+                  run_state: RunState | None = None) -> TornDown:
+    """Tear the node down by ``deadline`` (monotonic); says which surfaces went and what is left."""
     run_state = run_state or RunState.load(root)
     (supervisor or Supervisor(root)).stop(deadline)
-    removed = []
+    done = TornDown()
+    # the services are stopped: their markers go (a killed service, or one on a root gone read-only, left them)
+    for rel in run_state.service_files if run_state else []:
+        _unlink(root, root / rel, done.left)
     try:
-        removed = staging.teardown_all(root)
+        done.removed = staging.teardown_all(root)
     except Exception as exc:
         log.error("teardown of the staged surfaces failed: %s", exc)
         for name in staging.staged_surfaces(root):  # one by one: what can go, goes
             try:
                 staging.teardown(root, name)
-                removed.append(name)
+                done.removed.append(name)
             except Exception as each:
                 log.error("teardown of surface %s failed: %s", name, each)
+                done.left.append(f"surface {name}")
     store = NodeStore(root)
     keep = {root / rel for rel in run_state.preexisting} if run_state else {store.override_file}
-    for path in store.bookkeeping:
-        if path not in keep:
-            path.unlink(missing_ok=True)
-    socket_path(root).unlink(missing_ok=True)
+    for path in [*store.bookkeeping, socket_path(root)]:
+        if path not in keep and path != store.daemon_file:
+            _unlink(root, path, done.left)
+    if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
+        return done
+    if store.daemon_file not in keep:
+        _unlink(root, store.daemon_file, done.left)
     for rel in reversed(run_state.created_dirs if run_state else []):
-        with contextlib.suppress(OSError):  # not empty: something not ours lives there
+        try:
             (root / rel).rmdir()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):  # not empty: not ours lives there
+                done.left.append(rel)
     if time.monotonic() > deadline:
         log.warning("teardown overran its deadline")
-    return removed
+    return done
+
+
+def _unlink(root: Path, path: Path, left: list[str]) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        left.append(str(path.relative_to(root)))

@@ -40,7 +40,7 @@ from ..stage.staging import stage_wave
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
 from . import namespace
-from .services import ServiceFailed, Services
+from .services import ServiceFailed, Services, die_with
 
 log = logging.getLogger(__name__)
 
@@ -380,16 +380,10 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     return status
 
 
-PR_SET_PDEATHSIG = 1
-
-
 def _die_with(parent: int) -> None:
     """SIGKILL for this child when ``parent`` dies (even by SIGKILL): CMD never outlives mokka run."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0 or os.getppid() != parent:
-        os._exit(EXIT_SETUP_FAILED)  # no death signal, or the parent died before it was set
+    if not die_with(parent, signal.SIGKILL):
+        os._exit(EXIT_SETUP_FAILED)
 
 
 def _raise_if_interrupted() -> None:

@@ -3,6 +3,7 @@
 The same :class:`~mokka_core.stage.surface.Service` entries ``mokka node up`` gives
 supervisord, run the way supervisord runs them: each in its own process group with
 ``MOKKA_ROOT`` set, stopped with SIGTERM to the group, a bounded wait, then SIGKILL.
+Each gets SIGTERM when the process that started it dies, even by SIGKILL (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ class Services:
     def start(self, before_exec: Callable[[], None] | None = None) -> None:
         """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace)."""
 
+        parent = os.getpid()
+
         def prepare() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, set())  # ours may hold SIGTERM & co. (mokka run does)
+            if not die_with(parent, signal.SIGTERM):  # SIGTERM: the service removes its ready marker
+                raise OSError("cannot tie the service to its parent (PR_SET_PDEATHSIG), or the parent is gone")
             if before_exec is not None:
                 before_exec()
 
@@ -124,6 +129,20 @@ class Services:
         if self.processes:
             log.debug("phase stop: %.3fs (%d services)", time.monotonic() - started, len(self.processes))
         self.processes = {}
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int, sig: int) -> bool:
+    """Have the calling child get ``sig`` when ``parent`` dies; False if that failed or ``parent`` is gone already.
+
+    The kernel sends it when the forking *thread* exits: fork from a thread that outlives the child.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0 and os.getppid() == parent
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:

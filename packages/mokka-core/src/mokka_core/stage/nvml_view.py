@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import StateValueError
 from ..model.physics import readings
 from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER, RANGES, TYPES
@@ -405,11 +406,11 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     for what, name in (("node name", node.node_name), ("profile name", node.profile_name)):
         problem = value_problem("", name or "")
         if problem:
-            raise ValueError(f"{what} {name[:60]!r} {problem}")
+            raise StateValueError(f"{what} {name[:60]!r} {problem}")
     for key, value in extra_system.items():
         problem = value_problem(f"system.{key}", str(value))
         if problem:
-            raise ValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
+            raise StateValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
         lines.append(f"system.{key}={value}")
     root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
     append = lines.append
@@ -426,7 +427,7 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
                 text = str(value)
             problem = _problem(key, value, text)
             if problem:
-                raise ValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
+                raise StateValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
             append(f"{prefix}{key}={text}")
 
     for gpu in node.gpus:
