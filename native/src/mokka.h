@@ -21,6 +21,8 @@
 #define MK_CPUSET_WORDS 16   /* 1024 CPUs */
 #define MK_STATE_MAGIC "mokka-nvml-state 1"
 #define MK_MAX_FILE (16u << 20)
+#define MK_SETTINGS_MAGIC "mokka-nvml-settings 1"
+#define MK_MAX_SETTINGS (1u << 20)
 
 /* --- snapshot model (filled only through the descriptor tables in state.c) --- */
 
@@ -89,6 +91,7 @@ struct mk_device {
     uint32_t fan_count, fan_speed;
     /* clocks (MHz): [graphics, sm, mem, video] */
     uint32_t clk_cur[4], clk_max[4], clk_app[4], clk_default_app[4], clk_boost[4];
+    uint32_t clk_locked[2][2];  /* [graphics, memory][min, max], 0: not locked */
     int32_t auto_boost;       /* -1 not supported */
     uint64_t throttle_reasons, supported_throttle_reasons;
     uint64_t viol_power_ns, viol_thermal_ns, viol_sync_boost_ns;

@@ -140,13 +140,16 @@ def _entry(scope: str, row: dict[str, object]) -> Entry:
     return entry
 
 
-def mokka_h(root: Path) -> tuple[dict[str, int], str]:
+def mokka_h(root: Path) -> tuple[dict[str, int], tuple[str, str]]:
     text = (root / MOKKA_H).read_text()
     limits = {m[1]: int(m[2]) for m in re.finditer(r"^#define (MK_MAX_\w+) (\d+)\b", text, re.M)}
-    magic = re.search(r'^#define MK_STATE_MAGIC "([^"]+)"', text, re.M)
-    if magic is None:
-        raise TableError(f"{MOKKA_H}: no MK_STATE_MAGIC")
-    return limits, magic[1]
+    magics = []
+    for name in ("MK_STATE_MAGIC", "MK_SETTINGS_MAGIC"):
+        magic = re.search(rf'^#define {name} "([^"]+)"', text, re.M)
+        if magic is None:
+            raise TableError(f"{MOKKA_H}: no {name}")
+        magics.append(magic[1])
+    return limits, (magics[0], magics[1])
 
 
 # ---- C --------------------------------------------------------------------------------------------
@@ -195,12 +198,14 @@ def _const_name(scope: str, key: str) -> str:
     return f"{scope.upper()}_{key.upper().replace('.', '_')}"
 
 
-def render_py(scopes: list[Scope], limits: dict[str, int], magic: str) -> str:
+def render_py(scopes: list[Scope], limits: dict[str, int], magic: tuple[str, str]) -> str:
     out = [f'"""The NVML state-file keys (format: native/README.md).\n\n'
            f"Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.\n"
            '"""\n\nfrom __future__ import annotations\n\nfrom types import MappingProxyType\n\n'
 ]
-    out.append(f"HEADER = {_q(magic)}\n")
+    out.append(f"HEADER = {_q(magic[0])}\n")
+    out.append(f"# first line of the setter record (device-scope keys NVML setters changed; stage/nvml_settings.py)\n"
+               f"SETTINGS_HEADER = {_q(magic[1])}\n")
     scope_limits = {}
     for scope in scopes:
         for placeholder in PLACEHOLDER_RE.findall(scope.prefix)[-1:]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..model.node import Node
     from ..stage.surface import Surface
 
 PROG = "nvml-mock-ctl"
@@ -233,6 +234,8 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
 
         outcome = apply(root, mutation(args), surfaces=surfaces, start_empty=args.verb == "reset" and not args.gpu,
                         validate=args.verb == "set")
+        if args.verb == "reset" and _clear_nvml_settings(root, outcome.node, args.gpu):
+            outcome = outcome._replace(message=f"{outcome.message}; NVML settings cleared")
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -252,6 +255,15 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         print(f"node from: {'snapshot' if outcome.from_snapshot else 'files'}; "
               f"pydantic loaded: {'pydantic' in sys.modules}", file=sys.stderr)
     return 0
+
+
+def _clear_nvml_settings(root: Path, node: Node, target: str | None) -> bool:
+    """``reset`` also drops what NVML setters changed: on every GPU, or on the chosen ones."""
+    from ..stage import nvml_settings
+    from .verbs import select
+
+    chosen = select(node, target) if target else None
+    return nvml_settings.clear(root, None if chosen is None else [gpu.index for gpu in chosen])
 
 
 def show_status(root: Path, as_json: bool) -> int:

@@ -42,14 +42,15 @@ def gpu_summary(gpu: Gpu) -> dict[str, Any]:
 
 
 def node_summary(node: Node, root: Path) -> dict[str, Any]:
-    from ..stage import staging
+    from ..stage import nvml_settings, staging
 
     staged = set(staging.staged_surfaces(root))
+    settings = nvml_settings.read(root)
     return {
         "root": str(root),
         "node": node.node_name,
         "profile": node.profile_name,
-        "gpus": [gpu_summary(gpu) for gpu in node.gpus],
+        "gpus": [{**gpu_summary(gpu), "nvml_settings": settings.get(gpu.index, {})} for gpu in node.gpus],
         "surfaces": {name: {"enabled": s.enabled, "state": s.state, "staged": name in staged}
                      for name, s in node.surfaces.items()},
     }
@@ -68,6 +69,10 @@ def table(summary: dict[str, Any]) -> str:
             f"{_ecc(ecc):<10}{xids:<12}"
             f"{', '.join(gpu['faults'] + [r for r in gpu['throttle'] if r != 'gpu_idle']) or '-'}"
         )
+    changed = [f"  GPU {gpu['index']}: " + ", ".join(f"{k}={v}" for k, v in gpu["nvml_settings"].items())
+               for gpu in summary["gpus"] if gpu["nvml_settings"]]
+    if changed:
+        lines += ["", "Set through NVML (nvidia-smi -pl/-pm/-c/-e/-r…; cleared by reset):", *changed]
     lines.append("")
     lines.append("Surfaces: " + ", ".join(
         _surface(name, s) for name, s in summary["surfaces"].items()))

@@ -8,6 +8,8 @@ from __future__ import annotations
 from types import MappingProxyType
 
 HEADER = "mokka-nvml-state 1"
+# first line of the setter record (device-scope keys NVML setters changed; stage/nvml_settings.py)
+SETTINGS_HEADER = "mokka-nvml-settings 1"
 # index limits (mokka.h): device.<i> < device, device.<i>.nvlink.<l> < link, ...
 LIMITS = MappingProxyType({"device": 256, "link": 18, "process": 32, "event": 256, "pcifn": 256})
 
@@ -100,6 +102,10 @@ DEVICE_TYPES = MappingProxyType({
     "clock.video.app": "u32",
     "clock.video.default_app": "u32",
     "clock.video.boost_max": "u32",
+    "clock.locked.graphics_min": "u32",
+    "clock.locked.graphics_max": "u32",
+    "clock.locked.memory_min": "u32",
+    "clock.locked.memory_max": "u32",
     "clock.auto_boost": "i32",
     "clock.event_reasons": "u64",
     "clock.supported_event_reasons": "u64",
