@@ -150,6 +150,7 @@ MK_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     NONNULL(activationStatus);
     if (D->mig_current < 0) NOTSUP();
     if (mode > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mode == 0 && D->mig_gi_n > 0) return NVML_ERROR_IN_USE; /* GPU instances exist: destroy them first */
     int deferred = D->nproc > 0 && D->architecture < NVML_DEVICE_ARCH_HOPPER;
     struct mk_setting set[2];
     put(&set[0], "mig.pending", mode);

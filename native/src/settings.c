@@ -64,7 +64,23 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+struct fixed { const struct mk_setting *set; size_t n; };
+
+static nvmlReturn_t copy_fixed(struct mk_snap *S, uint32_t dev, void *ctx, struct mk_setting *out, size_t *n) {
+    const struct fixed *f = ctx;
+    (void)S; (void)dev;
+    memcpy(out, f->set, f->n * sizeof *out);
+    *n = f->n;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t mk_settings_write(uint32_t dev, const struct mk_setting *set, size_t n) {
+    if (n > MK_MAX_SETTING_KEYS) return NVML_ERROR_INVALID_ARGUMENT;
+    struct fixed f = {set, n};
+    return mk_settings_apply(dev, copy_fixed, &f);
+}
+
+nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) {
     const char *path = mk_settings_path();
     const char *slash = strrchr(path, '/');
     char dir[4096], tmp[512];
@@ -78,10 +94,17 @@ nvmlReturn_t mk_settings_write(uint32_t dev, const struct mk_setting *set, size_
         return NVML_ERROR_UNKNOWN;
     }
     while (flock(dfd, LOCK_EX) != 0 && errno == EINTR) {}
-    nvmlReturn_t ret = NVML_ERROR_UNKNOWN;
+    /* decide on the node as it is now, under the lock: no other writer can change it in between */
+    mk_refresh_slow(mk_now_coarse(), 1);
+    struct mk_setting set[MK_MAX_SETTING_KEYS];
+    size_t n = 0;
+    nvmlReturn_t ret = compute(mk_snapshot(), dev, ctx, set, &n);
+    char *old = NULL, *out = NULL;
     size_t len;
-    char *old = read_record(dfd, name, &len);
-    char *out = old ? malloc(len + n * 160 + sizeof(MK_SETTINGS_MAGIC) + 8) : NULL;
+    if (ret != NVML_SUCCESS) goto done;
+    ret = NVML_ERROR_UNKNOWN;
+    old = read_record(dfd, name, &len);
+    out = old ? malloc(len + n * 240 + sizeof(MK_SETTINGS_MAGIC) + 8) : NULL;
     if (!out) goto done;
     size_t o = (size_t)sprintf(out, "%s\n", MK_SETTINGS_MAGIC);
     for (size_t pos = 0; pos < len;) {
@@ -95,7 +118,7 @@ nvmlReturn_t mk_settings_write(uint32_t dev, const struct mk_setting *set, size_
         out[o++] = '\n';
     }
     for (size_t i = 0; i < n; i++)
-        if (set[i].value[0]) o += (size_t)sprintf(out + o, "device.%u.%.64s=%.63s\n", dev, set[i].key, set[i].value);
+        if (set[i].value[0]) o += (size_t)sprintf(out + o, "device.%u.%.64s=%.159s\n", dev, set[i].key, set[i].value);
     o += (size_t)sprintf(out + o, "end\n");
     if (o > MK_MAX_SETTINGS) {
         mk_log("setter record %s: would exceed %u bytes", path, MK_MAX_SETTINGS);

@@ -36,15 +36,16 @@ struct desc {
     uint32_t aux;    /* T_U8LIST: offset of the count field; T_CPUSET: offset of the "set" flag */
 };
 
-#include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, event_desc, pcifn_desc */
+#include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc, pcifn_desc */
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Key lookup: one open-addressing hash table over all six descriptor tables, built once. */
-enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_EVENT, SC_PCIFN };
+/* Key lookup: one open-addressing hash table over all seven descriptor tables, built once. */
+enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_MIGPROFILE, SC_EVENT, SC_PCIFN };
 #define HT_SIZE 512u /* power of two, about 2x the number of descriptors */
 static uint16_t ht[HT_SIZE]; /* 0 = empty, else 1 + (scope << 12 | index) */
-static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, event_desc, pcifn_desc};
+static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc,
+                                            pcifn_desc};
 static pthread_once_t ht_once = PTHREAD_ONCE_INIT;
 
 /* cheap hash: length, first and last 8 bytes (keys are short, their ends differ) */
@@ -73,6 +74,7 @@ static void build_tables(void) {
     ht_add(SC_DEV, dev_desc, N(dev_desc));
     ht_add(SC_LINK, link_desc, N(link_desc));
     ht_add(SC_PROC, proc_desc, N(proc_desc));
+    ht_add(SC_MIGPROFILE, migprofile_desc, N(migprofile_desc));
     ht_add(SC_EVENT, event_desc, N(event_desc));
     ht_add(SC_PCIFN, pcifn_desc, N(pcifn_desc));
 }
@@ -314,6 +316,12 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
                 if (sub + 1 > dv->nproc) dv->nproc = sub + 1;
                 base = &dv->proc[sub];
                 d = lookup(SC_PROC, r2, (size_t)(kend - r2));
+            } else if (rl > 12 && memcmp(r, "mig_profile.", 12) == 0) {
+                r2 = read_index(r + 12, kend, &sub);
+                if (!r2 || sub >= MK_MAX_MIG_PROFILES) FAIL("line %u: bad mig_profile index", lineno);
+                if (sub + 1 > dv->nmig_profile) dv->nmig_profile = sub + 1;
+                base = &dv->mig_profile[sub];
+                d = lookup(SC_MIGPROFILE, r2, (size_t)(kend - r2));
             } else {
                 base = dv;
                 d = lookup(SC_DEV, r, rl);

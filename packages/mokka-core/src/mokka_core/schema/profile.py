@@ -293,10 +293,30 @@ class Display(Model):
     active: Mode = "disabled"
 
 
+class MigGpuInstanceProfile(Model):
+    """One row of ``nvidia-smi mig -lgip``: a GPU-instance profile of the board (MIG user guide, real boards)."""
+
+    name: Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]+gb(\+me)?$")]
+    id: NonNeg
+    nvml_profile: Annotated[int, Field(ge=0, le=9)]  # the NVML_GPU_INSTANCE_PROFILE_* index it answers
+    slices: Annotated[int, Field(ge=1, le=8)]
+    instances: Annotated[int, Field(ge=1, le=8)]
+    memory_mb: Annotated[int, Field(ge=1)]
+    multiprocessors: Annotated[int, Field(ge=1)]
+    copy_engines: NonNeg = 0
+    decoders: NonNeg = 0
+    encoders: NonNeg = 0
+    jpegs: NonNeg = 0
+    ofas: NonNeg = 0
+    placement_size: Annotated[int, Field(ge=1, le=8)]  # memory slices an instance occupies
+    placements: list[Annotated[int, Field(ge=0, le=7)]]  # the memory-slice starts it may take
+
+
 class Mig(Model):
     mode_current: Mode = "disabled"
     mode_pending: Mode = "disabled"
     max_gpu_instances: NonNeg = 0
+    gpu_instance_profiles: list[MigGpuInstanceProfile] = Field(default_factory=list, max_length=16)
 
 
 class CurrentPending(Model):

@@ -11,7 +11,7 @@ HEADER = "mokka-nvml-state 1"
 # first line of the setter record (device-scope keys NVML setters changed; stage/nvml_settings.py)
 SETTINGS_HEADER = "mokka-nvml-settings 1"
 # index limits (mokka.h): device.<i> < device, device.<i>.nvlink.<l> < link, ...
-LIMITS = MappingProxyType({"device": 256, "link": 18, "process": 32, "event": 256, "pcifn": 256})
+LIMITS = MappingProxyType({"device": 256, "link": 18, "process": 32, "migprofile": 16, "event": 256, "pcifn": 256})
 
 # system.<key>: node-wide values; key -> value type
 SYSTEM_TYPES = MappingProxyType({
@@ -188,6 +188,8 @@ DEVICE_TYPES = MappingProxyType({
     "gsp.version": "str",
     "mig.current": "i32",
     "mig.pending": "i32",
+    "mig.gpu_instances": "u8list",
+    "mig.compute_instances": "u8list",
     "mig.max_devices": "u32",
     "fabric.supported": "u32",
     "fabric.cluster_uuid": "str",
@@ -262,6 +264,25 @@ PROCESS_TYPES = MappingProxyType({
 })
 PROCESS_KEYS = frozenset(PROCESS_TYPES)
 
+# device.<i>.mig_profile.<p>.<key>: a GPU-instance profile of a MIG-capable GPU (`mig -lgip`); key -> value type
+MIGPROFILE_TYPES = MappingProxyType({
+    "profile": "u32",
+    "id": "u32",
+    "name": "str",
+    "slices": "u32",
+    "instances": "u32",
+    "memory_mb": "u64",
+    "sms": "u32",
+    "copy_engines": "u32",
+    "decoders": "u32",
+    "encoders": "u32",
+    "jpegs": "u32",
+    "ofas": "u32",
+    "placement_size": "u32",
+    "placements": "u8list",
+})
+MIGPROFILE_KEYS = frozenset(MIGPROFILE_TYPES)
+
 # event.<n>.<key>: Xid and other device events; key -> value type
 EVENT_TYPES = MappingProxyType({
     "seq": "u64",
@@ -285,6 +306,7 @@ KEYS = MappingProxyType({
     "device": DEVICE_KEYS,
     "link": LINK_KEYS,
     "process": PROCESS_KEYS,
+    "migprofile": MIGPROFILE_KEYS,
     "event": EVENT_KEYS,
     "pcifn": PCIFN_KEYS,
 })
@@ -294,6 +316,7 @@ TYPES = MappingProxyType({
     "device": DEVICE_TYPES,
     "link": LINK_TYPES,
     "process": PROCESS_TYPES,
+    "migprofile": MIGPROFILE_TYPES,
     "event": EVENT_TYPES,
     "pcifn": PCIFN_TYPES,
 })
@@ -410,6 +433,8 @@ DEVICE_GSP_DEFAULT_MODE = "gsp.default_mode"
 DEVICE_GSP_VERSION = "gsp.version"
 DEVICE_MIG_CURRENT = "mig.current"
 DEVICE_MIG_PENDING = "mig.pending"
+DEVICE_MIG_GPU_INSTANCES = "mig.gpu_instances"
+DEVICE_MIG_COMPUTE_INSTANCES = "mig.compute_instances"
 DEVICE_MIG_MAX_DEVICES = "mig.max_devices"
 DEVICE_FABRIC_SUPPORTED = "fabric.supported"
 DEVICE_FABRIC_CLUSTER_UUID = "fabric.cluster_uuid"
@@ -471,6 +496,20 @@ PROCESS_MEM_UTIL = "mem_util"
 PROCESS_ENC_UTIL = "enc_util"
 PROCESS_DEC_UTIL = "dec_util"
 PROCESS_NAME = "name"
+MIGPROFILE_PROFILE = "profile"
+MIGPROFILE_ID = "id"
+MIGPROFILE_NAME = "name"
+MIGPROFILE_SLICES = "slices"
+MIGPROFILE_INSTANCES = "instances"
+MIGPROFILE_MEMORY_MB = "memory_mb"
+MIGPROFILE_SMS = "sms"
+MIGPROFILE_COPY_ENGINES = "copy_engines"
+MIGPROFILE_DECODERS = "decoders"
+MIGPROFILE_ENCODERS = "encoders"
+MIGPROFILE_JPEGS = "jpegs"
+MIGPROFILE_OFAS = "ofas"
+MIGPROFILE_PLACEMENT_SIZE = "placement_size"
+MIGPROFILE_PLACEMENTS = "placements"
 EVENT_SEQ = "seq"
 EVENT_DEVICE = "device"
 EVENT_TYPE = "type"
