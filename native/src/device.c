@@ -75,8 +75,9 @@ MK_API nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t devic
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-    DEV(device);
     NONNULL(index);
+    MIG_ANSWERS(device, mk_mig_index(device, index));
+    DEV(device);
     *index = device->index;
     return NVML_SUCCESS;
 }
@@ -136,6 +137,7 @@ MK_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t dev
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *a) {
+    MIG_ANSWERS(device, mk_mig_attributes(device, a));
     DEV(device);
     NONNULL(a);
     NOTSUP(); /* only MIG device handles answer this on real boards */
@@ -260,6 +262,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *b) {
+    MIG_AS_GPU(device);
     DEV(device);
     NONNULL(b);
     b->bar1Total = D->bar1_total;
@@ -661,6 +664,7 @@ MK_API nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvmlMemo
 
 MK_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t e, nvmlEccCounterType_t c,
                                                    nvmlMemoryLocation_t loc, unsigned long long *count) {
+    MIG_AS_GPU(device);
     DEV(device);
     NONNULL(count);
     nvmlReturn_t r = ecc_args(D, e, c);

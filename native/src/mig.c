@@ -354,21 +354,10 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGp
 
 /* ---- compute-instance profiles: sizes 1, 2, 3, 4, 7 slices up to the GPU instance's (no 3 on 4) --- */
 
-static const unsigned ci_slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
-
 static int ci_profile_ok(const struct mk_mig_profile *gp, unsigned profile) {
     if (profile > NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE) return 0;
-    unsigned s = ci_slices[profile], n = gp->slices;
+    unsigned s = mk_ci_slices(profile), n = gp->slices;
     return s <= n && !(n == 4 && s == 3);
-}
-
-/* SMs of a compute instance: the whole GPU instance's, else those of the board's GPU instance of that size */
-static unsigned ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s) {
-    if (s == gp->slices) return gp->sms;
-    for (unsigned r = 0; r < D->nmig_profile; r++)
-        if (D->mig_profile[r].slices == s && D->mig_profile[r].profile == (s == 1 ? 0u : s == 2 ? 1u : s == 3 ? 2u : 3u))
-            return D->mig_profile[r].sms;
-    return gp->sms * s / gp->slices;
 }
 
 static void ci_name(char *buf, size_t len, const struct mk_mig_profile *gp, unsigned s) {
@@ -384,13 +373,13 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstanc
     if (engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) return NVML_ERROR_INVALID_ARGUMENT;
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     if (!ci_profile_ok(G.p, profile)) NOTSUP();
-    unsigned s = ci_slices[profile];
+    unsigned s = mk_ci_slices(profile);
     memset(info, 0, sizeof *info);
     info->version = nvmlComputeInstanceProfileInfo_v2;
     info->id = profile;
     info->sliceCount = s;
     info->instanceCount = G.p->slices / s;
-    info->multiprocessorCount = ci_sms(D, G.p, s);
+    info->multiprocessorCount = mk_ci_sms(D, G.p, s);
     info->sharedCopyEngineCount = G.p->copy_engines;
     info->sharedDecoderCount = G.p->decoders;
     info->sharedEncoderCount = G.p->encoders;
@@ -417,12 +406,12 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance
 static unsigned ci_used(const struct mk_device *D, unsigned gi) {
     unsigned mask = 0;
     for (unsigned k = 0; k + 3 < D->mig_ci_n; k += 4)
-        if (D->mig_ci[k] == gi) mask |= ((1u << ci_slices[D->mig_ci[k + 2]]) - 1) << D->mig_ci[k + 3];
+        if (D->mig_ci[k] == gi) mask |= ((1u << mk_ci_slices(D->mig_ci[k + 2])) - 1) << D->mig_ci[k + 3];
     return mask;
 }
 
 static int ci_free_start(const struct mk_device *D, const struct gi *g, unsigned profile, int want) {
-    unsigned s = ci_slices[profile], used = ci_used(D, g->id);
+    unsigned s = mk_ci_slices(profile), used = ci_used(D, g->id);
     for (unsigned start = 0; start + s <= g->p->slices; start += s)
         if ((want < 0 || (unsigned)want == start) && !(used & (((1u << s) - 1) << start))) return (int)start;
     return -1;
@@ -433,7 +422,7 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuIn
     GI(gpuInstance);
     NONNULL(count);
     if (!ci_profile_ok(G.p, profileId)) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned s = ci_slices[profileId], used = ci_used(D, G.id), n = 0;
+    unsigned s = mk_ci_slices(profileId), used = ci_used(D, G.id), n = 0;
     for (unsigned start = 0; start + s <= G.p->slices; start += s)
         if (!(used & (((1u << s) - 1) << start))) n++;
     *count = n;
@@ -447,7 +436,7 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuI
     GI(gpuInstance);
     NONNULL(count);
     if (!ci_profile_ok(G.p, profileId)) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned s = ci_slices[profileId], n = G.p->slices / s;
+    unsigned s = mk_ci_slices(profileId), n = G.p->slices / s;
     if (placements_ == NULL) { *count = n; return NVML_SUCCESS; }
     if (*count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
     for (unsigned i = 0; i < n; i++) placements_[i] = (nvmlComputeInstancePlacement_t){i * s, s};
@@ -590,7 +579,7 @@ MK_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeI
     info->gpuInstance = gi_handle(computeInstance->dev, computeInstance->gi);
     info->id = computeInstance->id;
     info->profileId = D->mig_ci[at + 2];
-    info->placement = (nvmlComputeInstancePlacement_t){D->mig_ci[at + 3], ci_slices[D->mig_ci[at + 2]]};
+    info->placement = (nvmlComputeInstancePlacement_t){D->mig_ci[at + 3], mk_ci_slices(D->mig_ci[at + 2])};
     return NVML_SUCCESS;
 }
 

@@ -104,13 +104,34 @@ nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m) {
     return NVML_ERROR_INVALID_ARGUMENT; /* its compute instance was destroyed */
 }
 
+unsigned mk_ci_slices(unsigned profile) {
+    static const unsigned slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+    return profile < sizeof slices / sizeof slices[0] ? slices[profile] : 0;
+}
+
+unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s) {
+    if (s == gp->slices) return gp->sms;
+    for (unsigned r = 0; r < D->nmig_profile; r++) /* the board's plain GPU instance profile of that size */
+        if (D->mig_profile[r].slices == s && D->mig_profile[r].profile == s - 1) return D->mig_profile[r].sms;
+    return gp->sms * s / gp->slices;
+}
+
 /* the compute instance's profile name: `3g.40gb` for a whole GPU instance, else `1c.3g.40gb` */
 static void ci_profile_name(const struct mk_mig *m, char *buf, size_t len) {
-    static const unsigned slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
-    unsigned p = m->D->mig_ci[m->at + 2];
-    unsigned s = p < 8 ? slices[p] : m->gp->slices;
-    if (s == m->gp->slices) snprintf(buf, len, "%s", m->gp->name);
+    unsigned s = mk_ci_slices(m->D->mig_ci[m->at + 2]);
+    if (s == 0 || s == m->gp->slices) snprintf(buf, len, "%s", m->gp->name);
     else snprintf(buf, len, "%uc.%s", s, m->gp->name);
+}
+
+nvmlReturn_t mk_mig_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *a) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    if (!a) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned s = mk_ci_slices(m.D->mig_ci[m.at + 2]);
+    *a = (nvmlDeviceAttributes_t){mk_ci_sms(m.D, m.gp, s), m.gp->copy_engines, m.gp->decoders, m.gp->encoders,
+                                  m.gp->jpegs, m.gp->ofas, m.gp->slices, s, m.gp->memory_mb};
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t mk_mig_name(nvmlDevice_t h, char *buf, unsigned len) {
@@ -151,5 +172,13 @@ nvmlReturn_t mk_mig_memory(nvmlDevice_t h, uint64_t *total) {
     nvmlReturn_t r = mk_mig_dev(h, &m);
     if (r != NVML_SUCCESS) return r;
     *total = m.gp->memory_mb << 20;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t mk_mig_index(nvmlDevice_t h, unsigned *index) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    *index = m.at / 4;
     return NVML_SUCCESS;
 }

@@ -43,7 +43,23 @@ nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m);
 nvmlReturn_t mk_mig_name(nvmlDevice_t h, char *buf, unsigned len);
 nvmlReturn_t mk_mig_uuid(nvmlDevice_t h, char *buf, unsigned len);
 nvmlReturn_t mk_mig_memory(nvmlDevice_t h, uint64_t *total);
+nvmlReturn_t mk_mig_index(nvmlDevice_t h, unsigned *index); /* its place among its GPU's MIG devices */
+nvmlReturn_t mk_mig_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *a);
+/* compute instances: slices of an NVML_COMPUTE_INSTANCE_PROFILE_* (0: none), and the SMs of one of s slices
+ * in a GPU instance of profile gp: the whole instance's, else the board's plain GPU instance of that size */
+unsigned mk_ci_slices(unsigned profile);
+unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s);
 
+/* a getter whose answer for a MIG device is its GPU's (ECC counters) continues with the GPU's handle */
+#define MIG_AS_GPU(h)                                          \
+    do {                                                       \
+        if (mk_is_mig_handle(h)) {                             \
+            struct mk_mig m_;                                  \
+            nvmlReturn_t r_ = mk_mig_dev((h), &m_);            \
+            if (r_ != NVML_SUCCESS) return r_;                 \
+            (h) = mk_handle((h)->index);                       \
+        }                                                      \
+    } while (0)
 /* the getters that also answer for MIG devices start with this */
 #define MIG_ANSWERS(h, call) do { if (mk_is_mig_handle(h)) return (call); } while (0)
 

@@ -24,6 +24,7 @@ A100_LGIP = [("1g.5gb", 19, "7/7", "4.75", 14, 0, 0, 1, 0, 0), ("1g.5gb+me", 20,
              ("1g.10gb", 15, "4/4", "9.75", 14, 1, 0, 1, 0, 0), ("2g.10gb", 14, "3/3", "9.75", 28, 1, 0, 2, 0, 0),
              ("3g.20gb", 9, "2/2", "19.62", 42, 2, 0, 3, 0, 0), ("4g.20gb", 5, "1/1", "19.62", 56, 2, 0, 4, 0, 0),
              ("7g.40gb", 0, "1/1", "39.38", 98, 5, 0, 7, 1, 1)]
+BOARD_MIB = {"h100": (40448, 9984), "a100": (20096, 4864)}  # the GPU instances' memory, MiB
 BOARDS = {"h100": (H100_LGIP, "3g.40gb", "1g.10gb", 39.5), "a100": (A100_LGIP, "3g.20gb", "1g.5gb", 19.625)}
 
 
@@ -59,6 +60,9 @@ def test_partition_lives_across_processes(smi, lib_dir, state_file, board):
     migs = re.findall(r"^  MIG (\S+) +Device +(\d): \(UUID: (MIG-[0-9a-f-]{36})\)$", gpu0, re.M)
     assert [(name, dev) for name, dev, _ in migs] == [(big, "0"), (small, "1"), (small, "2")], listing
     assert "MIG " not in listing.split("GPU 1:")[1]  # GPU 1 untouched
+    table_rows = re.findall(r"^\|  0 +(\d+) +(\d+) +(\d) +\| +0MiB / +(\d+)MiB +\| +(\d+) ", run(), re.M)
+    assert [(int(gi), int(dev), int(mib)) for gi, _, dev, mib, _ in table_rows] == \
+        [(1, 0, BOARD_MIB[board][0]), (7, 1, BOARD_MIB[board][1]), (8, 2, BOARD_MIB[board][1])]  # default view
     assert lgip_rows(run("mig", "-lgip", "-i", "0"))[0][2] == "1/7"  # memory slices 0-3 (3g), 4 and 5 taken
     seen = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import pynvml as n

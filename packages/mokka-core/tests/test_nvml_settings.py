@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,29 @@ def test_mokka_run_power_limit_seen_by_the_next_process_and_pynvml() -> None:
     assert "500.00 W, Enabled, Disabled\n700.00 W, Enabled, Enabled\n" in out  # -e 0 pending; GPU 1 untouched
     assert "was successfully reset." in out and "\nDisabled\n" in out  # the reset made it current
     assert "pynvml 500000 700000" in out
+
+
+@needs_library
+@pytest.mark.consumer
+def test_mokka_run_mig_partition_seen_by_the_next_process_and_pynvml() -> None:
+    if os.geteuid() != 0 and not consumers.required():
+        pytest.skip("mount namespaces need root (CI runs as root)")
+    smi = consumers.require("nvidia-smi", version="550")
+    pynvml = ("import pynvml as n; n.nvmlInit(); g = n.nvmlDeviceGetHandleByIndex(0); "
+              "ms = [n.nvmlDeviceGetMigDeviceHandleByIndex(g, i) for i in range(3)]; "
+              "print('pynvml', *(round(n.nvmlDeviceGetMemoryInfo(m).total / 2**30, 2) for m in ms))")
+    steps = [f"{smi} -i 0 -mig 1", f"{smi} mig -lgip -i 0", f"{smi} mig -i 0 -cgi 9,19,19 -C", f"{smi} -L",
+             f"{sys.executable} -c \"{pynvml}\"", f"{smi} mig -dci", f"{smi} mig -dgi", f"{smi} -i 0 -mig 0",
+             f"{smi} -L"]
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", "h100", "--gpus", "2", "--",
+                           "sh", "-c", "; ".join(steps)], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PATH": path})
+    out = done.stdout
+    assert "|   0  MIG 3g.40gb        9     2/2        39.50      No     60     3     0   |" in out, out + done.stderr
+    assert out.count("Successfully created compute instance") == 3
+    listed = out.split("GPU 1:")[0]
+    assert len(re.findall(r"^  MIG (3g\.40gb|1g\.10gb) +Device +\d: \(UUID: MIG-", listed, re.M)) == 3
+    assert "pynvml 39.5 9.75 9.75" in out
+    assert "Disabled MIG Mode for GPU" in out and out.rstrip().endswith(")") and "MIG 1g" not in out.split(
+        "Disabled MIG Mode")[1]
