@@ -73,7 +73,10 @@ def test_partition_lives_across_processes(smi, lib_dir, state_file, board):
                 mig = n.nvmlDeviceGetMigDeviceHandleByIndex(gpu, i)
             except n.NVMLError_NotFound:
                 break
-            print(n.nvmlDeviceGetUUID(mig), n.nvmlDeviceGetMemoryInfo(mig).total / 2**30)
+            uuid = n.nvmlDeviceGetUUID(mig)
+            again = n.nvmlDeviceGetHandleByUUID(uuid)  # a MIG UUID names the MIG device
+            assert n.nvmlDeviceIsMigDeviceHandle(again) and n.nvmlDeviceGetUUID(again) == uuid
+            print(uuid, n.nvmlDeviceGetMemoryInfo(mig).total / 2**30)
     """)], env=nvml_env(lib_dir, state), capture_output=True, text=True, timeout=60)
     assert seen.returncode == 0, seen.stderr
     assert [line.split()[0] for line in seen.stdout.splitlines()] == [uuid for _, _, uuid in migs]
