@@ -369,13 +369,17 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstanc
                                                                   unsigned int engProfile,
                                                                   nvmlComputeInstanceProfileInfo_v2_t *info) {
     GI(gpuInstance);
-    VERSIONED(info, nvmlComputeInstanceProfileInfo_v2);
+    NONNULL(info);
+    unsigned version = info->version; /* v3 is v2 and a capabilities word after it */
+    if (version != nvmlComputeInstanceProfileInfo_v2 && version != nvmlComputeInstanceProfileInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) return NVML_ERROR_INVALID_ARGUMENT;
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     if (!ci_profile_ok(G.p, profile)) NOTSUP();
     unsigned s = mk_ci_slices(profile);
+    if (version == nvmlComputeInstanceProfileInfo_v3) ((nvmlComputeInstanceProfileInfo_v3_t *)info)->capabilities = 0;
     memset(info, 0, sizeof *info);
-    info->version = nvmlComputeInstanceProfileInfo_v2;
+    info->version = version;
     info->id = profile;
     info->sliceCount = s;
     info->instanceCount = G.p->slices / s;

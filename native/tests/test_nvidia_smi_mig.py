@@ -98,6 +98,11 @@ def test_capacity_and_permission_through_the_api(lib_dir, state_file):
         left = U()
         assert L.nvmlDeviceGetGpuInstanceRemainingCapacity(d, 0, ctypes.byref(left)) == 0 and left.value == 1
         assert L.nvmlDeviceCreateGpuInstance(d, 0, ctypes.byref(gi)) == 0           # 7g.80gb: the whole GPU
+        for version, size in ((2, 136), (3, 140)):  # nvmlComputeInstanceProfileInfo_v2/_v3
+            buf = (ctypes.c_uint * (size // 4))(size | version << 24)
+            assert L.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, 0, 0, buf) == 0
+            assert list(buf[1:5]) == [0, 1, 7, 16]  # 1c.7g.80gb: id 0, 1 slice, 7 of them, 16 SMs
+            assert bytes(buf)[40:54] == b"MIG 1c.7g.80gb"
         assert L.nvmlDeviceCreateGpuInstance(d, 19, ctypes.byref(gi)) == 23         # INSUFFICIENT_RESOURCES
         assert L.nvmlDeviceGetGpuInstanceRemainingCapacity(d, 19, ctypes.byref(left)) == 0
         assert left.value == 0
