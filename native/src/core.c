@@ -194,7 +194,26 @@ static nvmlReturn_t by_string(const char *q, nvmlDevice_t *device, int field) {
     }
     return NVML_ERROR_NOT_FOUND;
 }
-MK_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) { return by_string(uuid, device, 0); }
+/* a `MIG-…` UUID names a MIG device: the compute instance whose derived UUID it is */
+static nvmlReturn_t by_mig_uuid(const char *uuid, nvmlDevice_t *device) {
+    struct mk_snap *S = mk_snapshot();
+    char mine[96];
+    for (uint32_t i = 0; S && i < S->ndev; i++)
+        for (uint32_t k = 0; k + 3 < S->dev[i].mig_ci_n; k += 4) {
+            nvmlDevice_t h = mk_mig_handle(i, S->dev[i].mig_ci[k], S->dev[i].mig_ci[k + 1]);
+            if (mk_mig_uuid(h, mine, sizeof mine) == NVML_SUCCESS && strcmp(mine, uuid) == 0) {
+                *device = h;
+                return NVML_SUCCESS;
+            }
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    if (uuid && device && strncmp(uuid, "MIG-", 4) == 0 && atomic_load(&mk_g_refcount) > 0)
+        return by_mig_uuid(uuid, device);
+    return by_string(uuid, device, 0);
+}
 MK_API nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device) { return by_string(serial, device, 1); }
 MK_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device) { return by_string(pciBusId, device, 2); }
 MK_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device) { return by_string(pciBusId, device, 2); }

@@ -23,8 +23,21 @@
     }
 
 /* ------------------------------------------------------------ identity */
-STR_GETTER(nvmlDeviceGetName, name)
-STR_GETTER(nvmlDeviceGetUUID, uuid)
+MK_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *buf, unsigned int length) {
+    MIG_ANSWERS(device, mk_mig_name(device, buf, length));
+    DEV(device);
+    NONNULL(buf);
+    if (!D->name[0]) NOTSUP();
+    return mk_copy_str(buf, length, D->name);
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned int length) {
+    MIG_ANSWERS(device, mk_mig_uuid(device, buf, length));
+    DEV(device);
+    NONNULL(buf);
+    if (!D->uuid[0]) NOTSUP();
+    return mk_copy_str(buf, length, D->uuid);
+}
 STR_GETTER(nvmlDeviceGetSerial, serial)
 STR_GETTER(nvmlDeviceGetBoardPartNumber, board_part_number)
 STR_GETTER(nvmlDeviceGetVbiosVersion, vbios)
@@ -62,8 +75,9 @@ MK_API nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t devic
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-    DEV(device);
     NONNULL(index);
+    MIG_ANSWERS(device, mk_mig_index(device, index));
+    DEV(device);
     *index = device->index;
     return NVML_SUCCESS;
 }
@@ -98,19 +112,6 @@ MK_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int 
     return NVML_SUCCESS;
 }
 
-MK_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
-    DEV(device);
-    NONNULL(isMigDevice);
-    *isMigDevice = 0;
-    return NVML_SUCCESS;
-}
-
-MK_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device) {
-    DEV(migDevice);
-    NONNULL(device);
-    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
-}
-
 MK_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode) {
     DEV(device);
     if (currentMode == NULL && pendingMode == NULL) return NVML_ERROR_INVALID_ARGUMENT;
@@ -127,12 +128,6 @@ MK_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned
     return NVML_SUCCESS;
 }
 
-MK_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice) {
-    DEV(device);
-    NONNULL(migDevice);
-    if (D->mig_current <= 0) return NVML_ERROR_INVALID_ARGUMENT;
-    return NVML_ERROR_NOT_FOUND;
-}
 
 MK_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard) {
     DEV2(device1, device2);
@@ -142,6 +137,7 @@ MK_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t dev
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *a) {
+    MIG_ANSWERS(device, mk_mig_attributes(device, a));
     DEV(device);
     NONNULL(a);
     NOTSUP(); /* only MIG device handles answer this on real boards */
@@ -226,9 +222,22 @@ MK_API nvmlReturn_t nvmlDeviceGetBridgeChipInfo(nvmlDevice_t device, nvmlBridgeC
 
 /* -------------------------------------------------------------- memory */
 
+/* a MIG device: its GPU instance's memory, none of it in use */
+static nvmlReturn_t mig_memory(nvmlDevice_t device, unsigned long long *total, unsigned long long *used,
+                               unsigned long long *free_) {
+    uint64_t t = 0;
+    nvmlReturn_t r = mk_mig_memory(device, &t);
+    if (r != NVML_SUCCESS) return r;
+    *total = t;
+    *used = 0;
+    *free_ = t;
+    return NVML_SUCCESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
-    DEV(device);
     NONNULL(m);
+    MIG_ANSWERS(device, mig_memory(device, &m->total, &m->used, &m->free));
+    DEV(device);
     uint64_t used = D->mem_reserved + D->mem_used;
     m->total = D->mem_total;
     m->used = used > D->mem_total ? D->mem_total : used;
@@ -237,8 +246,12 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
-    DEV(device);
     VERSIONED(m, nvmlMemory_v2);
+    if (mk_is_mig_handle(device)) {
+        m->reserved = 0;
+        return mig_memory(device, &m->total, &m->used, &m->free);
+    }
+    DEV(device);
     uint64_t res = D->mem_reserved > D->mem_total ? D->mem_total : D->mem_reserved;
     uint64_t used = D->mem_used > D->mem_total - res ? D->mem_total - res : D->mem_used;
     m->total = D->mem_total;
@@ -249,6 +262,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *b) {
+    MIG_AS_GPU(device);
     DEV(device);
     NONNULL(b);
     b->bar1Total = D->bar1_total;
@@ -650,6 +664,7 @@ MK_API nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvmlMemo
 
 MK_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t e, nvmlEccCounterType_t c,
                                                    nvmlMemoryLocation_t loc, unsigned long long *count) {
+    MIG_AS_GPU(device);
     DEV(device);
     NONNULL(count);
     nvmlReturn_t r = ecc_args(D, e, c);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dynamic.h"
+#include "setters.h"
 #include "util.h"
 
 /* A PCI function of the node, for slot 23: a GPU (index) or another function (HCA, NVSwitch). */
@@ -148,6 +149,26 @@ static int slot72(nvmlDevice_t device, unsigned *supported) {
  * f(device, unsigned *node, ...); NOT_SUPPORTED prints N/A. */
 static int slot241(nvmlDevice_t device, unsigned *node) { return nvmlDeviceGetNumaNodeId(device, node); }
 
+/* nvidia-smi -r (traced with a table whose every slot logs its calls): slot 20 asks whether the GPU is the
+ * primary (console) GPU, f(device, unsigned *primary); 169 (fabric state) and 182/183/184 (the group of
+ * GPUs reset together) only need to succeed, their outputs are nvidia-smi's own; 168 resets the group,
+ * f(unsigned count, nvmlDevice_t *devices, ...). IN_USE prints "In use by another client". */
+static int slot20_primary(nvmlDevice_t device, unsigned *primary) {
+    DEV(device);
+    if (!primary) return NVML_ERROR_INVALID_ARGUMENT;
+    *primary = D->display_active != 0;
+    return NVML_SUCCESS;
+}
+static int slot_succeed(void) { return NVML_SUCCESS; }
+static int slot168_reset(unsigned count, nvmlDevice_t *devices) {
+    if (!devices && count) return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < count; i++) {
+        nvmlReturn_t r = mk_reset_gpu(devices[i]);
+        if (r != NVML_SUCCESS) return r;
+    }
+    return NVML_SUCCESS;
+}
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
@@ -157,10 +178,16 @@ static const struct {
     unsigned short slot;
     const void *fn;
 } slots[] = {
+    {20, (const void *)slot20_primary},
     {23, (const void *)slot23_link_type},
     {72, (const void *)slot72},
     {81, (const void *)slot81},
     {165, (const void *)slot_not_supported},
+    {168, (const void *)slot168_reset},
+    {169, (const void *)slot_succeed},
+    {182, (const void *)slot_succeed},
+    {183, (const void *)slot_succeed},
+    {184, (const void *)slot_succeed},
     {209, (const void *)slot_not_supported},
     {213, (const void *)slot213},
     {214, (const void *)slot214},

@@ -18,9 +18,14 @@
 #define MK_MAX_PROCS 32      /* per device */
 #define MK_MAX_EVENTS 256    /* per snapshot */
 #define MK_MAX_PCIFN 256     /* non-GPU PCI functions per snapshot */
+#define MK_MAX_MIG_PROFILES 16 /* GPU-instance profiles per device */
+#define MK_MAX_GI 8          /* GPU instances per device (7 on every board, plus one spare) */
+#define MK_MAX_CI 8          /* compute instances (MIG devices) per device */
 #define MK_CPUSET_WORDS 16   /* 1024 CPUs */
 #define MK_STATE_MAGIC "mokka-nvml-state 1"
 #define MK_MAX_FILE (16u << 20)
+#define MK_SETTINGS_MAGIC "mokka-nvml-settings 1"
+#define MK_MAX_SETTINGS (1u << 20)
 
 /* --- snapshot model (filled only through the descriptor tables in state.c) --- */
 
@@ -51,6 +56,16 @@ struct mk_proc {
     uint64_t used_bytes;
     uint32_t sm_util, mem_util, enc_util, dec_util;
     char name[128];
+};
+
+/* a GPU-instance profile of a MIG-capable GPU */
+struct mk_mig_profile {
+    uint32_t profile, id, slices, instances, sms, copy_engines, decoders, encoders, jpegs, ofas;
+    uint64_t memory_mb;
+    char name[32];
+    uint32_t placement_size;
+    uint8_t placements[8];
+    uint32_t placement_n;
 };
 
 struct mk_event {
@@ -89,6 +104,7 @@ struct mk_device {
     uint32_t fan_count, fan_speed;
     /* clocks (MHz): [graphics, sm, mem, video] */
     uint32_t clk_cur[4], clk_max[4], clk_app[4], clk_default_app[4], clk_boost[4];
+    uint32_t clk_locked[2][2];  /* [graphics, memory][min, max], 0: not locked */
     int32_t auto_boost;       /* -1 not supported */
     uint64_t throttle_reasons, supported_throttle_reasons;
     uint64_t viol_power_ns, viol_thermal_ns, viol_sync_boost_ns;
@@ -112,6 +128,12 @@ struct mk_device {
     char gsp_version[32];
     int32_t mig_current, mig_pending;  /* -1 = not supported */
     uint32_t mig_max;
+    struct mk_mig_profile mig_profile[MK_MAX_MIG_PROFILES];
+    uint32_t nmig_profile;
+    uint8_t mig_gi[MK_MAX_GI * 3];      /* per GPU instance: id, mig_profile row, placement start */
+    uint32_t mig_gi_n;
+    uint8_t mig_ci[MK_MAX_CI * 4];      /* per compute instance: GPU instance id, id, profile, start slice */
+    uint32_t mig_ci_n;
     /* fabric / c2c */
     uint32_t fabric_supported, fabric_clique, fabric_state, fabric_status, fabric_health;
     uint32_t fabric_auto;     /* 1: state follows system.fabric_ready_file (in progress / completed) */

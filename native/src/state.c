@@ -35,15 +35,16 @@ struct desc {
     uint32_t aux;    /* T_U8LIST: offset of the count field; T_CPUSET: offset of the "set" flag */
 };
 
-#include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, event_desc, pcifn_desc */
+#include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc, pcifn_desc */
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Key lookup: one open-addressing hash table over all six descriptor tables, built once. */
-enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_EVENT, SC_PCIFN };
+/* Key lookup: one open-addressing hash table over all seven descriptor tables, built once. */
+enum { SC_SYS, SC_DEV, SC_LINK, SC_PROC, SC_MIGPROFILE, SC_EVENT, SC_PCIFN };
 #define HT_SIZE 512u /* power of two, about 2x the number of descriptors */
 static uint16_t ht[HT_SIZE]; /* 0 = empty, else 1 + (scope << 12 | index) */
-static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, event_desc, pcifn_desc};
+static const struct desc *const tables[] = {sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc,
+                                            pcifn_desc};
 static pthread_once_t ht_once = PTHREAD_ONCE_INIT;
 
 /* cheap hash: length, first and last 8 bytes (keys are short, their ends differ) */
@@ -72,6 +73,7 @@ static void build_tables(void) {
     ht_add(SC_DEV, dev_desc, N(dev_desc));
     ht_add(SC_LINK, link_desc, N(link_desc));
     ht_add(SC_PROC, proc_desc, N(proc_desc));
+    ht_add(SC_MIGPROFILE, migprofile_desc, N(migprofile_desc));
     ht_add(SC_EVENT, event_desc, N(event_desc));
     ht_add(SC_PCIFN, pcifn_desc, N(pcifn_desc));
 }
@@ -313,6 +315,12 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
                 if (sub + 1 > dv->nproc) dv->nproc = sub + 1;
                 base = &dv->proc[sub];
                 d = lookup(SC_PROC, r2, (size_t)(kend - r2));
+            } else if (rl > 12 && memcmp(r, "mig_profile.", 12) == 0) {
+                r2 = read_index(r + 12, kend, &sub);
+                if (!r2 || sub >= MK_MAX_MIG_PROFILES) FAIL("line %u: bad mig_profile index", lineno);
+                if (sub + 1 > dv->nmig_profile) dv->nmig_profile = sub + 1;
+                base = &dv->mig_profile[sub];
+                d = lookup(SC_MIGPROFILE, r2, (size_t)(kend - r2));
             } else {
                 base = dv;
                 d = lookup(SC_DEV, r, rl);
@@ -397,6 +405,47 @@ fail:
     return -1;
 }
 
+/* The setter record (native/README.md, "Settings"): `device.<i>.<key>=value` lines of the device scope,
+ * applied over a parsed snapshot; a device the state file does not describe is skipped. */
+int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen) {
+    pthread_once(&ht_once, build_tables);
+    size_t pos = 0;
+    unsigned lineno = 0;
+    int seen_end = 0;
+    if (memchr(buf, '\0', len)) { snprintf(err, errlen, "NUL byte in file"); return -1; }
+    while (pos < len) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        lineno++;
+        if (lineno == 1) {
+            if (ll != sizeof(MK_SETTINGS_MAGIC) - 1 || memcmp(line, MK_SETTINGS_MAGIC, ll) != 0) {
+                snprintf(err, errlen, "line 1: expected '%s'", MK_SETTINGS_MAGIC);
+                return -1;
+            }
+            continue;
+        }
+        if (seen_end) { snprintf(err, errlen, "line %u: content after 'end'", lineno); return -1; }
+        if (ll == 0 || line[0] == '#') continue;
+        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
+        const char *eq = memchr(line, '=', ll);
+        uint32_t idx;
+        const char *r = eq && ll > 7 && memcmp(line, "device.", 7) == 0 ? read_index(line + 7, eq, &idx) : NULL;
+        if (!r || idx >= MK_MAX_DEVICES) { snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", lineno); return -1; }
+        for (const char *c = r; c < eq; c++)
+            if (!key_char[(uint8_t)*c]) { snprintf(err, errlen, "line %u: bad character in key", lineno); return -1; }
+        const struct desc *d = lookup(SC_DEV, r, (size_t)(eq - r));
+        if (!d || idx >= s->ndev) continue; /* unknown key or device: forward compatible */
+        if (store(&s->dev[idx], d, eq + 1, ll - (size_t)(eq + 1 - line))) {
+            snprintf(err, errlen, "line %u: bad value for %.*s", lineno, (int)(eq - line), line);
+            return -1;
+        }
+    }
+    if (!seen_end) { snprintf(err, errlen, "truncated (no 'end' line)"); return -1; }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Publication: staleness check, atomic swap, deferred free.                 */
 
@@ -406,7 +455,10 @@ _Atomic uint64_t mk_g_next_check;
 #define GRACE_NS 1000000000ull          /* retired snapshots are freed after 1 s */
 
 static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; } cur_sig, bad_sig;
+struct file_sig { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; };
+static struct file_sig cur_sig, bad_sig;
+static struct file_sig settings_sig, bad_settings_sig; /* valid = 0: no setter record */
+static char settings_path[4096 + 16];
 static int last_errno_logged;
 static struct mk_snap *retired;
 static char state_path[4096];
@@ -431,6 +483,60 @@ static void resolve_path(void) {
 const char *mk_state_path(void) {
     pthread_once(&path_once, resolve_path);
     return state_path;
+}
+
+/* `X.state` -> `X.settings`; any other name gets `.settings` appended */
+const char *mk_settings_path(void) {
+    const char *p = mk_state_path();
+    size_t n = strlen(p);
+    if (n > 6 && strcmp(p + n - 6, ".state") == 0) n -= 6;
+    snprintf(settings_path, sizeof settings_path, "%.*s.settings", (int)n, p);
+    return settings_path;
+}
+
+static struct file_sig sig_of(const struct stat *st) {
+    return (struct file_sig){st->st_dev, st->st_ino, (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec,
+                             st->st_size, 1};
+}
+static int sig_eq(struct file_sig a, struct file_sig b) {
+    return a.valid == b.valid && (!a.valid || (a.dev == b.dev && a.ino == b.ino && a.mtime_ns == b.mtime_ns &&
+                                               a.size == b.size));
+}
+
+/* the setter record's signature now (valid = 0: there is none) */
+static struct file_sig settings_now(void) {
+    struct stat st;
+    if (stat(mk_settings_path(), &st) != 0) return (struct file_sig){0};
+    return sig_of(&st);
+}
+
+/* Apply the setter record over a freshly parsed snapshot. A record that cannot be read or parsed is
+ * logged once per version and left out: the state file's values stand. */
+static void apply_settings(struct mk_snap *s) {
+    int fd = open(mk_settings_path(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    settings_sig = (struct file_sig){0};
+    if (fd < 0) return;
+    char err[256] = "";
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MK_MAX_SETTINGS) {
+        snprintf(err, sizeof err, "not a regular file of at most %u bytes", MK_MAX_SETTINGS);
+    } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+    } else {
+        size_t got = 0;
+        ssize_t r = 1;
+        while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
+        if (r < 0) snprintf(err, sizeof err, "read: %s", strerror(errno));
+        else mk_overlay_settings(s, buf, got, err, sizeof err);
+    }
+    close(fd);
+    free(buf);
+    settings_sig = sig_of(&st);
+    if (!err[0]) { bad_settings_sig.valid = 0; return; }
+    if (!sig_eq(bad_settings_sig, settings_sig))
+        mk_log("setter record %s ignored: %s", mk_settings_path(), err);
+    bad_settings_sig = settings_sig;
 }
 
 static void retire(struct mk_snap *old, uint64_t now) {
@@ -515,7 +621,7 @@ static void load_locked(uint64_t now) {
     last_errno_logged = 0;
     int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
     if (cur_sig.valid && cur_sig.dev == st.st_dev && cur_sig.ino == st.st_ino && cur_sig.mtime_ns == mt &&
-        cur_sig.size == st.st_size)
+        cur_sig.size == st.st_size && sig_eq(settings_sig, settings_now()))
         return;
     if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
         bad_sig.size == st.st_size)
@@ -529,6 +635,7 @@ static void load_locked(uint64_t now) {
     if (r == READ_OK) ok = mk_parse(file_buf.data ? file_buf.data : "", file_buf.len, &s, err, sizeof err) == 0;
     mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
     if (ok) {
+        apply_settings(s);
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;

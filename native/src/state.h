@@ -13,6 +13,8 @@ MK_HIDDEN extern _Atomic(struct mk_snap *) mk_g_snap;
 MK_HIDDEN extern _Atomic uint64_t mk_g_next_check;
 void mk_refresh_slow(uint64_t now, int force);
 const char *mk_state_path(void);
+const char *mk_settings_path(void);   /* the setter record beside the state file */
+int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen);
 
 static inline uint64_t mk_now_coarse(void) {
     struct timespec ts;

@@ -70,3 +70,115 @@ unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b) {
     const struct mk_device *d = &s->dev[a];
     return a != b && b < d->topo_nvlink_n ? d->topo_nvlink[b] : 0;
 }
+
+/* ---- MIG device handles ---------------------------------------------------------------------- */
+
+struct nvmlDevice_st mk_g_mig_handles[MK_MAX_DEVICES][MK_MIG_SLOTS];
+
+nvmlDevice_t mk_mig_handle(uint32_t dev, uint32_t gi, uint32_t ci) {
+    struct nvmlDevice_st *h = &mk_g_mig_handles[dev][gi * MK_MAX_CI + ci];
+    h->magic = MK_HANDLE_MAGIC ^ 0x4D494700u; /* "MIG" */
+    h->index = dev;
+    h->reserved[0] = gi;
+    h->reserved[1] = ci;
+    return h;
+}
+
+nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m) {
+    if (atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (!mk_is_mig_handle(h) || h->magic == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t r = mk_dev_in(m->S = mk_snapshot(), mk_handle(h->index), &m->D);
+    if (r != NVML_SUCCESS) return r;
+    m->gi = (unsigned)h->reserved[0];
+    m->ci = (unsigned)h->reserved[1];
+    const struct mk_device *D = m->D;
+    for (unsigned k = 0; k + 3 < D->mig_ci_n; k += 4) {
+        if (D->mig_ci[k] != m->gi || D->mig_ci[k + 1] != m->ci) continue;
+        for (unsigned g = 0; g + 2 < D->mig_gi_n; g += 3)
+            if (D->mig_gi[g] == m->gi && D->mig_gi[g + 1] < D->nmig_profile) {
+                m->at = k;
+                m->gp = &D->mig_profile[D->mig_gi[g + 1]];
+                return NVML_SUCCESS;
+            }
+    }
+    return NVML_ERROR_INVALID_ARGUMENT; /* its compute instance was destroyed */
+}
+
+unsigned mk_ci_slices(unsigned profile) {
+    static const unsigned slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+    return profile < sizeof slices / sizeof slices[0] ? slices[profile] : 0;
+}
+
+unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s) {
+    if (s == gp->slices) return gp->sms;
+    for (unsigned r = 0; r < D->nmig_profile; r++) /* the board's plain GPU instance profile of that size */
+        if (D->mig_profile[r].slices == s && D->mig_profile[r].profile == s - 1) return D->mig_profile[r].sms;
+    return gp->sms * s / gp->slices;
+}
+
+/* the compute instance's profile name: `3g.40gb` for a whole GPU instance, else `1c.3g.40gb` */
+static void ci_profile_name(const struct mk_mig *m, char *buf, size_t len) {
+    unsigned s = mk_ci_slices(m->D->mig_ci[m->at + 2]);
+    if (s == 0 || s == m->gp->slices) snprintf(buf, len, "%s", m->gp->name);
+    else snprintf(buf, len, "%uc.%s", s, m->gp->name);
+}
+
+nvmlReturn_t mk_mig_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *a) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    if (!a) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned s = mk_ci_slices(m.D->mig_ci[m.at + 2]);
+    *a = (nvmlDeviceAttributes_t){mk_ci_sms(m.D, m.gp, s), m.gp->copy_engines, m.gp->decoders, m.gp->encoders,
+                                  m.gp->jpegs, m.gp->ofas, m.gp->slices, s, m.gp->memory_mb};
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t mk_mig_name(nvmlDevice_t h, char *buf, unsigned len) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    if (!buf) return NVML_ERROR_INVALID_ARGUMENT;
+    char profile[48], name[160];
+    ci_profile_name(&m, profile, sizeof profile);
+    snprintf(name, sizeof name, "%s MIG %s", m.D->name, profile);
+    return mk_copy_str(buf, len, name);
+}
+
+static uint64_t splitmix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* `MIG-` and a UUID derived from the GPU's and the instance ids: the same in every process */
+nvmlReturn_t mk_mig_uuid(nvmlDevice_t h, char *buf, unsigned len) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    if (!buf) return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (const char *c = m.D->uuid; *c; c++) x = (x ^ (uint8_t)*c) * 0x100000001b3ull;
+    uint64_t a = splitmix(x ^ ((uint64_t)m.gi << 40) ^ ((uint64_t)m.ci << 48)), b = splitmix(a);
+    char uuid[48];
+    snprintf(uuid, sizeof uuid, "MIG-%08x-%04x-5%03x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)(a >> 16) & 0xffff,
+             (unsigned)a & 0xfff, (unsigned)(0x8000 | ((b >> 48) & 0x3fff)), (unsigned long long)(b & 0xffffffffffffull));
+    return mk_copy_str(buf, len, uuid);
+}
+
+nvmlReturn_t mk_mig_memory(nvmlDevice_t h, uint64_t *total) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    *total = m.gp->memory_mb << 20;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t mk_mig_index(nvmlDevice_t h, unsigned *index) {
+    struct mk_mig m;
+    nvmlReturn_t r = mk_mig_dev(h, &m);
+    if (r != NVML_SUCCESS) return r;
+    *index = m.at / 4;
+    return NVML_SUCCESS;
+}

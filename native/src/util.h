@@ -21,6 +21,48 @@ unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b);
 
 static inline nvmlDevice_t mk_handle(uint32_t idx) { return &mk_g_handles[idx]; }
 
+/* MIG device handles: one per (GPU, GPU instance id, compute instance id); what they name is node state
+ * (the compute instances of `mig.compute_instances`), so a handle of a destroyed instance stops resolving */
+#define MK_MIG_SLOTS (15 * MK_MAX_CI)
+MK_HIDDEN extern struct nvmlDevice_st mk_g_mig_handles[MK_MAX_DEVICES][MK_MIG_SLOTS];
+nvmlDevice_t mk_mig_handle(uint32_t dev, uint32_t gi, uint32_t ci);
+static inline int mk_is_mig_handle(nvmlDevice_t h) {
+    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_mig_handles;
+    return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 &&
+           off / sizeof(struct nvmlDevice_st) < (uintptr_t)MK_MAX_DEVICES * MK_MIG_SLOTS;
+}
+/* a MIG device: its GPU, the position of its compute instance in mig_ci and its GPU-instance profile */
+struct mk_mig {
+    struct mk_snap *S;
+    struct mk_device *D;
+    unsigned at, gi, ci;
+    const struct mk_mig_profile *gp;
+};
+nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m);
+/* what the identity and memory getters answer for a MIG device */
+nvmlReturn_t mk_mig_name(nvmlDevice_t h, char *buf, unsigned len);
+nvmlReturn_t mk_mig_uuid(nvmlDevice_t h, char *buf, unsigned len);
+nvmlReturn_t mk_mig_memory(nvmlDevice_t h, uint64_t *total);
+nvmlReturn_t mk_mig_index(nvmlDevice_t h, unsigned *index); /* its place among its GPU's MIG devices */
+nvmlReturn_t mk_mig_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *a);
+/* compute instances: slices of an NVML_COMPUTE_INSTANCE_PROFILE_* (0: none), and the SMs of one of s slices
+ * in a GPU instance of profile gp: the whole instance's, else the board's plain GPU instance of that size */
+unsigned mk_ci_slices(unsigned profile);
+unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s);
+
+/* a getter whose answer for a MIG device is its GPU's (ECC counters) continues with the GPU's handle */
+#define MIG_AS_GPU(h)                                          \
+    do {                                                       \
+        if (mk_is_mig_handle(h)) {                             \
+            struct mk_mig m_;                                  \
+            nvmlReturn_t r_ = mk_mig_dev((h), &m_);            \
+            if (r_ != NVML_SUCCESS) return r_;                 \
+            (h) = mk_handle((h)->index);                       \
+        }                                                      \
+    } while (0)
+/* the getters that also answer for MIG devices start with this */
+#define MIG_ANSWERS(h, call) do { if (mk_is_mig_handle(h)) return (call); } while (0)
+
 static inline int mk_handle_valid(nvmlDevice_t h) {
     uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_handles;
     return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 && off / sizeof(struct nvmlDevice_st) < MK_MAX_DEVICES;

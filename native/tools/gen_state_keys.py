@@ -31,7 +31,7 @@ PY_OUT = Path("packages/mokka-core/src/mokka_core/stage/nvml_keys.py")
 README = Path("native/README.md")
 BEGIN = "<!-- state-keys: generated from native/state-keys.toml by `make -C native keys`; edit the table, not this -->"
 END = "<!-- /state-keys -->"
-SCOPES = ("system", "device", "link", "process", "event", "pcifn")
+SCOPES = ("system", "device", "link", "process", "migprofile", "event", "pcifn")
 TYPES = {"u32": "T_U32", "i32": "T_I32", "u64": "T_U64", "str": "T_STR", "u8list": "T_U8LIST", "cpuset": "T_CPUSET"}
 README_TYPES = {"u8list": "list", "cpuset": "cpus"}
 KEY_RE = re.compile(r"[a-z0-9_.]+")
@@ -140,23 +140,29 @@ def _entry(scope: str, row: dict[str, object]) -> Entry:
     return entry
 
 
-def mokka_h(root: Path) -> tuple[dict[str, int], str]:
+def mokka_h(root: Path) -> tuple[dict[str, int], tuple[str, str]]:
     text = (root / MOKKA_H).read_text()
     limits = {m[1]: int(m[2]) for m in re.finditer(r"^#define (MK_\w+) (\d+)\b", text, re.M)}
-    magic = re.search(r'^#define MK_STATE_MAGIC "([^"]+)"', text, re.M)
-    if magic is None:
-        raise TableError(f"{MOKKA_H}: no MK_STATE_MAGIC")
-    return limits, magic[1]
+    magics = []
+    for name in ("MK_STATE_MAGIC", "MK_SETTINGS_MAGIC"):
+        magic = re.search(rf'^#define {name} "([^"]+)"', text, re.M)
+        if magic is None:
+            raise TableError(f"{MOKKA_H}: no {name}")
+        magics.append(magic[1])
+    return limits, (magics[0], magics[1])
 
 
 def array_sizes(root: Path, limits: dict[str, int]) -> dict[tuple[str, str], int]:
-    """(struct, member) -> element count of every array member in mokka.h (`char name[96]`)."""
+    """(struct, member) -> element count of every array member in mokka.h (`char name[96]`,
+    `uint8_t mig_gi[MK_MAX_GI * 3]`: a product of numbers and MK_ limits)."""
     text = re.sub(r"/\*.*?\*/", "", (root / MOKKA_H).read_text(), flags=re.S)
     sizes = {}
     for struct in re.finditer(r"^struct (\w+) \{(.*?)^\};", text, re.M | re.S):
-        for member in re.finditer(r"(\w+)\[(\w+)\]", struct[2]):
-            count = member[2]
-            sizes[struct[1], member[1]] = int(count) if count.isdigit() else limits[count]
+        for member in re.finditer(r"(\w+)\[(\w+(?:\s*\*\s*\w+)*)\]", struct[2]):
+            count = 1
+            for factor in re.split(r"\s*\*\s*", member[2]):
+                count *= int(factor) if factor.isdigit() else limits[factor]
+            sizes[struct[1], member[1]] = count
     return sizes
 
 
@@ -223,13 +229,15 @@ SIZED = ("str", "u8list", "cpuset")
 RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "u64": (0, 2**64 - 1), "u8list": (0, 255)}
 
 
-def render_py(scopes: list[Scope], limits: dict[str, int], magic: str,
+def render_py(scopes: list[Scope], limits: dict[str, int], magic: tuple[str, str],
               sizes: dict[tuple[str, str], int]) -> str:
     out = [f'"""The NVML state-file keys (format: native/README.md).\n\n'
            f"Generated from native/state-keys.toml by native/tools/gen_state_keys.py ({REGENERATE}): do not edit.\n"
            '"""\n\nfrom __future__ import annotations\n\nfrom types import MappingProxyType\n\n'
 ]
-    out.append(f"HEADER = {_q(magic)}\n")
+    out.append(f"HEADER = {_q(magic[0])}\n")
+    out.append(f"# first line of the setter record (device-scope keys NVML setters changed; stage/nvml_settings.py)\n"
+               f"SETTINGS_HEADER = {_q(magic[1])}\n")
     scope_limits = {}
     for scope in scopes:
         for placeholder in PLACEHOLDER_RE.findall(scope.prefix)[-1:]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mokka_core.errors import MokkaError
 from mokka_core.stage import paths
-from mokka_core.stage.surface import Copy, Entry, File, StageContext, Symlink
+from mokka_core.stage.surface import Copy, Entry, File, Runtime, StageContext, Symlink
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -55,7 +55,9 @@ def built_library(native_dir: Path | None, driver_version: str) -> Path:
 
 def state_file_entries(node: Node, ctx: StageContext) -> list[Entry]:
     """The NVML state file, with the keys the other surfaces contribute (its renderer lives in mokka-core,
-    beside the format it documents)."""
+    beside the format it documents), and the setter record the library writes beside it."""
+    from mokka_core.stage.nvml_settings import RUNTIME_FILES
     from mokka_core.stage.nvml_view import render_nvml_state
 
-    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, ctx.nvml), mode=0o644)]
+    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, ctx.nvml), mode=0o644),
+            *(Runtime(path) for path in RUNTIME_FILES)]

@@ -21,7 +21,7 @@ from ..model.spec import NodeSpec
 from ..stage import render
 from ..stage.paths import find_root
 from ..stage.staging import stage_wave, teardown
-from ..stage.surface import CharDevice, Copy, Dir, File, StageContext, Surface, Symlink
+from ..stage.surface import CharDevice, Copy, Dir, File, Runtime, StageContext, Surface, Symlink
 from .options import GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt, version_option
 
 FailedOpt = Annotated[bool, typer.Option("--failed", help="Stage this surface in its failed form.")]
@@ -176,6 +176,8 @@ def describe_entry(entry: object) -> str:
         return f"link    /{entry.path} -> {entry.target}"
     if isinstance(entry, CharDevice):
         return f"chardev /{entry.path} {entry.major}:{entry.minor}"
+    if isinstance(entry, Runtime):
+        return f"runtime /{entry.path} (written by the node)"
     return repr(entry)
 
 

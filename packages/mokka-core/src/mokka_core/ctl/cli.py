@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..model.node import Node
     from ..stage.surface import Surface
     from .store import Outcome
 
@@ -297,12 +298,25 @@ def perform(root: Path, batch: Sequence[argparse.Namespace], *,
     outcome = apply(root, [mutation(args) for args in batch], surfaces=surfaces,
                     start_empty=first.verb == "reset" and not first.gpu,
                     validate=any(args.verb == "set" for args in batch))
-    return outcome.message, outcome
+    message = outcome.message
+    for args in batch:
+        if args.verb == "reset" and _clear_nvml_settings(root, outcome.node, args.gpu):
+            message = f"{message}; NVML settings cleared"
+    return message, outcome._replace(message=message)
 
 
 def unchanged_message(exc: OSError) -> str:
     where = f" ({exc.filename})" if exc.filename else ""
     return f"{exc.strerror or exc}{where}; nothing was changed"
+
+
+def _clear_nvml_settings(root: Path, node: Node, target: str | None) -> bool:
+    """``reset`` also drops what NVML setters changed: on every GPU, or on the chosen ones."""
+    from ..stage import nvml_settings
+    from .verbs import select
+
+    chosen = select(node, target) if target else None
+    return nvml_settings.clear(root, None if chosen is None else [gpu.index for gpu in chosen])
 
 
 def status_text(root: Path, as_json: bool) -> str:

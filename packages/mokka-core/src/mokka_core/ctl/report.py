@@ -47,15 +47,34 @@ def gpu_summary(gpu: Gpu) -> dict[str, Any]:
     }
 
 
+MIG_LISTS = ("mig.gpu_instances", "mig.compute_instances")  # shown as the MIG devices they make
+
+
+def mig_devices(gpu: Gpu, settings: dict[str, str]) -> list[str]:
+    """The GPU's MIG devices as the setter record has them: `3g.40gb (GI 1, CI 0)`, in device order."""
+    profiles = gpu.config.mig.gpu_instance_profiles if gpu.config.mig else ()
+    gis = [int(v) for v in settings.get("mig.gpu_instances", "").split(",") if v]
+    cis = [int(v) for v in settings.get("mig.compute_instances", "").split(",") if v]
+    row_of = {gis[n]: gis[n + 1] for n in range(0, len(gis) - 2, 3)}
+    names = []
+    for n in range(0, len(cis) - 3, 4):
+        row = row_of.get(cis[n])
+        name = profiles[row].name if row is not None and row < len(profiles) else "?"
+        names.append(f"{name} (GI {cis[n]}, CI {cis[n + 1]})")
+    return names
+
+
 def node_summary(node: Node, root: Path) -> dict[str, Any]:
-    from ..stage import staging
+    from ..stage import nvml_settings, staging
 
     staged = set(staging.staged_surfaces(root))
+    settings = nvml_settings.read(root)
     return {
         "root": str(root),
         "node": node.node_name,
         "profile": node.profile_name,
-        "gpus": [gpu_summary(gpu) for gpu in node.gpus],
+        "gpus": [{**gpu_summary(gpu), "nvml_settings": settings.get(gpu.index, {}),
+                  "mig_devices": mig_devices(gpu, settings.get(gpu.index, {}))} for gpu in node.gpus],
         "surfaces": {name: {"enabled": s.enabled, "state": s.state, "staged": name in staged}
                      for name, s in node.surfaces.items()},
     }
@@ -74,6 +93,12 @@ def table(summary: dict[str, Any]) -> str:
             f"{_ecc(ecc):<10}{xids:<12}"
             f"{', '.join(gpu['faults'] + [r for r in gpu['throttle'] if r != 'gpu_idle']) or '-'}"
         )
+    changed = [f"  GPU {gpu['index']}: " + ", ".join(f"{k}={v}" for k, v in gpu["nvml_settings"].items()
+                                                   if k not in MIG_LISTS)
+               + "".join(f"; MIG {name}" for name in gpu["mig_devices"])
+               for gpu in summary["gpus"] if gpu["nvml_settings"]]
+    if changed:
+        lines += ["", "Set through NVML (nvidia-smi -pl/-pm/-c/-e/-r…; cleared by reset):", *changed]
     lines.append("")
     lines.append("Surfaces: " + ", ".join(
         _surface(name, s) for name, s in summary["surfaces"].items()))

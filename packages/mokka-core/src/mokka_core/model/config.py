@@ -14,8 +14,8 @@ __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
     "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
     "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware",
-    "Infiniband", "Inforom", "Memory", "Mig", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink",
-    "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram",
+    "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "Nvlink", "NvlinkDefaults", "NvlinkError",
+    "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram",
     "RemappedRows", "RetiredPageList", "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources",
     "Sriov", "SupportedClocks", "SupportedMemoryClock", "System", "TemperatureDynamics", "Thermal",
     "ThrottleCounters", "ThrottleReasons", "Topology", "Utilization", "UtilizationDynamics", "Virtualization",
@@ -447,16 +447,54 @@ class Display(Value):
         _set(self, 'active', active)
 
 
+class MigGpuInstanceProfile(Value):
+    """One row of ``nvidia-smi mig -lgip``: a GPU-instance profile of the board (MIG user guide, real boards)."""
+
+    __slots__ = ('name', 'id', 'nvml_profile', 'slices', 'instances', 'memory_mb', 'multiprocessors', 'copy_engines', 'decoders', 'encoders', 'jpegs', 'ofas', 'placement_size', 'placements',)
+    name: str
+    id: int
+    nvml_profile: int
+    slices: int
+    instances: int
+    memory_mb: int
+    multiprocessors: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpegs: int
+    ofas: int
+    placement_size: int
+    placements: tuple[int, ...]
+
+    def __init__(self, *, name: str, id: int, nvml_profile: int, slices: int, instances: int, memory_mb: int, multiprocessors: int, copy_engines: int = 0, decoders: int = 0, encoders: int = 0, jpegs: int = 0, ofas: int = 0, placement_size: int, placements: tuple[int, ...]) -> None:
+        _set(self, 'name', name)
+        _set(self, 'id', id)
+        _set(self, 'nvml_profile', nvml_profile)
+        _set(self, 'slices', slices)
+        _set(self, 'instances', instances)
+        _set(self, 'memory_mb', memory_mb)
+        _set(self, 'multiprocessors', multiprocessors)
+        _set(self, 'copy_engines', copy_engines)
+        _set(self, 'decoders', decoders)
+        _set(self, 'encoders', encoders)
+        _set(self, 'jpegs', jpegs)
+        _set(self, 'ofas', ofas)
+        _set(self, 'placement_size', placement_size)
+        _set(self, 'placements', placements)
+
+
 class Mig(Value):
-    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances',)
+    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances', 'gpu_instance_profiles',)
     mode_current: Literal['enabled', 'disabled']
     mode_pending: Literal['enabled', 'disabled']
     max_gpu_instances: int
+    gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...]
 
-    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0) -> None:
+    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0, gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...] = ()) -> None:
         _set(self, 'mode_current', mode_current)
         _set(self, 'mode_pending', mode_pending)
         _set(self, 'max_gpu_instances', max_gpu_instances)
+        _set(self, 'gpu_instance_profiles', gpu_instance_profiles)
 
 
 class CurrentPending(Value):
@@ -1121,6 +1159,9 @@ BLOCKS: dict[type, dict[str, type]] = {
 LISTS: dict[type, dict[str, type]] = {
     SupportedClocks: {
         'memory_clocks': SupportedMemoryClock,
+    },
+    Mig: {
+        'gpu_instance_profiles': MigGpuInstanceProfile,
     },
     GpuConfig: {
         'processes': Process,

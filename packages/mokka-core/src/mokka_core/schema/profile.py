@@ -563,6 +563,39 @@ class Display(Model):
     """Whether a display is initialised."""
 
 
+class MigGpuInstanceProfile(Model):
+    """One row of ``nvidia-smi mig -lgip``: a GPU-instance profile of the board (MIG user guide, real boards)."""
+
+    name: Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]+gb(\+me)?$")]
+    """Profile name, e.g. 3g.40gb (1g.10gb+me: with the media extensions)."""
+    id: NonNeg
+    """Profile id nvidia-smi shows and -cgi takes (9 for H100's 3g.40gb)."""
+    nvml_profile: Annotated[int, Field(ge=0, le=9)]  # the NVML_GPU_INSTANCE_PROFILE_* index it answers
+    """The NVML_GPU_INSTANCE_PROFILE_* index it answers to."""
+    slices: Annotated[int, Field(ge=1, le=8)]
+    """Compute slices (the Ng of the name)."""
+    instances: Annotated[int, Field(ge=1, le=8)]
+    """How many instances of it fit on an empty GPU."""
+    memory_mb: Annotated[int, Field(ge=1)]
+    """Memory of an instance. Unit: MiB."""
+    multiprocessors: Annotated[int, Field(ge=1)]
+    """SMs of an instance."""
+    copy_engines: NonNeg = 0
+    """Copy engines of an instance."""
+    decoders: NonNeg = 0
+    """Video decoders of an instance."""
+    encoders: NonNeg = 0
+    """Video encoders of an instance."""
+    jpegs: NonNeg = 0
+    """JPEG decoders of an instance."""
+    ofas: NonNeg = 0
+    """Optical-flow accelerators of an instance."""
+    placement_size: Annotated[int, Field(ge=1, le=8)]  # memory slices an instance occupies
+    """Memory slices an instance occupies."""
+    placements: list[Annotated[int, Field(ge=0, le=7)]]  # the memory-slice starts it may take
+    """The memory-slice starts an instance may take (nvidia-smi mig -lgipp)."""
+
+
 class Mig(Model):
     mode_current: Mode = "disabled"
     """MIG mode now."""
@@ -570,6 +603,8 @@ class Mig(Model):
     """MIG mode after the next reset."""
     max_gpu_instances: NonNeg = 0
     """How many GPU instances MIG can make (7 on A100/H100; 0: no MIG)."""
+    gpu_instance_profiles: list[MigGpuInstanceProfile] = Field(default_factory=list, max_length=16)
+    """The board's GPU-instance profiles as nvidia-smi mig -lgip lists them (MIG-capable boards)."""
 
 
 class CurrentPending(Model):

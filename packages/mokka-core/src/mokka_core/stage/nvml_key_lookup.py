@@ -51,6 +51,9 @@ def split_key(key: str) -> tuple[str, tuple[int, ...], str] | None:
     if rest.startswith("process.") and len(rest) > 8:
         process = _index(rest[8:], LIMITS["process"])
         return None if process is None else ("process", (index, process[0]), process[1])
+    if rest.startswith("mig_profile.") and len(rest) > 12:
+        profile = _index(rest[12:], LIMITS["migprofile"])
+        return None if profile is None else ("migprofile", (index, profile[0]), profile[1])
     return "device", (index,), rest
 
 
@@ -73,6 +76,11 @@ def device_key(index: int, key: str) -> str:
 def link_key(index: int, link: int, key: str) -> str:
     """``device.<index>.nvlink.<link>.<key>``; KeyError for a key the table does not have."""
     return _full("link", key, f"device.{index}.nvlink.{link}.")
+
+
+def mig_profile_key(index: int, row: int, key: str) -> str:
+    """``device.<index>.mig_profile.<row>.<key>``; KeyError for a key the table does not have."""
+    return _full("migprofile", key, f"device.{index}.mig_profile.{row}.")
 
 
 def _full(scope: str, key: str, prefix: str) -> str:

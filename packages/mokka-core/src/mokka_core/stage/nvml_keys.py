@@ -8,8 +8,10 @@ from __future__ import annotations
 from types import MappingProxyType
 
 HEADER = "mokka-nvml-state 1"
+# first line of the setter record (device-scope keys NVML setters changed; stage/nvml_settings.py)
+SETTINGS_HEADER = "mokka-nvml-settings 1"
 # index limits (mokka.h): device.<i> < device, device.<i>.nvlink.<l> < link, ...
-LIMITS = MappingProxyType({"device": 256, "link": 18, "process": 32, "event": 256, "pcifn": 256})
+LIMITS = MappingProxyType({"device": 256, "link": 18, "process": 32, "migprofile": 16, "event": 256, "pcifn": 256})
 
 # system.<key>: node-wide values; key -> value type
 SYSTEM_TYPES = MappingProxyType({
@@ -106,6 +108,10 @@ DEVICE_TYPES = MappingProxyType({
     "clock.video.app": "u32",
     "clock.video.default_app": "u32",
     "clock.video.boost_max": "u32",
+    "clock.locked.graphics_min": "u32",
+    "clock.locked.graphics_max": "u32",
+    "clock.locked.memory_min": "u32",
+    "clock.locked.memory_max": "u32",
     "clock.auto_boost": "i32",
     "clock.event_reasons": "u64",
     "clock.supported_event_reasons": "u64",
@@ -188,6 +194,8 @@ DEVICE_TYPES = MappingProxyType({
     "gsp.version": "str",
     "mig.current": "i32",
     "mig.pending": "i32",
+    "mig.gpu_instances": "u8list",
+    "mig.compute_instances": "u8list",
     "mig.max_devices": "u32",
     "fabric.supported": "u32",
     "fabric.cluster_uuid": "str",
@@ -242,6 +250,8 @@ DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "inforom.power": 15,
     "pci.bus_id": 31,
     "gsp.version": 31,
+    "mig.gpu_instances": 24,
+    "mig.compute_instances": 32,
     "fabric.cluster_uuid": 47,
     "cpu_affinity": 1024,
     "topology.levels": 256,
@@ -288,6 +298,30 @@ PROCESS_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "name": 127,
 })
 
+# device.<i>.mig_profile.<p>.<key>: a GPU-instance profile of a MIG-capable GPU (`mig -lgip`); key -> value type
+MIGPROFILE_TYPES = MappingProxyType({
+    "profile": "u32",
+    "id": "u32",
+    "name": "str",
+    "slices": "u32",
+    "instances": "u32",
+    "memory_mb": "u64",
+    "sms": "u32",
+    "copy_engines": "u32",
+    "decoders": "u32",
+    "encoders": "u32",
+    "jpegs": "u32",
+    "ofas": "u32",
+    "placement_size": "u32",
+    "placements": "u8list",
+})
+MIGPROFILE_KEYS = frozenset(MIGPROFILE_TYPES)
+# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+MIGPROFILE_SIZES: MappingProxyType[str, int] = MappingProxyType({
+    "name": 31,
+    "placements": 8,
+})
+
 # event.<n>.<key>: Xid and other device events; key -> value type
 EVENT_TYPES = MappingProxyType({
     "seq": "u64",
@@ -326,6 +360,7 @@ KEYS = MappingProxyType({
     "device": DEVICE_KEYS,
     "link": LINK_KEYS,
     "process": PROCESS_KEYS,
+    "migprofile": MIGPROFILE_KEYS,
     "event": EVENT_KEYS,
     "pcifn": PCIFN_KEYS,
 })
@@ -335,6 +370,7 @@ TYPES = MappingProxyType({
     "device": DEVICE_TYPES,
     "link": LINK_TYPES,
     "process": PROCESS_TYPES,
+    "migprofile": MIGPROFILE_TYPES,
     "event": EVENT_TYPES,
     "pcifn": PCIFN_TYPES,
 })
@@ -344,6 +380,7 @@ SIZES = MappingProxyType({
     "device": DEVICE_SIZES,
     "link": LINK_SIZES,
     "process": PROCESS_SIZES,
+    "migprofile": MIGPROFILE_SIZES,
     "event": EVENT_SIZES,
     "pcifn": PCIFN_SIZES,
 })
@@ -460,6 +497,8 @@ DEVICE_GSP_DEFAULT_MODE = "gsp.default_mode"
 DEVICE_GSP_VERSION = "gsp.version"
 DEVICE_MIG_CURRENT = "mig.current"
 DEVICE_MIG_PENDING = "mig.pending"
+DEVICE_MIG_GPU_INSTANCES = "mig.gpu_instances"
+DEVICE_MIG_COMPUTE_INSTANCES = "mig.compute_instances"
 DEVICE_MIG_MAX_DEVICES = "mig.max_devices"
 DEVICE_FABRIC_SUPPORTED = "fabric.supported"
 DEVICE_FABRIC_CLUSTER_UUID = "fabric.cluster_uuid"
@@ -521,6 +560,20 @@ PROCESS_MEM_UTIL = "mem_util"
 PROCESS_ENC_UTIL = "enc_util"
 PROCESS_DEC_UTIL = "dec_util"
 PROCESS_NAME = "name"
+MIGPROFILE_PROFILE = "profile"
+MIGPROFILE_ID = "id"
+MIGPROFILE_NAME = "name"
+MIGPROFILE_SLICES = "slices"
+MIGPROFILE_INSTANCES = "instances"
+MIGPROFILE_MEMORY_MB = "memory_mb"
+MIGPROFILE_SMS = "sms"
+MIGPROFILE_COPY_ENGINES = "copy_engines"
+MIGPROFILE_DECODERS = "decoders"
+MIGPROFILE_ENCODERS = "encoders"
+MIGPROFILE_JPEGS = "jpegs"
+MIGPROFILE_OFAS = "ofas"
+MIGPROFILE_PLACEMENT_SIZE = "placement_size"
+MIGPROFILE_PLACEMENTS = "placements"
 EVENT_SEQ = "seq"
 EVENT_DEVICE = "device"
 EVENT_TYPE = "type"

@@ -248,6 +248,22 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "mig.current", _b(c.mig.mode_current)
         yield "mig.pending", _b(c.mig.mode_pending)
         yield "mig.max_devices", c.mig.max_gpu_instances
+        for row, profile in enumerate(c.mig.gpu_instance_profiles):
+            at = f"mig_profile.{row}."
+            yield at + "profile", profile.nvml_profile
+            yield at + "id", profile.id
+            yield at + "name", profile.name
+            yield at + "slices", profile.slices
+            yield at + "instances", profile.instances
+            yield at + "memory_mb", profile.memory_mb
+            yield at + "sms", profile.multiprocessors
+            yield at + "copy_engines", profile.copy_engines
+            yield at + "decoders", profile.decoders
+            yield at + "encoders", profile.encoders
+            yield at + "jpegs", profile.jpegs
+            yield at + "ofas", profile.ofas
+            yield at + "placement_size", profile.placement_size
+            yield at + "placements", ",".join(map(str, profile.placements))
     else:
         yield "mig.current", -1  # board without MIG: N/A
 

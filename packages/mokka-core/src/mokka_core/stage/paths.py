@@ -38,6 +38,8 @@ def multiarch() -> str:
 LIB_DIR = f"usr/lib/{multiarch()}"
 #: The flat NVML state file the mock library reads; next to the library, found without an env var.
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
+#: What NVML setters changed, written by the library beside the state file (``stage/nvml_settings.py``).
+NVML_SETTINGS_FILE = f"{LIB_DIR}/mokka-nvml.settings"
 
 
 def user_cache(name: str) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import MokkaError
 from .store import NodeStore, atomic_write, scratch_dir
-from .surface import CharDevice, Copy, Dir, Entry, File, Symlink
+from .surface import CharDevice, Copy, Dir, Entry, File, Runtime, Symlink
 
 
 class StagingError(MokkaError):
@@ -299,8 +299,8 @@ def _check_plans(plans: dict[str, list[Entry]]) -> None:
 
 
 def _materialise(entry: Entry, path: str) -> None:
-    if isinstance(entry, Dir):
-        return  # directories are made in place when publishing
+    if isinstance(entry, (Dir, Runtime)):
+        return  # directories are made in place when publishing; runtime files by the node itself
     if isinstance(entry, File):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
@@ -356,7 +356,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                     known_dirs.add(entry.path)
                     continue
                 manifest.digests[entry.path] = digests[surface][n]
-                if n in unchanged[surface]:
+                if n in unchanged[surface] or isinstance(entry, Runtime):
                     manifest.entries.append(entry.path)
                     continue
                 target = target_name

@@ -61,7 +61,14 @@ class CharDevice(NamedTuple):
     mode: int = 0o666
 
 
-Entry = Union[Dir, File, Copy, Symlink, CharDevice]
+class Runtime(NamedTuple):
+    """A file the running node writes itself (the NVML setter record): never staged nor replaced by a
+    restage, owned by the surface so that teardown removes it."""
+
+    path: str
+
+
+Entry = Union[Dir, File, Copy, Symlink, CharDevice, Runtime]
 
 
 class Service(NamedTuple):
@@ -148,6 +155,8 @@ class Surface(ABC):
         """Problems found in what is staged now (empty list: all good)."""
         problems = []
         for entry in self.plan(node, ctx):
+            if isinstance(entry, Runtime):
+                continue  # present only once the node has written it
             target = ctx.root / entry.path
             if not (target.exists() or target.is_symlink()):
                 problems.append(f"{self.name}: missing /{entry.path}")

@@ -1,0 +1,146 @@
+/* settings.c: the setter record's writer (format and reader: state.c; design: native/README.md, "Settings").
+ * Above util.c, below the areas that change node state (setters.c, export_table.c's GPU reset).
+ *
+ * One writer at a time (flock on the record's directory, so no lock file is left behind) reads the
+ * record, replaces the changed keys and publishes the result by write-temp, fsync and rename: readers,
+ * which never lock, see the old record or the new one, and a writer killed at any point leaves the
+ * old record in place (and at most the fixed-name temp file, which the next writer truncates). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "settings.h"
+
+nvmlReturn_t mk_settings_permitted(void) { return geteuid() == 0 ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION; }
+
+/* the record's current lines (without header and `end`), or an empty text when there is none */
+static char *read_record(int dfd, const char *name, size_t *len) {
+    *len = 0;
+    char *buf = malloc(MK_MAX_SETTINGS + 1);
+    if (!buf) return NULL;
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return buf;
+    struct stat st;
+    size_t got = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        ssize_t r;
+        while (got < MK_MAX_SETTINGS && (r = read(fd, buf + got, MK_MAX_SETTINGS - got)) > 0) got += (size_t)r;
+    }
+    close(fd);
+    size_t magic = sizeof(MK_SETTINGS_MAGIC) - 1;
+    if (got <= magic || memcmp(buf, MK_SETTINGS_MAGIC "\n", magic + 1) != 0) {
+        if (got) mk_log("setter record %s: not a record, rewritten", name);
+        return buf;
+    }
+    memmove(buf, buf + magic + 1, got - magic - 1);
+    *len = got - magic - 1;
+    return buf;
+}
+
+static int line_is(const char *line, size_t ll, uint32_t dev, const struct mk_setting *set, size_t n) {
+    char prefix[32];
+    int pl = snprintf(prefix, sizeof prefix, "device.%u.", dev);
+    if (ll < (size_t)pl || memcmp(line, prefix, (size_t)pl) != 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = strlen(set[i].key);
+        if (ll > (size_t)pl + kl && memcmp(line + pl, set[i].key, kl) == 0 && line[pl + kl] == '=') return 1;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+struct fixed { const struct mk_setting *set; size_t n; };
+
+static nvmlReturn_t copy_fixed(struct mk_snap *S, uint32_t dev, void *ctx, struct mk_setting *out, size_t *n) {
+    const struct fixed *f = ctx;
+    (void)S; (void)dev;
+    memcpy(out, f->set, f->n * sizeof *out);
+    *n = f->n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t mk_settings_write(uint32_t dev, const struct mk_setting *set, size_t n) {
+    if (n > MK_MAX_SETTING_KEYS) return NVML_ERROR_INVALID_ARGUMENT;
+    struct fixed f = {set, n};
+    return mk_settings_apply(dev, copy_fixed, &f);
+}
+
+nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) {
+    const char *path = mk_settings_path();
+    const char *slash = strrchr(path, '/');
+    char dir[4096], tmp[512];
+    const char *name = slash ? slash + 1 : path;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        mk_log("setter record %s: %s", path, strerror(errno));
+        return NVML_ERROR_UNKNOWN;
+    }
+    while (flock(dfd, LOCK_EX) != 0 && errno == EINTR) {}
+    /* decide on the node as it is now, under the lock: no other writer can change it in between */
+    mk_refresh_slow(mk_now_coarse(), 1);
+    struct mk_setting set[MK_MAX_SETTING_KEYS];
+    size_t n = 0;
+    nvmlReturn_t ret = compute(mk_snapshot(), dev, ctx, set, &n);
+    char *old = NULL, *out = NULL;
+    size_t len;
+    if (ret != NVML_SUCCESS) goto done;
+    ret = NVML_ERROR_UNKNOWN;
+    old = read_record(dfd, name, &len);
+    out = old ? malloc(len + n * 240 + sizeof(MK_SETTINGS_MAGIC) + 8) : NULL;
+    if (!out) goto done;
+    size_t o = (size_t)sprintf(out, "%s\n", MK_SETTINGS_MAGIC);
+    for (size_t pos = 0; pos < len;) {
+        const char *line = old + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + 1;
+        if (ll == 0 || (ll == 3 && memcmp(line, "end", 3) == 0) || line_is(line, ll, dev, set, n)) continue;
+        memcpy(out + o, line, ll);
+        o += ll;
+        out[o++] = '\n';
+    }
+    for (size_t i = 0; i < n; i++)
+        if (set[i].value[0]) o += (size_t)sprintf(out + o, "device.%u.%.64s=%.159s\n", dev, set[i].key, set[i].value);
+    o += (size_t)sprintf(out + o, "end\n");
+    if (o > MK_MAX_SETTINGS) {
+        mk_log("setter record %s: would exceed %u bytes", path, MK_MAX_SETTINGS);
+        goto done;
+    }
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 || fchmod(fd, 0644) != 0 || write_all(fd, out, o) != 0 || fsync(fd) != 0) {
+        mk_log("setter record %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        goto done;
+    }
+    close(fd);
+    if (renameat(dfd, tmp, dfd, name) != 0) {
+        mk_log("setter record %s: rename: %s", path, strerror(errno));
+        goto done;
+    }
+    ret = NVML_SUCCESS;
+done:
+    free(old);
+    free(out);
+    flock(dfd, LOCK_UN);
+    close(dfd);
+    if (ret == NVML_SUCCESS) mk_refresh_slow(mk_now_coarse(), 1); /* this process reads its own change back at once */
+    return ret;
+}

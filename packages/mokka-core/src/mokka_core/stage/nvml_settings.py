@@ -1,0 +1,88 @@
+"""The NVML setter record: the device keys NVML setters changed on the node (``nvidia-smi -pl``, ``-e``,
+``-r``, …), which the library overlays on the state file.
+
+The library writes it (``native/src/settings.c``); here it is read for ``nvml-mock-ctl status`` and
+cleared by ``reset``, under the same lock (``flock`` on its directory). Format and design:
+native/README.md, "Settings".
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import MokkaError
+from .nvml_keys import DEVICE_TYPES, SETTINGS_HEADER
+from .paths import NVML_SETTINGS_FILE
+from .store import atomic_write
+
+#: what the library may leave beside the state file: the record and the temp file it renames into place
+RUNTIME_FILES = (NVML_SETTINGS_FILE, f"{NVML_SETTINGS_FILE}.tmp")
+
+Settings = dict[int, dict[str, str]]
+
+
+def read(root: Path) -> Settings:
+    """GPU index -> {key: value} of the record under ``root`` ({} without one)."""
+    path = root / NVML_SETTINGS_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    return parse(text, path)
+
+
+def parse(text: str, where: Path) -> Settings:
+    lines = text.split("\n")
+    if lines[0] != SETTINGS_HEADER or "end" not in lines:
+        raise MokkaError(f"{where}: not an NVML setter record (first line {SETTINGS_HEADER!r}, last 'end')")
+    out: Settings = {}
+    for number, line in enumerate(lines[1:lines.index("end")], start=2):
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        scope, _, rest = key.partition(".")
+        index, _, name = rest.partition(".")
+        if not sep or scope != "device" or not index.isdigit() or name not in DEVICE_TYPES:
+            raise MokkaError(f"{where}: line {number}: expected device.<i>.<key>=value, got {line!r}")
+        out.setdefault(int(index), {})[name] = value
+    return out
+
+
+def clear(root: Path, gpus: Iterable[int] | None = None) -> bool:
+    """Drop the record (``gpus`` None) or those GPUs' settings; True when something was dropped."""
+    path = root / NVML_SETTINGS_FILE
+    if not path.parent.is_dir():
+        return False
+    with _locked(path.parent):
+        current = read(root)
+        if not current:
+            return False
+        if gpus is None:
+            path.unlink(missing_ok=True)
+            return True
+        dropped = set(gpus) & set(current)
+        if dropped:
+            kept = {i: kv for i, kv in current.items() if i not in dropped}
+            atomic_write(path, render(kept), durable=True)
+        return bool(dropped)
+
+
+def render(settings: Settings) -> str:
+    lines = [SETTINGS_HEADER]
+    lines += [f"device.{index}.{key}={value}" for index in sorted(settings) for key, value in settings[index].items()]
+    return "\n".join([*lines, "end", ""])
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """The writers' lock, as the library takes it: an exclusive ``flock`` on the record's directory."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
