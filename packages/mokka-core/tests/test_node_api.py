@@ -30,6 +30,7 @@ def private_tmp(monkeypatch: pytest.MonkeyPatch):
     shutil.rmtree(where)
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_a_node_is_staged_in_a_private_root_and_leaves_nothing_behind(private_tmp: Path) -> None:
     with Node("t4", gpus=2) as node:
         root = node.root
@@ -83,6 +84,7 @@ def test_ctl_many_is_one_transaction_all_or_nothing(private_tmp: Path) -> None:
             node.ctl_many([("temp", "1", "40"), ("status",)])
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_env_shows_two_nodes_to_real_nvidia_smi_at_once(private_tmp: Path) -> None:
     smi = consumers.require("nvidia-smi", version="550")
     with Node("t4", gpus=2) as t4, Node("a100") as a100:
@@ -105,6 +107,7 @@ def test_env_points_the_ctl_at_the_node(private_tmp: Path) -> None:
         assert "66C" in node.ctl("status")
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_run_shows_the_node_at_the_real_paths(private_tmp: Path) -> None:
     if node_api.namespace.refusal() is not None:
         pytest.skip(f"no private mount namespace here: {node_api.namespace.refusal()}")
@@ -128,6 +131,7 @@ def test_ctl_start_up_does_not_import_the_node_api() -> None:
     assert done.stdout.strip() == "False"
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_services_are_started_on_request_and_stopped_on_exit(private_tmp: Path) -> None:
     with Node("h100", gpus=2, services=True) as node:
         assert NodeStore(node.root).fabricmanager_ready.exists()  # nv-fabricmanager is up: the fabric trains

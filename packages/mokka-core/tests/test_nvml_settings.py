@@ -93,6 +93,7 @@ def test_ctl_status_shows_and_reset_clears_what_nvidia_smi_set(tmp_path: Path,
 
 @needs_library
 @pytest.mark.consumer
+@pytest.mark.usefixtures("whole_node")
 def test_mokka_run_power_limit_seen_by_the_next_process_and_pynvml() -> None:
     if os.geteuid() != 0 and not consumers.required():
         pytest.skip("mount namespaces need root (CI runs as root)")
@@ -117,6 +118,7 @@ def test_mokka_run_power_limit_seen_by_the_next_process_and_pynvml() -> None:
 
 @needs_library
 @pytest.mark.consumer
+@pytest.mark.usefixtures("whole_node")
 def test_mokka_run_mig_partition_seen_by_the_next_process_and_pynvml() -> None:
     if os.geteuid() != 0 and not consumers.required():
         pytest.skip("mount namespaces need root (CI runs as root)")

@@ -49,6 +49,7 @@ def test_what_the_readme_promises(mokka_node):
 '''
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_the_readme_test_passes(pytester: pytest.Pytester) -> None:
     smi = consumers.require("nvidia-smi", version="550")
     pytester.makepyfile(README_TEST.format(smi=str(smi)))
@@ -94,6 +95,7 @@ def test_nodes_are_removed_after_the_test_even_when_it_fails(pytester: pytest.Py
     result.assert_outcomes(passed=1, failed=1)
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_a_second_active_node_is_refused_clearly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(textwrap.dedent('''
         import pytest

@@ -172,6 +172,7 @@ def test_override_devices_that_do_not_exist_are_refused(tmp_path: Path) -> None:
         NodeSpec(profile="t4", override_file=override).resolve()
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_a_string_the_library_cannot_hold_is_a_message_under_run(tmp_path: Path) -> None:
     """Found by fuzz/fuzz_documents.py: the renderer's bound was a ValueError, so `mokka run` printed a traceback."""
     path = tmp_path / "long.yaml"
@@ -216,6 +217,7 @@ RUN, SHOW = ["run", "--profile-file", "{}", "--", "true"], ["show", "--profile-f
     *[(case, message, RUN) for case, message in REFUSED],
     *[(case, message, SHOW) for case, message in REFUSED if case not in RENDERED],
 ])
+@pytest.mark.usefixtures("whole_node")
 def test_what_validate_refuses_run_and_show_refuse_with_a_message(tmp_path: Path, case: str, message: str,
                                                                    command: list[str]) -> None:
     """Issue 18 item 14: a 33-bit PCI id under `mokka run` was a ValueError traceback (the renderer's bound)."""

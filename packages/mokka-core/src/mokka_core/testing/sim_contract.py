@@ -67,7 +67,11 @@ def _choices(owner: type, field: str) -> tuple[Any, ...]:
 _CHOICES: dict[tuple[str, str], tuple[Any, ...]] = {}
 #: an item for the configuration's tuples of blocks
 _ITEMS: dict[str, dict[str, Any]] = {"processes": {"pid": 4242, "name": "probe", "used_memory_mib": 7},
-                                     "xid_events": {"code": 13, "seq": 9999}, "memory_clocks": {"freq_mhz": 1000}}
+                                     "xid_events": {"code": 13, "seq": 9999}, "memory_clocks": {"freq_mhz": 1000},
+                                     "gpu_instance_profiles": {"name": "1g.5gb", "id": 99, "nvml_profile": 0,
+                                                               "slices": 1, "instances": 1, "memory_mb": 4864,
+                                                               "multiprocessors": 14, "placement_size": 1,
+                                                               "placements": [0]}}
 
 
 def _leaves(value: Any, owner: type, field: str) -> Iterator[tuple[tuple[str, ...], int]]:
