@@ -485,12 +485,20 @@ const char *mk_state_path(void) {
     return state_path;
 }
 
-/* `X.state` -> `X.settings`; any other name gets `.settings` appended */
+/* `X.state` -> `X.settings`; any other name gets `.settings` appended.  X is the state file as
+ * resolved (links followed, once it exists): the record lives beside the real file, in the node's
+ * root, wherever a process found the library (a read-only overlay of links under `mokka run`). */
 const char *mk_settings_path(void) {
+    static int resolved; /* written once the buffer holds the resolved path */
+    if (__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) return settings_path;
+    char real[4096];
     const char *p = mk_state_path();
+    int found = realpath(p, real) != NULL;
+    if (found) p = real;
     size_t n = strlen(p);
     if (n > 6 && strcmp(p + n - 6, ".state") == 0) n -= 6;
     snprintf(settings_path, sizeof settings_path, "%.*s.settings", (int)n, p);
+    if (found) __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
     return settings_path;
 }
 
