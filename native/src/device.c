@@ -364,14 +364,15 @@ MK_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, uns
     return NVML_SUCCESS;
 }
 
-MK_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *p) {
+MK_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *p) {
     DEV(device);
     NONNULL(p);
     *p = (nvmlPstates_t)D->pstate;
     return NVML_SUCCESS;
 }
-MK_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *p) {
-    return nvmlDeviceGetPowerState(device, p);
+/* the deprecated name of the same reading (calling it from C would warn under the 13.x header) */
+MK_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *p) {
+    return nvmlDeviceGetPerformanceState(device, p);
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size) {
@@ -830,6 +831,11 @@ MK_API nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverMode
     if (current) *current = (nvmlDriverModel_t)D->driver_model;
     if (pending) *pending = (nvmlDriverModel_t)D->driver_model;
     return NVML_SUCCESS;
+}
+/* the 555+ name: the same answer (Linux: NOT_SUPPORTED, nvidia-smi prints N/A) */
+MK_API nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, nvmlDriverModel_t *current,
+                                                nvmlDriverModel_t *pending) {
+    return nvmlDeviceGetDriverModel(device, current, pending);
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t *current,

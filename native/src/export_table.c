@@ -169,6 +169,14 @@ static int slot168_reset(unsigned count, nvmlDevice_t *devices) {
     return NVML_SUCCESS;
 }
 
+/* nvidia-smi 555's -pm (its disassembly: a NULL slot 251 is NOT_SUPPORTED): f(device, mode, unsigned *via_daemon);
+ * *via_daemon 0 is the legacy path (no nvidia-persistenced), "Enabled Legacy persistence mode for GPU …". */
+static int slot251_persistence(nvmlDevice_t device, nvmlEnableState_t mode, unsigned *via_daemon) {
+    nvmlReturn_t r = nvmlDeviceSetPersistenceMode(device, mode);
+    if (r == NVML_SUCCESS && via_daemon) *via_daemon = 0;
+    return r;
+}
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
@@ -202,6 +210,7 @@ static const struct {
     {242, (const void *)slot_not_supported},
     {243, (const void *)slot_not_supported},
     {249, (const void *)slot_not_supported},
+    {251, (const void *)slot251_persistence},
 };
 
 #define EXPORT_SLOTS 256

@@ -104,7 +104,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
     DEV(device);
     NONNULL(info);
     if (D->mig_current != 1) NOTSUP(); /* MIG off: no profiles (nvidia-smi mig -lgip lists none) */
-    if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    if (profile >= MK_GI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     const struct mk_mig_profile *p = profile_by_index(D, profile);
     if (!p) NOTSUP();
     memset(info, 0, sizeof *info);
@@ -120,7 +120,7 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, un
     if (version != nvmlGpuInstanceProfileInfo_v2 && version != nvmlGpuInstanceProfileInfo_v3)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (D->mig_current != 1) NOTSUP(); /* MIG off: no profiles (nvidia-smi mig -lgip lists none) */
-    if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    if (profile >= MK_GI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     const struct mk_mig_profile *p = profile_by_index(D, profile);
     if (!p) NOTSUP();
     if (version == nvmlGpuInstanceProfileInfo_v3) {
@@ -374,7 +374,7 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstanc
     if (version != nvmlComputeInstanceProfileInfo_v2 && version != nvmlComputeInstanceProfileInfo_v3)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) return NVML_ERROR_INVALID_ARGUMENT;
-    if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    if (profile >= MK_CI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     if (!ci_profile_ok(G.p, profile)) NOTSUP();
     unsigned s = mk_ci_slices(profile);
     if (version == nvmlComputeInstanceProfileInfo_v3) ((nvmlComputeInstanceProfileInfo_v3_t *)info)->capabilities = 0;
@@ -550,7 +550,7 @@ MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInst
                                                        nvmlComputeInstance_t *computeInstances, unsigned int *count) {
     GI(gpuInstance);
     NONNULL(count);
-    if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    if (profileId >= MK_CI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     NONNULL(computeInstances); /* count is output only, as for GPU instances */
     unsigned k = 0;
     for (unsigned i = 0; i + 3 < D->mig_ci_n; i += 4)

@@ -14,7 +14,10 @@
 #define MK_HIDDEN __attribute__((visibility("hidden")))
 
 #define MK_MAX_DEVICES 256   /* per snapshot */
-#define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS */
+#define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS of the 550 API (the 13.x header says 36) */
+/* The 550 driver's profile id ranges (the 13.x header counts later ids the 550 driver rejects). */
+#define MK_GI_PROFILE_COUNT 0xA /* NVML_GPU_INSTANCE_PROFILE_COUNT of the 550 API */
+#define MK_CI_PROFILE_COUNT 0x8 /* NVML_COMPUTE_INSTANCE_PROFILE_COUNT of the 550 API */
 #define MK_MAX_PROCS 32      /* per device */
 #define MK_MAX_EVENTS 256    /* per snapshot */
 #define MK_MAX_PCIFN 256     /* non-GPU PCI functions per snapshot */

@@ -38,7 +38,7 @@ def state_file(tmp_path: Path):
     return make
 
 
-@pytest.fixture(scope="session", params=["535", "550"])
+@pytest.fixture(scope="session", params=["535", "550", "555"])
 def smi(request) -> Path:
     return consumers.require("nvidia-smi", version=request.param)
 

@@ -1,4 +1,4 @@
-"""Real nvidia-smi (Debian 535 and 550) against the mock library and state files of the built-in profiles."""
+"""Real nvidia-smi (Debian 535, 550 and 555) against the mock library and state files of the built-in profiles."""
 from __future__ import annotations
 
 import subprocess

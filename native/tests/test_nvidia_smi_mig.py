@@ -1,4 +1,4 @@
-"""MIG partitioning as node state, with real nvidia-smi (Debian 535 and 550): every step its own process.
+"""MIG partitioning as node state, with real nvidia-smi (Debian 535, 550 and 555): every step its own process.
 
 The expected tables are `nvidia-smi mig -lgip` of real boards (H100 80GB HBM3, A100-SXM4-40GB)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real nvidia-smi (Debian 535 and 550) changes node state: every step its own process, read back by the next."""
+"""Real nvidia-smi (Debian 535, 550 and 555) changes node state: every step its own process, read back by the next."""
 from __future__ import annotations
 
 import os

@@ -92,7 +92,7 @@ def _library_dir() -> Path:
     return directory
 
 
-@pytest.fixture(scope="module", params=["535", "550"])
+@pytest.fixture(scope="module", params=["535", "550", "555"])
 def smi(request: pytest.FixtureRequest) -> Path:
     return consumers.require("nvidia-smi", version=request.param)
 

@@ -106,7 +106,7 @@ def _debian_nvidia(version: str) -> Path:
 
 
 def nvidia_smi(version: str = "550") -> Path:
-    """Path to Debian's real nvidia-smi `version` ("535" or "550"); downloads on first use."""
+    """Path to Debian's real nvidia-smi `version` ("535", "550" or "555"); downloads on first use."""
     binary = _debian_nvidia(version) / "usr" / "lib" / "nvidia" / "current" / "nvidia-smi"
     if not binary.exists():
         raise ConsumerUnavailable(f"nvidia-smi {version}: binary missing after unpacking")
