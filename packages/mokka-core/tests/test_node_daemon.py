@@ -153,7 +153,7 @@ def test_disabling_a_surface_by_override_tears_it_down(root: Path) -> None:
         assert (root / "etc/mokka-static/driver").exists()
         (root / OVERRIDE_FILE).write_text("surfaces: {ib: {enabled: false}}\n")
         wait_for(lambda: not (root / "etc/mokka-static/driver").exists())
-        assert staged_surfaces(root) == ["probe"]
+        wait_for(lambda: staged_surfaces(root) == ["probe"])  # its manifest goes right after its files
 
 
 class TwoFileSurface(StaticSurface):

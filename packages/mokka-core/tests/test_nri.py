@@ -329,7 +329,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
+def wait_for(condition: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
