@@ -21,6 +21,7 @@ its own (merged) ``dynamic_metrics`` block.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 from ..errors import StateValueError
 from ..model.physics import readings
 from .nvml_key_lookup import value_problem
-from .nvml_keys import HEADER, RANGES, TYPES
+from .nvml_keys import HEADER, RANGES, SIZES, TYPES
 from .store import atomic_write
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
 FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
                  "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 XID_FALLEN_OFF_BUS = 79
 # counters whose library default is 0: a zero is not written (smaller file, faster parse in every process)
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
@@ -468,18 +470,27 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
 
 def _problem(key: str, value: object, text: str) -> str | None:
     """Why the library would refuse a device-block value (native/state-keys.toml), or None: integers
-    checked against their key's range directly, everything else as the library parses its text."""
-    if type(value) is int:
-        if key.startswith("nvlink.") and key[7:8].isdigit():
-            kind = TYPES["link"].get(key.split(".", 2)[2])
-        elif key.startswith("process.") and key[8:9].isdigit():
-            kind = TYPES["process"].get(key.split(".", 2)[2])
-        else:
-            kind = TYPES["device"].get(key)
-        bounds = RANGES.get(kind) if kind is not None else None
-        if bounds is not None:
-            low, high = bounds
-            return None if low <= value <= high else f"{value} is outside the {kind} range {low}..{high}"
+    against their key's range and plain strings against its size directly (thousands of values per
+    render), anything else as the library parses its text."""
+    if key.startswith("nvlink.") and key[7:8].isdigit():
+        scope, name = "link", key.split(".", 2)[2]
+    elif key.startswith("process.") and key[8:9].isdigit():
+        scope, name = "process", key.split(".", 2)[2]
+    elif key.startswith("mig_profile.") and key[12:13].isdigit():
+        scope, name = "migprofile", key.split(".", 2)[2]
+    else:
+        scope, name = "device", key
+    kind = TYPES[scope].get(name)
+    if kind is None:
+        return None  # not the library's key: the key-table tests catch those
+    if type(value) is int and kind in RANGES:
+        low, high = RANGES[kind]
+        return None if low <= value <= high else f"{value} is outside the {kind} range {low}..{high}"
+    if kind == "str" and type(value) is str:
+        if _CONTROL.search(text):
+            return f"contains a control character: {text[:60]!r}"
+        limit = SIZES[scope][name]
+        return None if len(text) <= limit else f"is {len(text)} characters long, more than {limit}"
     return value_problem(f"device.0.{key}", text)
 
 
