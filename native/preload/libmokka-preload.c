@@ -197,26 +197,26 @@ static int allowed_by_only(const char *path)
     return 0;
 }
 
+/* lstat by raw syscall: the shim's own stat wrappers must not see their own lookups */
+static int raw_lstat(const char *path, struct stat *st)
+{
+#ifdef SYS_newfstatat
+    return syscall(SYS_newfstatat, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0;
+#else
+    return syscall(SYS_fstatat64, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0;
+#endif
+}
+
 static int raw_lstat_is_file(const char *path)
 {
     struct stat st;
-#ifdef SYS_newfstatat
-    long rc = syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
-#else
-    long rc = syscall(SYS_fstatat64, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
-#endif
-    return rc == 0 && !S_ISDIR(st.st_mode);
+    return raw_lstat(path, &st) && !S_ISDIR(st.st_mode);
 }
 
 static int raw_is_symlink(const char *path)
 {
     struct stat st;
-#ifdef SYS_newfstatat
-    long rc = syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
-#else
-    long rc = syscall(SYS_fstatat64, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW);
-#endif
-    return rc == 0 && S_ISLNK(st.st_mode);
+    return raw_lstat(path, &st) && S_ISLNK(st.st_mode);
 }
 
 /* A `..` after a symlink is resolved by the kernel through the link, so it cannot be resolved by hand:
