@@ -1,7 +1,7 @@
 """What the real boards of the seven built-in profiles report: the oracle of the Kubernetes consumer tests.
 
 Names, framebuffer totals, MIG and fabric come from the real ``nvidia-smi -q -x`` captures
-(``shared/reference/captures/qx-<profile>.xml``: ``product_name``, ``fb_memory_usage/total``,
+(``reference/captures/qx-<profile>.xml``: ``product_name``, ``fb_memory_usage/total``,
 ``mig_mode/current_mig``, ``fabric/state``; ``test_boards.py`` checks this table against them where
 they are present). Compute capabilities come from NVIDIA's CUDA GPU table (GB300 is 10.3); PCI
 classes from ``lspci -nn`` on real nodes (every one of these boards enumerates as a 3D controller).
