@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .errors import CtlError
 from .version import __version__
 
+TYPE_CHECKING = False  # not typing's: nvml-mock-ctl imports this package first and must start fast
 if TYPE_CHECKING:
+    from typing import Any
+
     from .testing.node_api import Node
 
 __all__ = ["CtlError", "Node", "__version__"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+TYPE_CHECKING = False  # not typing's: nvml-mock-ctl imports this module before it knows it needs typing
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
 
 
 class MokkaError(Exception):

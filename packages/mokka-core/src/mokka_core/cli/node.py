@@ -60,8 +60,10 @@ def up(
     spec = NodeSpec(profile=profile, profile_file=profile_file.absolute() if profile_file else None, gpus=gpus,
                     node_name=node_name, overlay_file=overlay_file.absolute() if overlay_file else None,
                     surfaces=settings_by_surface)
+    from ..ctl.cli import execute_captured
+
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,
-                            teardown_deadline_s=teardown_deadline)
+                            teardown_deadline_s=teardown_deadline, ctl=execute_captured)
     log_to_stdout("mokka-node")
     raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))
 

@@ -1,5 +1,5 @@
 """``python -m mokka_core.ctl``: the same as ``nvml-mock-ctl``."""
 
-from .cli import main
+from .relay import main
 
 main()

@@ -13,6 +13,7 @@ import argparse
 import functools
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .store import Outcome
 
 PROG = "nvml-mock-ctl"
+_CAPTURE = threading.Lock()
 TARGET_HELP = "GPU: all, an index, a UUID or a PCI bus id, or a list and ranges of them (0,2 or 0-3)"
 
 DESCRIPTION = """\
@@ -220,10 +222,12 @@ def mutation(args: argparse.Namespace) -> Any:
     raise AssertionError(args.verb)
 
 
-def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface] | None = None) -> int:
-    """Run one ctl command; returns the exit status (``surfaces`` replaces discovery, for tests)."""
+def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface] | None = None,
+            root: Path | None = None) -> int:
+    """Run one ctl command; returns the exit status (``surfaces`` replaces discovery, for tests;
+    ``root``: the node daemon runs a relayed command on its own node, whatever --root spelled)."""
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(only=verb_of(words))
+    parser = _parser(verb_of(words))
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:
@@ -232,7 +236,7 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
     from ..stage.paths import find_root
 
     try:
-        root = find_root(getattr(args, "root", None)).absolute()
+        root = (root or find_root(getattr(args, "root", None))).absolute()
         message, outcome = perform(root, [args], surfaces=surfaces)
     except MokkaError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -252,6 +256,18 @@ def execute(argv: Sequence[str] | None = None, *, surfaces: Mapping[str, Surface
         print(f"node from: {'snapshot' if outcome.from_snapshot else 'files'}; "
               f"pydantic loaded: {'pydantic' in sys.modules}", file=sys.stderr)
     return 0
+
+
+def execute_captured(words: Sequence[str], root: Path) -> tuple[int, str, str]:
+    """Run one command for a client of the node daemon (``ctl.relay``): its exit status, and what it
+    printed to standard output and standard error.  One at a time: the capture is process-wide."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with _CAPTURE, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = execute(words, root=root)
+    return status, out.getvalue(), err.getvalue()
 
 
 def parse_in_process(words: Sequence[str]) -> argparse.Namespace | str:

@@ -29,6 +29,7 @@ from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
 from . import runstate
+from .relay import CtlSocket
 from .runstate import RunState, process_start_ticks
 from .settings import NodeSettings
 from .supervise import Supervisor
@@ -52,6 +53,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     wake = threading.Event()
     observer = None
     supervisor = Supervisor(root)
+    ctl_socket = CtlSocket(root, settings.ctl) if settings.ctl is not None else None
     failed = False
     try:
         chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
@@ -78,6 +80,8 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         if programs and not stop_flag.is_set():
             supervisor.write_config(programs, settings.service_stop_wait_s)
             supervisor.start()
+        if ctl_socket is not None:
+            ctl_socket.start()
         _set_phase(root, state, runstate.READY)
         if ready_flag is not None:
             ready_flag.set()
@@ -90,6 +94,8 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         _set_phase(root, state, runstate.FAILED)
         raise
     finally:
+        if ctl_socket is not None:
+            ctl_socket.close()
         if observer is not None:
             observer.stop()
             observer.join(timeout=2)

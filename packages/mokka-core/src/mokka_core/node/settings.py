@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,3 +27,6 @@ class NodeSettings:
     debounce_s: float = 0.02
     #: safety-net re-check of the watched files even without events
     poll_s: float = 2.0
+    #: runs the nvml-mock-ctl commands clients hand to the daemon's socket (``node.relay``):
+    #: ``ctl.cli.execute_captured``; None: no socket, every ctl command runs in its own process
+    ctl: Callable[[Sequence[str], Path], tuple[int, str, str]] | None = None

@@ -1,8 +1,8 @@
 """A node's state directory (``<root>/var/lib/mokka``): every name in it, the node lock, the one atomic write.
 
-The names are spelled here and nowhere else: as paths relative to a root (the module
-constants, for plans and for records kept relative) and as paths under a given root
-(the properties of :class:`NodeStore`).  Inside the ib and imex folders the names
+The names are spelled in :mod:`.layout` and nowhere else: as paths relative to a root (its
+constants, re-exported here, for plans and for records kept relative) and as paths under a
+given root (the properties of :class:`NodeStore`).  Inside the ib and imex folders the names
 belong to their surfaces.
 """
 
@@ -17,30 +17,34 @@ from pathlib import Path
 
 from ..errors import MokkaError
 from ..model.inputs import Fingerprint, fingerprint
+from .layout import (  # the state directory's layout (a module of its own: see why there), re-exported
+    CTL_SOCKET,
+    DAEMON_FILE,
+    FABRICMANAGER_READY,
+    IB_DIR,
+    IMEX_DIR,
+    KERNEL_LOG,
+    LOCK_FILE,
+    MANIFESTS_DIR,
+    NODE_FILE,
+    OVERLAY_FILE,
+    OVERRIDE_FILE,
+    PRELOAD_KILL_SWITCH,
+    RUN_DIR,
+    SNAPSHOT,
+    STATE_DIR,
+    SUPERVISORD_CONFIG,
+    SUPERVISORD_PID,
+    SUPERVISORD_SOCKET,
+    SURFACE_CACHE,
+)
 
-STATE_DIR = "var/lib/mokka"
-NODE_FILE = f"{STATE_DIR}/node.json"
-OVERRIDE_FILE = f"{STATE_DIR}/overrides.yaml"
-OVERLAY_FILE = f"{STATE_DIR}/topology.yaml"
-LOCK_FILE = f"{STATE_DIR}/overrides.yaml.lock"
-DAEMON_FILE = f"{STATE_DIR}/daemon.json"
-SUPERVISORD_CONFIG = f"{STATE_DIR}/supervisord.conf"
-SUPERVISORD_PID = f"{STATE_DIR}/supervisord.pid"
-SUPERVISORD_SOCKET = f"{STATE_DIR}/supervisor.sock"
-MANIFESTS_DIR = f"{STATE_DIR}/manifests"
-SURFACE_CACHE = f"{STATE_DIR}/surfaces.json"
-SNAPSHOT = f"{STATE_DIR}/snapshot.json"
-#: Read by the preload library (C): while it exists, nothing is redirected.
-PRELOAD_KILL_SWITCH = f"{STATE_DIR}/preload-disabled"
-#: Runtime markers of the simulated daemons.
-RUN_DIR = f"{STATE_DIR}/run"
-#: Exists exactly while the fake fabric manager has the fabric trained; the NVML library reports
-#: fabric state ``auto`` as In Progress until it exists, then Completed.
-FABRICMANAGER_READY = f"{RUN_DIR}/fabricmanager.ready"
-IB_DIR = f"{STATE_DIR}/ib"
-#: The node's kernel log as /dev/kmsg records (``pri,seq,usec,flags;text``), what /dev/kmsg serves.
-KERNEL_LOG = f"{STATE_DIR}/kmsg"
-IMEX_DIR = f"{STATE_DIR}/imex"
+__all__ = [
+    "CTL_SOCKET", "DAEMON_FILE", "FABRICMANAGER_READY", "IB_DIR", "IMEX_DIR", "KERNEL_LOG", "LOCK_FILE",
+    "LOCK_TIMEOUT_S", "MANIFESTS_DIR", "NODE_FILE", "OVERLAY_FILE", "OVERRIDE_FILE", "PRELOAD_KILL_SWITCH",
+    "RUN_DIR", "SNAPSHOT", "STATE_DIR", "SUPERVISORD_CONFIG", "SUPERVISORD_PID", "SUPERVISORD_SOCKET",
+    "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s", "scratch_dir",
+]
 
 
 class NodeStore:
@@ -143,6 +147,11 @@ class NodeStore:
         return self.root / IMEX_DIR
 
     @property
+    def ctl_socket(self) -> Path:
+        """Where the node daemon takes nvml-mock-ctl commands (``node.relay``)."""
+        return self.root / CTL_SOCKET
+
+    @property
     def bookkeeping(self) -> tuple[Path, ...]:
         """Every file Mokka itself keeps here, for teardown.
 
@@ -150,7 +159,7 @@ class NodeStore:
         with what they record.
         """
         return (self.surface_cache, self.snapshot, self.node_file, self.supervisord_config,
-                self.supervisord_pid, self.override_file, self.lock_file, self.daemon_file)
+                self.supervisord_pid, self.override_file, self.lock_file, self.ctl_socket, self.daemon_file)
 
     @contextlib.contextmanager
     def lock(self, timeout_s: float | None = None) -> Iterator[None]:

@@ -20,10 +20,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..ctl.cli import execute_captured
 from ..model.codec import encode
 from ..model.node import Node
 from ..node.daemon import run
@@ -33,8 +35,9 @@ from ..stage.surface import Entry, File, Service, StageContext, Surface
 
 class DaemonRunner:
     def __init__(self, settings: NodeSettings, surfaces: Mapping[str, Surface] | None = None,
-                 timeout: float = 20.0, expect_ready: bool = True) -> None:
-        self.settings = settings
+                 timeout: float = 20.0, expect_ready: bool = True, ctl_socket: bool = True) -> None:
+        # as `mokka node up`: nvml-mock-ctl hands its commands to the daemon (``ctl_socket=False``: it cannot)
+        self.settings = replace(settings, ctl=execute_captured) if ctl_socket and settings.ctl is None else settings
         self.surfaces = surfaces
         self.timeout = timeout
         self.expect_ready = expect_ready
@@ -226,7 +229,7 @@ def serve(argv: list[str] | None = None) -> None:
     if args.broken:
         surfaces["broken"] = BrokenSurface()
     settings = NodeSettings(root=args.root, spec=NodeSpec(profile=args.profile, gpus=args.gpus),
-                            supervise=args.service is not None)
+                            supervise=args.service is not None, ctl=execute_captured)
     log_to_stdout("mokka-node")
     sys.exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready, surfaces), errors=(Exception,)))
 
