@@ -20,6 +20,7 @@ its own (merged) ``dynamic_metrics`` block.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import zlib
@@ -468,10 +469,12 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=1 << 15, typed=True)
 def _problem(key: str, value: object, text: str) -> str | None:
     """Why the library would refuse a device-block value (native/state-keys.toml), or None: integers
     against their key's range and plain strings against its size directly (thousands of values per
-    render), anything else as the library parses its text."""
+    render), anything else as the library parses its text.  Remembered: a process that renders
+    again and again (the daemon, ``Node.ctl``) checks each value of each key once."""
     if key.startswith("nvlink.") and key[7:8].isdigit():
         scope, name = "link", key.split(".", 2)[2]
     elif key.startswith("process.") and key[8:9].isdigit():

@@ -16,10 +16,15 @@ Every render writes it under the node lock (``mokka node up`` and its re-renders
 Mokka wrote it; the node is then ``apply(base, override_doc)`` without reading or validating a
 document again, which keeps ``nvml-mock-ctl`` free of pydantic.  Anything else (missing, corrupt,
 stale) gives None, and the caller resolves the node from its files: the snapshot is a cache.
+
+A process that renders again and again (the node daemon taking ctl commands, ``Node.ctl``) keeps
+the last snapshot it wrote or read per root in memory, under the file's fingerprint, so it does not
+parse and decode what it wrote itself; any other writer's snapshot has another fingerprint.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +38,9 @@ from ..version import __version__
 from .store import NodeStore, atomic_write
 
 FORMAT_VERSION = 3
+#: snapshot file -> (its fingerprint, its record, the snapshot decoded from it or None): the last few roots
+_MEMO: dict[str, tuple[Fingerprint, dict[str, Any], Snapshot | None]] = {}
+_MEMO_ROOTS = 8
 
 
 class Snapshot(NamedTuple):
@@ -64,7 +72,15 @@ def record(root: Path) -> dict[str, Any] | None:
     Cheap (no node is built): what a node daemon checks under the node lock after every change.
     """
     try:
-        data = json.loads(NodeStore(root).snapshot.read_text(encoding="utf-8"))
+        path = NodeStore(root).snapshot
+        known = _MEMO.get(str(path))
+        seen = fingerprint(path)
+        if known is not None and known[0] == seen:
+            data = known[1]
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and seen is not None:
+                _remember(path, seen, data, None)
         if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
             return None
         inputs = data["inputs"]
@@ -82,12 +98,21 @@ def record(root: Path) -> dict[str, Any] | None:
 
 def from_record(data: Mapping[str, Any]) -> Snapshot | None:
     """The snapshot a fresh record holds; None where its node is not a node (never raises for bad content)."""
+    memo = next(((path, entry) for path, entry in _MEMO.items() if entry[1] is data), None)
+    if memo is not None and memo[1][2] is not None:
+        decoded = memo[1][2]
+        return decoded._replace(override_doc=copy.deepcopy(decoded.override_doc))
     try:
-        return Snapshot(base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
-                        override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"],
-                        digests={str(k): str(v) for k, v in data.get("digests", {}).items()}, base_json=data["base"])
+        decoded = Snapshot(
+            base=decode(Node, data["base"]), override_path=Path(str(data["override_path"])),
+            override_doc=data["override_doc"], inputs=data["inputs"], rendered_with=data["rendered_with"],
+            digests={str(k): str(v) for k, v in data.get("digests", {}).items()}, base_json=data["base"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+    if memo is not None:
+        _MEMO[memo[0]] = (memo[1][0], memo[1][1], decoded)
+        return decoded._replace(override_doc=copy.deepcopy(decoded.override_doc))
+    return decoded
 
 
 def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str, Any],
@@ -109,16 +134,28 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
         return
     # the node file is written by the same command from the same spec, just before this
     known[str(store.node_file)] = fingerprint(store.node_file)
-    _write(root, {
+    data = {
         "format": FORMAT_VERSION,
         "mokka_core": __version__,
         "inputs": known,
         "override_path": str(override_path),
-        "override_doc": dict(override_doc),
+        "override_doc": copy.deepcopy(dict(override_doc)),
         "base": encode_shared(base) if base_json is None else base_json,
         "rendered_with": surface_ids(surfaces),
         "digests": dict(sorted(digests.items())),
-    })
+    }
+    written = _write(root, data)
+    if written is not None:
+        _remember(path, written, data, Snapshot(
+            base=base, override_path=Path(str(override_path)), override_doc=data["override_doc"], inputs=known,
+            rendered_with=data["rendered_with"], digests=data["digests"], base_json=data["base"]))
+
+
+def _remember(path: Path, written: Fingerprint, data: dict[str, Any], decoded: Snapshot | None) -> None:
+    _MEMO.pop(str(path), None)
+    while len(_MEMO) >= _MEMO_ROOTS:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[str(path)] = (written, data, decoded)
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -140,12 +177,15 @@ def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
     return sorted(ids)
 
 
-def _write(root: Path, data: dict[str, Any]) -> None:
+def _write(root: Path, data: dict[str, Any]) -> Fingerprint:
     """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
+    path = NodeStore(root).snapshot
+    _MEMO.pop(str(path), None)
     try:
-        atomic_write(NodeStore(root).snapshot, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
+        return atomic_write(path, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
     except OSError as exc:
         import logging
 
         logging.getLogger(__name__).warning("node snapshot not written (%s): the next nvml-mock-ctl change "
                                             "resolves the node", exc)
+        return None
