@@ -163,6 +163,27 @@ def test_stale_missing_or_nonsense_snapshots_resolve_the_files(tmp_path: Path) -
         assert not apply(root, mutate, surfaces=chosen).from_snapshot
 
 
+def test_a_process_that_keeps_its_snapshot_in_memory_reads_another_writers(tmp_path: Path) -> None:
+    """The daemon and Node.ctl keep the snapshot they wrote decoded; one another writer replaced is read."""
+    root = tmp_path / "root"
+    chosen = surfaces()
+    with start(root, "h100", chosen):
+        _, mutate = parse(root, ("temp", "0", "70"))
+        apply(root, mutate, surfaces=chosen)
+        kept = snapshot.load(root)
+        assert kept is not None and kept.node().gpus[0].config.thermal.temperature_gpu_c == 70
+        kept.override_doc.clear()  # a caller's copy: what is kept is not changed through it
+        assert snapshot.load(root).node().gpus[0].config.thermal.temperature_gpu_c == 70
+        data = json.loads((root / SNAPSHOT).read_text())
+        data["override_doc"]["devices"]["0"]["thermal"]["temperature_gpu_c"] = 71
+        data["digests"] = {name: "0" * 64 for name in data["digests"]}
+        replacement = root / "snapshot.new"
+        replacement.write_text(json.dumps(data))
+        os.replace(replacement, root / SNAPSHOT)  # another writer
+        assert snapshot.load(root).node().gpus[0].config.thermal.temperature_gpu_c == 71
+        assert set(snapshot.record(root)["digests"].values()) == {"0" * 64}
+
+
 def test_a_changed_profile_file_makes_the_snapshot_stale(tmp_path: Path) -> None:
     profile = tmp_path / "custom.yaml"
     profile.write_text(builtin_text("t4"))

@@ -86,12 +86,12 @@ def record(root: Path) -> dict[str, Any] | None:
         inputs = data["inputs"]
         if not isinstance(inputs, dict) or str(data["override_path"]) not in inputs:
             return None
-        for path, recorded in inputs.items():
-            if fingerprint(path) != recorded:
+        for input_path, recorded in inputs.items():
+            if fingerprint(input_path) != recorded:
                 return None
         if not (isinstance(data["override_doc"], dict) and isinstance(data["rendered_with"], list)):
             return None
-        return data  # type: ignore[no-any-return]
+        return data
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -134,21 +134,15 @@ def save(root: Path, base: Node, override_path: Path, override_doc: Mapping[str,
         return
     # the node file is written by the same command from the same spec, just before this
     known[str(store.node_file)] = fingerprint(store.node_file)
-    data = {
-        "format": FORMAT_VERSION,
-        "mokka_core": __version__,
-        "inputs": known,
-        "override_path": str(override_path),
-        "override_doc": copy.deepcopy(dict(override_doc)),
-        "base": encode_shared(base) if base_json is None else base_json,
-        "rendered_with": surface_ids(surfaces),
-        "digests": dict(sorted(digests.items())),
-    }
+    doc, rendered, recorded = copy.deepcopy(dict(override_doc)), surface_ids(surfaces), dict(sorted(digests.items()))
+    encoded = encode_shared(base) if base_json is None else base_json
+    data = {"format": FORMAT_VERSION, "mokka_core": __version__, "inputs": known, "override_path": str(override_path),
+            "override_doc": doc, "base": encoded, "rendered_with": rendered, "digests": recorded}
     written = _write(root, data)
     if written is not None:
-        _remember(path, written, data, Snapshot(
-            base=base, override_path=Path(str(override_path)), override_doc=data["override_doc"], inputs=known,
-            rendered_with=data["rendered_with"], digests=data["digests"], base_json=data["base"]))
+        _remember(path, written, data, Snapshot(base=base, override_path=Path(str(override_path)), override_doc=doc,
+                                                inputs=known, rendered_with=rendered, digests=recorded,
+                                                base_json=encoded))
 
 
 def _remember(path: Path, written: Fingerprint, data: dict[str, Any], decoded: Snapshot | None) -> None:
