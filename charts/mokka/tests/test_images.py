@@ -95,14 +95,15 @@ def test_bake_file_builds_the_node_and_every_sim_package() -> None:
     for sim in SIMS:
         target = targets[f"sim-{sim}"]
         assert target["dockerfile"] == "docker/sim.Dockerfile" and target["args"] == {"SIM": sim}
-        assert target["tags"] == [f"mokka/mokka-sim-{sim}:${{TAG}}"]
+        assert target["tags"] == [f"localhost/mokka-sim-{sim}:${{TAG}}"]
     assert sorted(bake["group"]["default"]["targets"]) == sorted(targets)
 
 
 def test_chart_default_image_is_the_node_image() -> None:
     values = yaml.safe_load((REPO / "charts" / "mokka" / "values.yaml").read_text())
     bake = json.loads((DOCKER / "docker-bake.json").read_text())
-    assert bake["target"]["node"]["tags"][0].split(":")[0] == values["images"]["node"]["repository"]
+    node = values["images"]["node"]
+    assert bake["target"]["node"]["tags"][0].split(":")[0] == f"{node['registry']}/{node['repository']}"
     chart = yaml.safe_load((REPO / "charts" / "mokka" / "Chart.yaml").read_text())
     assert bake["variable"]["TAG"]["default"] == chart["appVersion"]
 
