@@ -68,10 +68,10 @@ def get(url: str, accept: str = "application/json") -> tuple[int, bytes]:
 
 
 def storage(directory: Path) -> dict[str, str]:
-    """The environment of a private containers storage (vfs: no overlay mounts left behind)."""
+    """The environment of a private containers storage (overlay: vfs copies every layer whole)."""
     directory.mkdir(parents=True)
     (directory / "storage.conf").write_text(
-        f'[storage]\ndriver = "vfs"\ngraphroot = "{directory / "graph"}"\nrunroot = "{directory / "run"}"\n')
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{directory / "graph"}"\nrunroot = "{directory / "run"}"\n')
     # limits a container may set under this machine's own (podman's defaults ask for more than root may)
     (directory / "containers.conf").write_text(
         '[containers]\ndefault_ulimits = ["nofile=1024:4096", "nproc=4096:4096"]\n'
@@ -146,6 +146,8 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
             working = subprocess.run(["buildah", "containers", "--quiet"], env=env, capture_output=True, text=True)
             assert working.stdout.strip() == "", f"buildah working containers left behind: {working.stdout}"
     finally:
+        for env in (built, pulled):  # unmounts and removes every layer of the storage
+            subprocess.run(["podman", "system", "reset", "--force"], env=env, capture_output=True, timeout=300)
         server.terminate()
         server.wait(timeout=30)
         log.close()
@@ -165,6 +167,7 @@ def test_catalog_holds_every_image_and_the_chart(published: Published) -> None:
 
 def test_pulled_chart_renders_images_that_exist(published: Published) -> None:
     into = published.scratch / "chart"
+    into.mkdir()
     pulled = subprocess.run([str(published.helm), "pull", f"oci://{published.registry}/charts/mokka",
                              "--plain-http", "--destination", str(into)], capture_output=True, text=True,
                             env={**os.environ, "HELM_CONFIG_HOME": str(published.scratch / "helm")})
