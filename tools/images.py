@@ -242,9 +242,8 @@ def build_image(image: Image, runtime: str, wheels: Path, nvidia_smi: Path | Non
 
 
 def build(python: str) -> list[Image]:
-    for tool in ("buildah",):
-        if shutil.which(tool) is None:
-            raise BuildError(f"{tool} is not installed (as root: apt-get install buildah)")
+    if shutil.which("buildah") is None:
+        raise BuildError("buildah is not installed (as root: apt-get install buildah)")
     built = images()
     base = base_image()
     nvidia_smi = fetch_nvidia_smi(python)
