@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+HELM ?= helm
 PACKAGES := mokka-core sim-gpu sim-pci sim-cdi sim-imex sim-nvlink sim-fabricmanager sim-ib
 
-.PHONY: setup native demo test clean
+.PHONY: setup native demo test images publish clean
 
 $(VENV)/.installed: tools/bootstrap-venv.sh $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	sh tools/bootstrap-venv.sh $(PYTHON) $(VENV)
@@ -28,6 +29,17 @@ demo: setup
 # Every package's tests alone (tox), plus lint, types and the native library against real consumers.
 test: setup
 	$(VENV)/bin/tox run
+
+# The node image and the seven surface images, built with buildah from Debian's packages and this checkout
+# (docker/README.md); PY= another interpreter with mokka-core installed skips the set-up.
+images: $(if $(filter $(VENV)/bin/python,$(PY)),setup)
+	$(MAKE) -C native install PYTHON=$(abspath $(PY))
+	$(PY) tools/images.py build --python $(PY)
+
+# Every image and the chart to an OCI registry: make publish REGISTRY=host:port (helm v3.8+ on PATH, or HELM=).
+publish:
+	@test -n "$(REGISTRY)" || { echo "make publish: REGISTRY=host:port is required" >&2; exit 2; }
+	$(PY) tools/images.py publish --helm $(HELM) $(REGISTRY)
 
 clean:
 	rm -rf $(VENV) .tox native/build

@@ -2,7 +2,7 @@
 # The node image: mokka-core (`mokka node`, nvml-mock-ctl, the mock libnvidia-ml, mokka-allocwatch, mokka-nri)
 # and every sim package.
 # This is what charts/mokka runs. Build from the repository root:
-#   docker build -f docker/node.Dockerfile -t mokka/mokka-node:0.1.0 .
+#   docker build -f docker/node.Dockerfile -t localhost/mokka-node:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # Stage 1: the mock NVML library (gcc, make; nvml.h is fetched from PyPI by native/Makefile).

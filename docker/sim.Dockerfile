@@ -1,10 +1,10 @@
 # syntax=docker/dockerfile:1
 # One surface alone: mokka-core and the sim package named by SIM (gpu pci cdi imex nvlink fabricmanager ib).
 # Build from the repository root (docker/docker-bake.json builds all seven):
-#   docker build -f docker/sim.Dockerfile --build-arg SIM=pci -t mokka/mokka-sim-pci:0.1.0 .
+#   docker build -f docker/sim.Dockerfile --build-arg SIM=pci -t localhost/mokka-sim-pci:0.1.0 .
 # Run:
-#   docker run --rm -v /tmp/node:/node mokka/mokka-sim-pci:0.1.0 stage --root /node -p h100
-#   docker run --rm -v /tmp/node:/node mokka/mokka-sim-pci:0.1.0 serve --root /node -p h100
+#   docker run --rm -v /tmp/node:/node localhost/mokka-sim-pci:0.1.0 stage --root /node -p h100
+#   docker run --rm -v /tmp/node:/node localhost/mokka-sim-pci:0.1.0 serve --root /node -p h100
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS native

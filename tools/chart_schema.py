@@ -134,7 +134,9 @@ def topology_schema() -> tuple[dict[str, Any], dict[str, Any]]:
 def image_schema(component: str) -> dict[str, Any]:
     return obj(
         {
-            "registry": {"type": "string", "description": "Registry host prefix; \"\" = none (the runtime's default)."},
+            "registry": {"type": "string", "description": "Registry host[:port] prefix: `localhost` = the images "
+                         "`make images` built (as `kind load image-archive` loads them), or where `make publish "
+                         "REGISTRY=host:port` pushed them; \"\" = none (the runtime's default registry)."},
             "repository": {"type": "string", "minLength": 1, "description": "Image repository."},
             "tag": {"type": "string", "description": "Image tag; \"\" = the chart's appVersion."},
             "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"], "description": "imagePullPolicy."},

@@ -95,16 +95,35 @@ def test_bake_file_builds_the_node_and_every_sim_package() -> None:
     for sim in SIMS:
         target = targets[f"sim-{sim}"]
         assert target["dockerfile"] == "docker/sim.Dockerfile" and target["args"] == {"SIM": sim}
-        assert target["tags"] == [f"mokka/mokka-sim-{sim}:${{TAG}}"]
+        assert target["tags"] == [f"localhost/mokka-sim-{sim}:${{TAG}}"]
     assert sorted(bake["group"]["default"]["targets"]) == sorted(targets)
 
 
 def test_chart_default_image_is_the_node_image() -> None:
     values = yaml.safe_load((REPO / "charts" / "mokka" / "values.yaml").read_text())
     bake = json.loads((DOCKER / "docker-bake.json").read_text())
-    assert bake["target"]["node"]["tags"][0].split(":")[0] == values["images"]["node"]["repository"]
+    node = values["images"]["node"]
+    assert bake["target"]["node"]["tags"][0].split(":")[0] == f"{node['registry']}/{node['repository']}"
     chart = yaml.safe_load((REPO / "charts" / "mokka" / "Chart.yaml").read_text())
     assert bake["variable"]["TAG"]["default"] == chart["appVersion"]
+
+
+def test_chart_app_version_is_the_node_image_tag() -> None:
+    """`make images` tags the node image with mokka-core's version; the chart's default tag is appVersion."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("images_recipe", REPO / "tools" / "images.py")
+    assert spec is not None and spec.loader is not None
+    recipe = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = recipe  # its dataclasses look their module up there
+    spec.loader.exec_module(recipe)
+    (node,) = [image for image in recipe.images() if image.name == "mokka-node"]
+    chart = yaml.safe_load((REPO / "charts" / "mokka" / "Chart.yaml").read_text())
+    values = yaml.safe_load((REPO / "charts" / "mokka" / "values.yaml").read_text())["images"]["node"]
+    assert node.version == chart["appVersion"] and values["tag"] == ""
+    assert node.reference == f"{values['registry']}/{values['repository']}:{chart['appVersion']}"
+    assert sorted(image.name for image in recipe.images()) == sorted(
+        ["mokka-node", *(f"mokka-sim-{sim}" for sim in SIMS)])
 
 
 # -- entrypoint ---------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_topology_configmap_is_the_overlay_the_node_reads(helm: Helm) -> None:
 def test_images_per_component(helm: Helm) -> None:
     node = container(documents(helm.render()))
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert node["image"] == f"mokka/mokka-node:{chart['appVersion']}"
+    assert node["image"] == f"localhost/mokka-node:{chart['appVersion']}"
     values = {"images": {"node": {"registry": "registry.example", "repository": "sim/node", "tag": "dev",
                                   "pullPolicy": "Always"}}}
     node = container(documents(helm.render(values)))
