@@ -19,7 +19,6 @@ from ..model.codec import encode
 from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
-from ..schema.loader import load_profile
 from ..stage.nvml_view import render_nvml_state
 from ..version import __version__
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, version_option
@@ -66,6 +65,8 @@ def profile_show(name: Annotated[str, typer.Argument(help="Built-in profile name
 @profile_app.command("validate")
 def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile YAML files.")]) -> None:
     """Check profile files; print every problem with file, key path and value. Exit 1 if any is bad."""
+    from ..schema.loader import load_profile
+
     bad = False
     for path in files:
         try:

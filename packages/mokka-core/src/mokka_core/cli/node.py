@@ -14,7 +14,7 @@ import typer
 
 from ..model.spec import NodeSpec, surface_settings
 from ..node.foreground import foreground, log_to_stdout
-from ..schema.overlays import SURFACES
+from ..schema.surfaces import SURFACES
 from ..stage import staging
 from ..stage.paths import find_root
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt

@@ -19,6 +19,8 @@ _set = object.__setattr__  # the one way a field is set: in __init__
 #: a node name is a DNS-1123 subdomain, as a Kubernetes node name is (files are named after it)
 _NODE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NODE_NAME_MAX = 253
+#: a node's name where neither the spec nor $NODE_NAME gives one
+DEFAULT_NODE_NAME = "mokka-node"
 
 
 def node_name_problem(name: str) -> str | None:

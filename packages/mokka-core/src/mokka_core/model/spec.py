@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..schema.builtin import DEFAULT_PROFILE, builtin_path, load_builtin
-from ..schema.loader import load_overlay, load_profile, read_override
-from ..schema.overlays import SURFACES
+from ..schema.builtin import DEFAULT_PROFILE, builtin_path
+from ..schema.surfaces import SURFACES
 from .inputs import Fingerprint, Inputs, fingerprint, host_cpus_fingerprint
 from .node import Node
 from .numa import HOST_CPUS_FILE, parse_cpulist
-from .resolve import resolve
 
 
 @dataclass(frozen=True)
@@ -35,22 +33,20 @@ class NodeSpec:
 
         Each file's fingerprint is taken before it is read, for the node's snapshot (see ``snapshot``).
         """
-        fingerprints: dict[str, Fingerprint] = {}
+        from ..schema.builtin import load_builtin  # pydantic: only where the files are read
+        from ..schema.loader import load_overlay, load_profile, read_override
+
+        fingerprints = self.fingerprints(with_override=with_override)
         if self.profile_file is not None:
-            fingerprints[str(self.profile_file)] = fingerprint(self.profile_file)
             profile, source = load_profile(self.profile_file), str(self.profile_file)
         else:
             name = self.profile or DEFAULT_PROFILE
-            path = str(builtin_path(name))
-            fingerprints[path] = fingerprint(path)
             profile, source = load_builtin(name), f"{name}.yaml"
         overlay = None
         if self.overlay_file:
-            fingerprints[str(self.overlay_file)] = fingerprint(self.overlay_file)
             overlay = load_overlay(self.overlay_file) if self.overlay_file.exists() else None
         override_doc, override = None, None
         if self.override_file and with_override:
-            fingerprints[str(self.override_file)] = fingerprint(self.override_file)
             override_doc, override = read_override(self.override_file)
         return Inputs(
             host_cpus=self._host_cpus(fingerprints),
@@ -66,7 +62,18 @@ class NodeSpec:
             fingerprints=fingerprints,
         )
 
+    def fingerprints(self, *, with_override: bool = True) -> dict[str, Fingerprint]:
+        """The fingerprint of every input :meth:`inputs` reads (the host's online CPUs where they count), now."""
+        profile = self.profile_file if self.profile_file is not None else builtin_path(self.profile or DEFAULT_PROFILE)
+        files = [profile, self.overlay_file, self.override_file if with_override else None]
+        found = {str(path): fingerprint(str(path)) for path in files if path}
+        if self.host_cpus is None:  # the CPUs themselves are the fingerprint (a sysfs file)
+            found[HOST_CPUS_FILE] = host_cpus_fingerprint()
+        return found
+
     def resolve(self) -> Node:
+        from .resolve import resolve
+
         return resolve(self.inputs())
 
     def _host_cpus(self, fingerprints: dict[str, Fingerprint]) -> tuple[int, ...]:
@@ -75,10 +82,9 @@ class NodeSpec:
                 return parse_cpulist(self.host_cpus)
             except ValueError as exc:
                 raise ConfigError("host_cpus", [("", str(exc))]) from None
-        online = host_cpus_fingerprint()  # the CPUs themselves are the fingerprint (a sysfs file)
-        if online is None:
+        online = fingerprints[HOST_CPUS_FILE]
+        if not isinstance(online, list):
             raise ConfigError(HOST_CPUS_FILE, [("", "cannot read the host's online CPUs (is /sys mounted?)")])
-        fingerprints[HOST_CPUS_FILE] = online
         return tuple(online)
 
 

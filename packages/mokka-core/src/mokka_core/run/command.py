@@ -28,9 +28,8 @@ from typing import Any
 
 from ..errors import MokkaError
 from ..model.apply import apply
-from ..model.inputs import Inputs
+from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
-from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot
 from ..stage.native import native_dir
@@ -39,7 +38,7 @@ from ..stage.render import consumer_needs, context, enabled, plan_digest, servic
 from ..stage.staging import stage_wave
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
-from . import namespace
+from . import namespace, resolved
 from .services import ServiceFailed, Services, die_with
 
 log = logging.getLogger(__name__)
@@ -88,7 +87,7 @@ class NodePlan:
     spec: NodeSpec
     root: Path
     plans: dict[str, list[Entry]]
-    inputs: Inputs
+    fingerprints: dict[str, Fingerprint]  # of every input, for the snapshot
     base: Node  # without the override
     override_doc: dict[str, Any]
     node: Node
@@ -99,16 +98,22 @@ class NodePlan:
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
-    spec = nodefile.rooted(spec, root)  # the override and overlay nvml-mock-ctl will read
-    inputs = spec.inputs()
-    base, doc = resolve_parts(inputs)
-    node = apply(base, doc)
+    """The plan for a fresh ``root``: the node is the spec's own (from the resolve cache where it can be), since
+    the override and overlay nvml-mock-ctl will read there do not exist yet."""
+    rooted = nodefile.rooted(spec, root)
+    later = [path for path in (rooted.override_file, rooted.overlay_file)
+             if path is not None and path not in (spec.override_file, spec.overlay_file)]
+    if any(path.exists() for path in later):
+        raise MokkaError(f"{root}: not a fresh root (it has {', '.join(str(p) for p in later if p.exists())})")
+    base, doc, fingerprints = resolved.resolve(spec)
+    fingerprints = {**fingerprints, **{str(path): fingerprint(path) for path in later}}
+    spec, node = rooted, apply(base, doc)
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
     ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
-    return NodePlan(spec, root, plans, inputs, base, doc, node, installed, programs,
+    return NodePlan(spec, root, plans, fingerprints, base, doc, node, installed, programs,
                     consumer_needs(node, instances, root), ctx.booted_ms)
 
 
@@ -120,7 +125,7 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
         stage_wave(node.plans, node.root)
     nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
-    snapshot.save(node.root, node.base, Path(node.inputs.override_source), node.override_doc, node.inputs.fingerprints,
+    snapshot.save(node.root, node.base, node.spec.override_file or Path(), node.override_doc, node.fingerprints,
                   node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()})
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .loader import load_profile_text
-from .profile import Profile
+
+if TYPE_CHECKING:
+    from .profile import Profile
 
 BUILTIN_PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
 DEFAULT_PROFILE = "h100"
@@ -26,4 +28,6 @@ def builtin_text(name: str) -> str:
 
 
 def load_builtin(name: str) -> Profile:
+    from .loader import load_profile_text  # pydantic: not for a caller that only needs the names or paths
+
     return load_profile_text(builtin_text(name), f"{name}.yaml")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MokkaError
-from ..model.resolve import DEFAULT_NODE_NAME
+from ..model.node import DEFAULT_NODE_NAME
 from ..model.spec import NodeSpec
 from .store import NodeStore, atomic_write
 

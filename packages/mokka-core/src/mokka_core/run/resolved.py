@@ -1,0 +1,76 @@
+"""The node ``mokka run`` resolves for a spec, kept in Mokka's cache so the next run needs no pydantic.
+
+An entry (``resolved/<digest of the spec>.json``) holds the resolved node, encoded as a node's snapshot
+holds it (``model.codec``), with the fingerprint of every input it came from, taken before they were
+read (``NodeSpec.fingerprints``).  It is used only while every input is unchanged and this version of
+Mokka wrote it; anything else (missing, corrupt, stale) resolves the node from its files and replaces
+the entry.  As with the snapshot, the entry is a cache: losing it costs only time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..model.codec import decode, encode_shared
+from ..model.inputs import Fingerprint
+from ..model.node import Node
+from ..model.spec import NodeSpec
+from ..stage.paths import user_cache
+from ..stage.store import atomic_write
+from ..version import __version__
+
+FORMAT_VERSION = 1
+CACHE_DIR = "resolved"
+
+
+class Resolved(NamedTuple):
+    base: Node  # before the override
+    override_doc: dict[str, Any]  # canonical, as ``apply`` takes it
+    fingerprints: dict[str, Fingerprint]  # of every input, taken before it was read
+
+
+def resolve(spec: NodeSpec) -> Resolved:
+    """The spec's node: from the cache while its inputs are unchanged, else from its files (and cached)."""
+    path = user_cache(CACHE_DIR) / f"{key(spec)}.json"
+    cached = _load(path, spec)
+    if cached is not None:
+        return cached
+    from ..model.resolve import resolve_parts  # pydantic: only on a miss
+
+    inputs = spec.inputs()
+    base, doc = resolve_parts(inputs)
+    fingerprints = dict(inputs.fingerprints or {})
+    record = {"format": FORMAT_VERSION, "mokka_core": __version__, "inputs": fingerprints,
+              "override_doc": doc, "base": encode_shared(base)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(record, separators=(",", ":")))
+    except OSError:  # a cache that cannot be written: the next run resolves again
+        pass
+    return Resolved(base, doc, fingerprints)
+
+
+def key(spec: NodeSpec) -> str:
+    """The spec's fields and what else the node is resolved from ($NODE_NAME names a node the spec leaves unnamed)."""
+    fields = {name: value if isinstance(value, (dict, int, type(None))) else str(value)
+              for name, value in dataclasses.asdict(spec).items()}
+    node_name = os.environ.get("NODE_NAME")
+    return hashlib.sha256(json.dumps([__version__, fields, node_name], sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _load(path: Path, spec: NodeSpec) -> Resolved | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
+            return None
+        now = spec.fingerprints()
+        if data["inputs"] != now or not isinstance(data["override_doc"], dict):
+            return None
+        return Resolved(decode(Node, data["base"]), data["override_doc"], now)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
