@@ -39,7 +39,7 @@ from ..stage.staging import stage_wave
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
 from . import namespace, resolved
-from .services import ServiceFailed, Services, die_with
+from .services import ServiceFailed, Services, die_with, libc
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +367,7 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
+    libc()  # for the child's die_with, loaded before the fork
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)

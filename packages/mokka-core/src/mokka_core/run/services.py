@@ -9,8 +9,11 @@ Each gets SIGTERM when the process that started it dies, even by SIGKILL (``PR_S
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import logging
 import os
+import select
 import signal
 import subprocess
 import time
@@ -51,6 +54,7 @@ class Services:
         """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace)."""
 
         parent = os.getpid()
+        libc()  # loaded here once, not in every child between fork and exec
 
         def prepare() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, set())  # ours may hold SIGTERM & co. (mokka run does)
@@ -118,11 +122,9 @@ class Services:
         started = time.monotonic()
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + wait
+        left = _wait_for_exits(list(self.processes.values()), wait)
         for name, process in self.processes.items():
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if process in left:
                 log.warning("service %s did not stop within %g s; killing it", name, wait)
             _signal_group(process, signal.SIGKILL)  # also what it left running in its group
             process.wait()
@@ -131,18 +133,60 @@ class Services:
         self.processes = {}
 
 
+def _wait_for_exits(processes: list[subprocess.Popen[bytes]], wait: float) -> set[subprocess.Popen[bytes]]:
+    """Wait until every process has exited, at most ``wait`` seconds; those still running.
+
+    Woken by each exit itself (a pidfd per process), not by polling: stopping costs what the services take.
+    """
+    deadline = time.monotonic() + wait
+    poller = select.poll()
+    fds: dict[int, subprocess.Popen[bytes]] = {}
+    try:
+        for process in processes:
+            if process.poll() is not None:  # reaped: its pid may be another process's by now
+                continue
+            try:
+                fd = os.pidfd_open(process.pid)  # ours to reap, so the pid stays this process's
+            except OSError:  # no pidfds (kernel before 5.3): the bounded wait polls
+                return _poll_for_exits(processes, deadline)
+            fds[fd] = process
+            poller.register(fd, select.POLLIN)
+        while fds and (remaining := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(remaining * 1000):
+                poller.unregister(fd)
+                os.close(fd)
+                fds.pop(fd).wait()
+        return set(fds.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _poll_for_exits(processes: list[subprocess.Popen[bytes]], deadline: float) -> set[subprocess.Popen[bytes]]:
+    left = set()
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            left.add(process)
+    return left
+
+
 PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def die_with(parent: int, sig: int) -> bool:
     """Have the calling child get ``sig`` when ``parent`` dies; False if that failed or ``parent`` is gone already.
 
     The kernel sends it when the forking *thread* exits: fork from a thread that outlives the child.
+    Call :func:`libc` before forking, so the children do not each load it.
     """
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0 and os.getppid() == parent
+    return libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0 and os.getppid() == parent
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:

@@ -1,0 +1,51 @@
+"""Services as mokka run starts and stops them: SIGTERM, a bounded wait woken by the exits, then SIGKILL."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mokka_core.run.services import Services
+from mokka_core.stage.surface import Service
+
+EXITS_ON_SIGTERM = "import time\nwhile True: time.sleep(1)"  # Python's default SIGTERM action: exit
+IGNORES_SIGTERM = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
+                  "while True: time.sleep(1)"
+
+
+def service(name: str, code: str) -> Service:
+    return Service(name=name, command=[sys.executable, "-c", code])
+
+
+def test_stopping_takes_what_the_services_take_not_the_wait(tmp_path: Path) -> None:
+    running = Services(tmp_path, {f"svc{n}": service(f"svc{n}", EXITS_ON_SIGTERM) for n in range(3)})
+    running.start()
+    processes = list(running.processes.values())
+    time.sleep(0.3)
+    started = time.monotonic()
+    running.stop(wait=20)
+    assert time.monotonic() - started < 5
+    assert all(process.returncode is not None for process in processes)
+
+
+def test_a_service_that_ignores_sigterm_is_killed_after_the_wait(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    log = tmp_path / "services.log"
+    running = Services(tmp_path, {"stubborn": service("stubborn", IGNORES_SIGTERM),
+                                  "polite": service("polite", EXITS_ON_SIGTERM)}, log_path=log)
+    running.start()
+    processes = dict(running.processes)
+    deadline = time.monotonic() + 30
+    while "ready" not in log.read_text() and time.monotonic() < deadline:  # SIGTERM ignored from here on
+        time.sleep(0.02)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="mokka_core.run.services"):
+        running.stop(wait=0.5)
+    assert 0.5 <= time.monotonic() - started < 10
+    assert processes["stubborn"].returncode == -9
+    assert processes["polite"].returncode == -15
+    assert [r.getMessage() for r in caplog.records] == ["service stubborn did not stop within 0.5 s; killing it"]
