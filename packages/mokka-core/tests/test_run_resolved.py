@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.model.codec import encode
+from mokka_core.model.codec import encode, encode_shared
 from mokka_core.model.spec import NodeSpec
 from mokka_core.run import resolved
 from mokka_core.schema.builtin import builtin_text
@@ -32,6 +33,7 @@ def test_a_cached_node_is_the_node_its_files_resolve_to(cache: Path) -> None:
     assert encode(again.base) == encode(first.base) == encode(spec.resolve())
     assert again.override_doc == first.override_doc == {}
     assert again.fingerprints == spec.inputs().fingerprints
+    assert again.base_json == json.loads(json.dumps(encode_shared(spec.resolve())))  # what the snapshot records
 
 
 def test_a_changed_profile_file_is_read_again(tmp_path: Path) -> None:

@@ -89,6 +89,7 @@ class NodePlan:
     plans: dict[str, list[Entry]]
     fingerprints: dict[str, Fingerprint]  # of every input, for the snapshot
     base: Node  # without the override
+    base_json: Any  # ``base`` encoded, as the snapshot records it
     override_doc: dict[str, Any]
     node: Node
     installed: Mapping[str, type[Surface]]
@@ -105,7 +106,7 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
              if path is not None and path not in (spec.override_file, spec.overlay_file)]
     if any(path.exists() for path in later):
         raise MokkaError(f"{root}: not a fresh root (it has {', '.join(str(p) for p in later if p.exists())})")
-    base, doc, fingerprints = resolved.resolve(spec)
+    base, doc, fingerprints, base_json = resolved.resolve(spec)
     fingerprints = {**fingerprints, **{str(path): fingerprint(path) for path in later}}
     spec, node = rooted, apply(base, doc)
     installed = discover() if surfaces is None else dict(surfaces)
@@ -113,7 +114,7 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
-    return NodePlan(spec, root, plans, fingerprints, base, doc, node, installed, programs,
+    return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, installed, programs,
                     consumer_needs(node, instances, root), ctx.booted_ms)
 
 
@@ -126,7 +127,7 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     snapshot.save(node.root, node.base, node.spec.override_file or Path(), node.override_doc, node.fingerprints,
-                  node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()})
+                  node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()}, node.base_json)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

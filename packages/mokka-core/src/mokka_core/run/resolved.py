@@ -32,6 +32,7 @@ class Resolved(NamedTuple):
     base: Node  # before the override
     override_doc: dict[str, Any]  # canonical, as ``apply`` takes it
     fingerprints: dict[str, Fingerprint]  # of every input, taken before it was read
+    base_json: Any  # ``base`` encoded (``encode_shared``), for the node's snapshot: no second encode
 
 
 def resolve(spec: NodeSpec) -> Resolved:
@@ -44,15 +45,15 @@ def resolve(spec: NodeSpec) -> Resolved:
 
     inputs = spec.inputs()
     base, doc = resolve_parts(inputs)
-    fingerprints = dict(inputs.fingerprints or {})
+    fingerprints, encoded = dict(inputs.fingerprints or {}), encode_shared(base)
     record = {"format": FORMAT_VERSION, "mokka_core": __version__, "inputs": fingerprints,
-              "override_doc": doc, "base": encode_shared(base)}
+              "override_doc": doc, "base": encoded}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(record, separators=(",", ":")))
     except OSError:  # a cache that cannot be written: the next run resolves again
         pass
-    return Resolved(base, doc, fingerprints)
+    return Resolved(base, doc, fingerprints, encoded)
 
 
 def key(spec: NodeSpec) -> str:
@@ -71,6 +72,6 @@ def _load(path: Path, spec: NodeSpec) -> Resolved | None:
         now = spec.fingerprints()
         if data["inputs"] != now or not isinstance(data["override_doc"], dict):
             return None
-        return Resolved(decode(Node, data["base"]), data["override_doc"], now)
+        return Resolved(decode(Node, data["base"]), data["override_doc"], now, data["base"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
