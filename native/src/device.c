@@ -378,9 +378,10 @@ MK_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *
 MK_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size) {
     DEV(device);
     NONNULL(pstates);
-    if (size < 2) return NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned n = size / sizeof *pstates; /* nvml.h: size is in bytes */
+    if (n < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
     pstates[0] = NVML_PSTATE_0;
-    for (unsigned i = 1; i < size; i++) pstates[i] = NVML_PSTATE_UNKNOWN;
+    for (unsigned i = 1; i < n; i++) pstates[i] = NVML_PSTATE_UNKNOWN;
     return NVML_SUCCESS;
 }
 
