@@ -170,6 +170,51 @@ MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeIn
     return NVML_SUCCESS;
 }
 
+/* ------------------------------------------------------------- platform (13.x API) */
+
+MK_API nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode) {
+    DEV(device);
+    VERSIONED(mode, nvmlDeviceAddressingMode_v1);
+    mode->value = D->addressing_mode;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi) {
+    DEV(device);
+    VERSIONED(pdi, nvmlPdi_v1);
+    if (!D->pdi) NOTSUP();
+    pdi->value = D->pdi;
+    return NVML_SUCCESS;
+}
+
+/* every board of these reports no capability (nvidia-smi: "EGM: disabled") */
+MK_API nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDeviceCapabilities_t *caps) {
+    DEV(device);
+    VERSIONED(caps, nvmlDeviceCapabilities_v1);
+    caps->capMask = 0;
+    return NVML_SUCCESS;
+}
+
+/* v1 and v2 share the layout; v2 names the second array chassisSerialNumber (v1's rackGuid stays zero) */
+MK_API nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *info) {
+    DEV(device);
+    NONNULL(info);
+    if (info->version != nvmlPlatformInfo_v2 && info->version != nvmlPlatformInfo_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!D->platform_supported) NOTSUP();
+    unsigned version = info->version;
+    memset(info, 0, sizeof *info);
+    info->version = version;
+    if (version == nvmlPlatformInfo_v2)
+        memcpy(info->chassisSerialNumber, D->platform_chassis, strnlen(D->platform_chassis, 13));
+    info->slotNumber = (unsigned char)D->platform_slot;
+    info->trayIndex = (unsigned char)D->platform_tray;
+    info->hostId = (unsigned char)D->platform_host;
+    info->peerType = (unsigned char)D->platform_peer;
+    info->moduleId = (unsigned char)D->module_id;
+    return NVML_SUCCESS;
+}
+
 /* unique pids of a device (a C+G process is listed once per kind in the state file) */
 static unsigned util_samples(const struct mk_device *D, const struct mk_proc **out, unsigned cap) {
     unsigned n = 0;

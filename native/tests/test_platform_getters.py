@@ -1,0 +1,134 @@
+"""The 13.x API's platform getters, through ctypes with nvml.h 13.5.37's layouts, on the boards' state files.
+
+Expected values are the real boards' (``reference/captures/qx-<board>.xml``, drivers 570–595):
+``addressing_mode`` ATS on GB200/GB300 (Grace C2C), HMM on the x86 boards; ``capabilities/egm`` disabled on
+all seven; ``platformInfo`` filled on the Blackwell boards (``host_id`` 1, ``peer_type`` "Switch Connected")
+and N/A elsewhere (nvml.h: "For Blackwell or newer fully supported devices"); a ``pdi`` on every GPU.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import nvml_env
+
+PRELUDE = textwrap.dedent("""
+    import ctypes, sys
+    sys.path.insert(0, %(tests)r)
+    from mkstate import rendered
+    L = ctypes.CDLL("libnvidia-ml.so.1")
+    U = ctypes.c_uint
+
+    def version(struct, v):  # NVML_STRUCT_VERSION
+        return ctypes.sizeof(struct) | v << 24
+
+    class Pdi(ctypes.Structure):
+        _fields_ = [("version", U), ("value", ctypes.c_ulonglong)]
+
+    class Versioned(ctypes.Structure):  # nvmlDeviceAddressingMode_v1_t, nvmlDeviceCapabilities_v1_t
+        _fields_ = [("version", U), ("value", U)]
+
+    class PlatformInfo(ctypes.Structure):  # nvmlPlatformInfo_v2_t (v1: rackGuid in place of the serial)
+        _fields_ = [("version", U), ("ibGuid", ctypes.c_ubyte * 16), ("chassisSerialNumber", ctypes.c_char * 16),
+                    ("slotNumber", ctypes.c_ubyte), ("trayIndex", ctypes.c_ubyte), ("hostId", ctypes.c_ubyte),
+                    ("peerType", ctypes.c_ubyte), ("moduleId", ctypes.c_ubyte)]
+
+    assert L.nvmlInit_v2() == 0
+    n = U(); L.nvmlDeviceGetCount_v2(ctypes.byref(n))
+    handles = []
+    for i in range(n.value):
+        d = ctypes.c_void_p(); assert L.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(d)) == 0; handles.append(d)
+
+    def get(fn, d, struct, v):
+        s = struct(); s.version = version(struct, v)
+        return getattr(L, fn)(d, ctypes.byref(s)), s
+""")
+SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, ARGUMENT_VERSION_MISMATCH = 0, 2, 3, 25
+HMM, ATS = 1, 2
+SWITCH_CONNECTED = 2
+
+
+def run(lib_dir: Path, state: Path, body: str) -> None:
+    code = PRELUDE % {"tests": str(Path(__file__).parent)} + textwrap.dedent(body)
+    p = subprocess.run([sys.executable, "-c", code], env=nvml_env(lib_dir, state), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, f"stdout:{p.stdout}\nstderr:{p.stderr}"
+
+
+@pytest.mark.parametrize(("board", "mode"), [("gb200", ATS), ("gb300", ATS), ("h100", HMM), ("b200", HMM),
+                                             ("a100", HMM), ("l40s", HMM), ("t4", HMM)])
+def test_addressing_mode_and_capabilities(lib_dir, state_file, board: str, mode: int) -> None:
+    run(lib_dir, state_file(board), f"""
+        for d in handles:
+            r, m = get("nvmlDeviceGetAddressingMode", d, Versioned, 1); assert (r, m.value) == (0, {mode}), (r, m.value)
+            r, c = get("nvmlDeviceGetCapabilities", d, Versioned, 1); assert (r, c.value) == (0, 0), (r, c.value)
+        r, m = get("nvmlDeviceGetAddressingMode", handles[0], Versioned, 2); assert r == {ARGUMENT_VERSION_MISMATCH}
+        r, c = get("nvmlDeviceGetCapabilities", handles[0], Versioned, 2); assert r == {ARGUMENT_VERSION_MISMATCH}
+        assert L.nvmlDeviceGetAddressingMode(handles[0], None) == {INVALID_ARGUMENT}
+    """)
+
+
+def test_pdi_is_one_per_gpu_and_stable(lib_dir, state_file) -> None:
+    run(lib_dir, state_file("h100"), f"""
+        kv = dict(rendered("h100"))
+        values = []
+        for i, d in enumerate(handles):
+            r, p = get("nvmlDeviceGetPdi", d, Pdi, 1); assert r == 0
+            assert p.value == int(kv[f"device.{{i}}.pdi"], 16) != 0
+            values.append(p.value)
+        assert len(set(values)) == len(values)
+        r, p = get("nvmlDeviceGetPdi", handles[0], Pdi, 2); assert r == {ARGUMENT_VERSION_MISMATCH}
+    """)
+    st = state_file("h100", overrides={"device.0.pdi": None})  # a driver without it (the 570 A100 capture)
+    run(lib_dir, st, f"""
+        r, p = get("nvmlDeviceGetPdi", handles[0], Pdi, 1); assert (r, p.value) == ({NOT_SUPPORTED}, 0)
+    """)
+
+
+@pytest.mark.parametrize("board", ["gb200", "gb300"])
+def test_platform_info_of_a_rack(lib_dir, state_file, board: str) -> None:
+    run(lib_dir, state_file(board), f"""
+        kv = dict(rendered({board!r}))
+        for i, d in enumerate(handles):
+            r, p = get("nvmlDeviceGetPlatformInfo", d, PlatformInfo, 2); assert r == 0, r
+            assert p.chassisSerialNumber.decode() == kv[f"device.{{i}}.platform.chassis_serial"] != ""
+            assert (p.slotNumber, p.trayIndex) == (int(kv[f"device.{{i}}.platform.slot_number"]),
+                                                   int(kv[f"device.{{i}}.platform.tray_index"]))
+            assert (p.hostId, p.peerType) == (1, {SWITCH_CONNECTED})
+            module = U(); assert L.nvmlDeviceGetModuleId(d, ctypes.byref(module)) == 0
+            assert p.moduleId == module.value != 0
+            r, p1 = get("nvmlDeviceGetPlatformInfo", d, PlatformInfo, 1); assert r == 0
+            assert p1.chassisSerialNumber == b"" and p1.hostId == 1  # v1: rackGuid, not reported
+        r, p = get("nvmlDeviceGetPlatformInfo", handles[0], PlatformInfo, 3); assert r == {ARGUMENT_VERSION_MISMATCH}
+    """)
+
+
+def test_platform_info_of_a_b200_baseboard(lib_dir, state_file) -> None:
+    """qx-b200.xml: an empty chassis serial, slot and tray N/A, host 1, switch connected."""
+    run(lib_dir, state_file("b200"), f"""
+        r, p = get("nvmlDeviceGetPlatformInfo", handles[0], PlatformInfo, 2); assert r == 0, r
+        assert (p.chassisSerialNumber, p.slotNumber, p.trayIndex, p.hostId, p.peerType) == (b"", 0, 0, 1, 2)
+    """)
+
+
+@pytest.mark.parametrize("board", ["a100", "h100", "l40s", "t4"])
+def test_platform_info_before_blackwell_is_not_supported(lib_dir, state_file, board: str) -> None:
+    run(lib_dir, state_file(board), f"""
+        r, p = get("nvmlDeviceGetPlatformInfo", handles[0], PlatformInfo, 2); assert r == {NOT_SUPPORTED}, r
+        assert p.hostId == 0 and p.moduleId == 0
+    """)
+
+
+def test_supported_pstates_size_is_in_bytes(lib_dir, state_file) -> None:
+    """nvml.h: "size: Size of the supplied pstates array in bytes"; pynvml passes 16 × 4 bytes."""
+    run(lib_dir, state_file("h100"), f"""
+        UNKNOWN, GUARD = 32, 0xDEAD
+        a = (U * 6)(*[GUARD] * 6)
+        assert L.nvmlDeviceGetSupportedPerformanceStates(handles[0], a, 4 * 4) == 0
+        assert list(a) == [0, UNKNOWN, UNKNOWN, UNKNOWN, GUARD, GUARD], list(a)
+        assert L.nvmlDeviceGetSupportedPerformanceStates(handles[0], a, 3) == 7  # INSUFFICIENT_SIZE
+    """)
