@@ -758,6 +758,46 @@ MK_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int 
     *failureOccurred = D->remap_failure;
     return NVML_SUCCESS;
 }
+MK_API nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlRemappedRowsInfo_v2_t *info) {
+    DEV(device);
+    NONNULL(info);
+    if (!D->remap_supported) NOTSUP();
+    memset(info, 0, sizeof *info); /* every remapping is active: none is waiting for a reset */
+    info->corrActiveRemaps = D->remap_cor;
+    info->uncActiveRemaps = D->remap_unc;
+    info->bPending = D->remap_pending;
+    info->bFailureOccurred = D->remap_failure;
+    return NVML_SUCCESS;
+}
+
+/* Ampere and newer (nvml.h); no repair is ever pending ("TPC/Channel Repair Pending: No" in every capture) */
+MK_API nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepairStatus_t *status) {
+    DEV(device);
+    VERSIONED(status, nvmlRepairStatus_v1);
+    if (D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
+    status->bChannelRepairPending = 0;
+    status->bTpcRepairPending = 0;
+    return NVML_SUCCESS;
+}
+
+/* Hopper and newer (nvml.h; the L40S capture prints N/A); "Unrepairable Memory: No" */
+MK_API nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device,
+                                                           nvmlUnrepairableMemoryStatus_v1_t *status) {
+    DEV(device);
+    NONNULL(status);
+    if (D->architecture < NVML_DEVICE_ARCH_HOPPER) NOTSUP();
+    status->bUnrepairableMemory = 0;
+    return NVML_SUCCESS;
+}
+
+/* Ampere and newer (nvml.h): the clock monitors, no fault */
+MK_API nvmlReturn_t nvmlDeviceGetClkMonStatus(nvmlDevice_t device, nvmlClkMonStatus_t *status) {
+    DEV(device);
+    NONNULL(status);
+    if (D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
+    memset(status, 0, sizeof *status);
+    return NVML_SUCCESS;
+}
 
 MK_API nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *v) {
     DEV(device);

@@ -150,15 +150,54 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
     return NVML_SUCCESS;
 }
 
+/* nvidia-smi's "Summary" from the mask: unhealthy routes or configuration, else limited while bandwidth is
+ * degraded or a recovery runs, else healthy */
+static unsigned char health_summary(uint32_t mask) {
+#define MK_FIELD(name) (mask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_##name & NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_##name)
+    if (MK_FIELD(ROUTE_UNHEALTHY) == NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE ||
+        MK_FIELD(INCORRECT_CONFIGURATION) > NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE)
+        return NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY;
+    if (MK_FIELD(DEGRADED_BW) == NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE ||
+        MK_FIELD(ROUTE_RECOVERY) == NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE ||
+        MK_FIELD(ACCESS_TIMEOUT_RECOVERY) == NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE)
+        return NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY;
+#undef MK_FIELD
+    return NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY;
+}
+
+/* v2 and v3 (v3 appends healthSummary) */
 MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
     DEV(device);
-    VERSIONED(f, nvmlGpuFabricInfo_v2);
+    NONNULL(f);
+    if (f->version != nvmlGpuFabricInfo_v2 && f->version != nvmlGpuFabricInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (!D->fabric_supported) NOTSUP();
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
     f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     f->healthMask = D->fabric_health;
+    if (f->version == nvmlGpuFabricInfo_v3) f->healthSummary = health_summary(D->fabric_health);
+    return NVML_SUCCESS;
+}
+
+/* nvml.h: Hopper reports the unicast and multicast pointer cliques, Blackwell and newer the logical-endpoint
+ * ones too; the fabric manager gives a GPU one clique id, so every entry carries it */
+MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo_v4(nvmlDevice_t device, nvmlGpuFabricInfo_v4_t *f) {
+    DEV(device);
+    NONNULL(f);
+    if (!D->fabric_supported) NOTSUP();
+    memset(f, 0, sizeof *f);
+    cluster_uuid(D->fabric_cluster, f->clusterUuid);
+    f->status = (nvmlReturn_t)D->fabric_status;
+    f->numCliques = D->architecture >= NVML_DEVICE_ARCH_BLACKWELL ? 4 : 2;
+    for (unsigned i = 0; i < f->numCliques; i++) {
+        f->cliques[i].type = (unsigned char)i; /* NVML_GPU_FABRIC_CLIQUE_TYPE_* in ascending order */
+        f->cliques[i].id = D->fabric_clique;
+    }
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
+    f->healthMask = D->fabric_health;
+    f->healthSummary = health_summary(D->fabric_health);
     return NVML_SUCCESS;
 }
 

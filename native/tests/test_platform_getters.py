@@ -132,3 +132,83 @@ def test_supported_pstates_size_is_in_bytes(lib_dir, state_file) -> None:
         assert list(a) == [0, UNKNOWN, UNKNOWN, UNKNOWN, GUARD, GUARD], list(a)
         assert L.nvmlDeviceGetSupportedPerformanceStates(handles[0], a, 3) == 7  # INSUFFICIENT_SIZE
     """)
+
+
+REPAIR_BOARDS = {"a100": True, "h100": True, "b200": True, "gb200": True, "gb300": True, "l40s": True, "t4": False}
+UNREPAIRABLE_BOARDS = {"a100": False, "h100": True, "b200": True, "gb200": True, "gb300": True, "l40s": False,
+                       "t4": False}
+
+
+@pytest.mark.parametrize("board", list(REPAIR_BOARDS))
+def test_repair_and_memory_health(lib_dir, state_file, board: str) -> None:
+    """``tpc_repair_pending``/``channel_repair_pending`` No on every Ampere-or-newer capture (nvml.h: Ampere+), absent
+    on the T4's; ``unrepairable_memory`` No on GB200/GB300, N/A on the L40S (nvml.h: Hopper+); clock monitors
+    (nvml.h: Ampere+) report no fault."""
+    repair, unrepairable = REPAIR_BOARDS[board], UNREPAIRABLE_BOARDS[board]
+    run(lib_dir, state_file(board), f"""
+        class Repair(ctypes.Structure):
+            _fields_ = [("version", U), ("channel", U), ("tpc", U)]
+        d = handles[0]
+        r, s = get("nvmlDeviceGetRepairStatus", d, Repair, 1)
+        assert (r, s.channel, s.tpc) == ((0, 0, 0) if {repair} else ({NOT_SUPPORTED}, 0, 0)), (r, s.channel, s.tpc)
+        r, s = get("nvmlDeviceGetRepairStatus", d, Repair, 2); assert r == {ARGUMENT_VERSION_MISMATCH}
+        flag = U(7)
+        r = L.nvmlDeviceGetUnrepairableMemoryFlag_v1(d, ctypes.byref(flag))
+        assert (r, flag.value) == ((0, 0) if {unrepairable} else ({NOT_SUPPORTED}, 7)), (r, flag.value)
+        clkmon = (U * 66)(*[7] * 66)  # nvmlClkMonStatus_t: status, list size, 32 {{domain, mask}}
+        r = L.nvmlDeviceGetClkMonStatus(d, clkmon)
+        assert (r, clkmon[0], clkmon[1]) == ((0, 0, 0) if {repair} else ({NOT_SUPPORTED}, 7, 7))
+    """)
+
+
+def test_remapped_rows_v2_reads_the_v1_counters(lib_dir, state_file) -> None:
+    """qx-h100.xml ``remapped_rows``: 0 correctable, 0 uncorrectable, not pending, no failure; and what is injected."""
+    overrides = {"device.1.remapped_rows.correctable": 3, "device.1.remapped_rows.uncorrectable": 2,
+                 "device.1.remapped_rows.pending": 1}
+    run(lib_dir, state_file("h100", overrides=overrides), f"""
+        rows = lambda d: (lambda a: (L.nvmlDeviceGetRemappedRows_v2(d, a), list(a)))((U * 6)(*[9] * 6))
+        assert rows(handles[0]) == (0, [0, 0, 0, 0, 0, 0])
+        assert rows(handles[1]) == (0, [3, 0, 2, 0, 1, 0])
+        v1 = [U() for _ in range(4)]
+        assert L.nvmlDeviceGetRemappedRows(handles[1], *map(ctypes.byref, v1)) == 0 and [u.value for u in v1] == [3, 2, 1, 0]
+    """)
+    run(lib_dir, state_file("t4"), f"""
+        assert L.nvmlDeviceGetRemappedRows_v2(handles[0], (U * 6)()) == {NOT_SUPPORTED}
+    """)
+
+
+@pytest.mark.parametrize(("board", "cliques"), [("h100", 2), ("gb200", 4)])
+def test_fabric_info_v3_and_v4(lib_dir, state_file, board: str, cliques: int) -> None:
+    """qx-gb200.xml ``fabric``: Completed, Success, health summary Healthy; v4's cliques per nvml.h (Hopper: the
+    unicast and multicast pointer cliques, Blackwell also the logical-endpoint ones), sorted by type."""
+    run(lib_dir, state_file(board), f"""
+        kv = dict(rendered({board!r}))
+        class V3(ctypes.Structure):
+            _fields_ = [("version", U), ("clusterUuid", ctypes.c_ubyte * 16), ("status", U), ("cliqueId", U),
+                        ("state", U), ("healthMask", U), ("healthSummary", ctypes.c_ubyte)]
+        class Clique(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_ubyte), ("id", U)]
+        class V4(ctypes.Structure):
+            _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", U), ("cliques", Clique * 64),
+                        ("numCliques", U), ("state", U), ("healthMask", U), ("healthSummary", ctypes.c_ubyte)]
+        COMPLETED, HEALTHY = 3, 1
+        d = handles[0]
+        r, f = get("nvmlDeviceGetGpuFabricInfoV", d, V3, 3); assert r == 0, r
+        assert (f.state, f.status, f.healthSummary) == (COMPLETED, 0, HEALTHY)
+        assert f.healthMask == int(kv["device.0.fabric.health_mask"])
+        f4 = V4()
+        assert L.nvmlDeviceGetGpuFabricInfo_v4(d, ctypes.byref(f4)) == 0
+        assert (f4.state, f4.status, f4.healthSummary, f4.healthMask) == (COMPLETED, 0, HEALTHY, f.healthMask)
+        assert bytes(f4.clusterUuid) == bytes(f.clusterUuid)
+        got = [(f4.cliques[i].type, f4.cliques[i].id) for i in range(f4.numCliques)]
+        assert got == [(t, f.cliqueId) for t in range({cliques})], got
+        r, f = get("nvmlDeviceGetGpuFabricInfoV", d, V3, 4); assert r == {ARGUMENT_VERSION_MISMATCH}
+    """)
+    run(lib_dir, state_file(board, overrides={"device.0.fabric.health_mask": 1 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8}),
+        """
+        class V3(ctypes.Structure):
+            _fields_ = [("version", U), ("clusterUuid", ctypes.c_ubyte * 16), ("status", U), ("cliqueId", U),
+                        ("state", U), ("healthMask", U), ("healthSummary", ctypes.c_ubyte)]
+        LIMITED_CAPACITY = 3  # bandwidth degraded
+        r, f = get("nvmlDeviceGetGpuFabricInfoV", handles[0], V3, 3); assert (r, f.healthSummary) == (0, LIMITED_CAPACITY)
+    """)
