@@ -569,6 +569,47 @@ UTIL_GETTER(nvmlDeviceGetDecoderUtilization, util_dec, 167000)
 UTIL_GETTER(nvmlDeviceGetJpgUtilization, util_jpg, 167000)
 UTIL_GETTER(nvmlDeviceGetOfaUtilization, util_ofa, 167000)
 
+/* One sample, now, of what the matching getter reports (the real driver keeps a ring of them) */
+MK_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeen,
+                                         nvmlValueType_t *valType, unsigned int *count, nvmlSample_t *samples) {
+    DEV(device);
+    NONNULL(valType);
+    NONNULL(count);
+    if (samples != NULL && *count == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned gpu, mem, value;
+    switch (type) {
+    case NVML_TOTAL_POWER_SAMPLES:
+        if (!D->power_supported) NOTSUP();
+        value = mk_power_usage(S, D);
+        break;
+    case NVML_GPU_UTILIZATION_SAMPLES:
+    case NVML_MEMORY_UTILIZATION_SAMPLES:
+        mk_utilization(S, D, &gpu, &mem);
+        value = type == NVML_GPU_UTILIZATION_SAMPLES ? gpu : mem;
+        break;
+    case NVML_ENC_UTILIZATION_SAMPLES: value = D->util_enc; break;
+    case NVML_DEC_UTILIZATION_SAMPLES: value = D->util_dec; break;
+    case NVML_JPG_UTILIZATION_SAMPLES: value = D->util_jpg; break;
+    case NVML_OFA_UTILIZATION_SAMPLES: value = D->util_ofa; break;
+    case NVML_PROCESSOR_CLK_SAMPLES: value = D->clk_cur[0]; break;
+    case NVML_MEMORY_CLK_SAMPLES: value = D->clk_cur[2]; break;
+    case NVML_MODULE_POWER_SAMPLES: NOTSUP(); /* no module power reading is modelled */
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *valType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    uint64_t now = mk_now_us();
+    if (samples == NULL) {
+        *count = 1;
+        return NVML_SUCCESS;
+    }
+    if (lastSeen >= now) return NVML_ERROR_NOT_FOUND;
+    samples[0].timeStamp = now;
+    samples[0].sampleValue.ullVal = 0;
+    samples[0].sampleValue.uiVal = value;
+    *count = 1;
+    return NVML_SUCCESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t t, unsigned int *cap) {
     DEV(device);
     NONNULL(cap);

@@ -212,3 +212,35 @@ def test_fabric_info_v3_and_v4(lib_dir, state_file, board: str, cliques: int) ->
         LIMITED_CAPACITY = 3  # bandwidth degraded
         r, f = get("nvmlDeviceGetGpuFabricInfoV", handles[0], V3, 3); assert (r, f.healthSummary) == (0, LIMITED_CAPACITY)
     """)
+
+
+def test_samples_are_what_the_getters_report(lib_dir, state_file) -> None:
+    """nvmlDeviceGetSamples: NULL samples asks for the count; one sample, stamped now (µs), of the getter's value."""
+    run(lib_dir, state_file("h100"), f"""
+        import time
+        class Sample(ctypes.Structure):
+            _fields_ = [("timeStamp", ctypes.c_ulonglong), ("value", ctypes.c_ulonglong)]
+        POWER, GPU_UTIL, MEM_UTIL, ENC, PROCESSOR_CLK, MEMORY_CLK, MODULE_POWER = 0, 1, 2, 3, 5, 6, 7
+        UINT = 1
+        d = handles[0]
+        def samples(kind, last=0):
+            t, n, buf = U(9), U(4), (Sample * 4)()
+            r = L.nvmlDeviceGetSamples(d, kind, ctypes.c_ulonglong(last), ctypes.byref(t), ctypes.byref(n), buf)
+            return r, t.value, [(s.timeStamp, s.value) for s in buf[:n.value]]
+        def getter(fn, *args):
+            v = U(); assert getattr(L, fn)(d, *args, ctypes.byref(v)) == 0; return v.value
+        t, n = U(), U()
+        assert L.nvmlDeviceGetSamples(d, POWER, ctypes.c_ulonglong(0), ctypes.byref(t), ctypes.byref(n), None) == 0
+        assert (t.value, n.value) == (UINT, 1)
+        before = int(time.time() * 1e6)
+        r, kind, got = samples(POWER); assert (r, kind) == (0, UINT) and len(got) == 1
+        assert before <= got[0][0] <= int(time.time() * 1e6) + 1 and got[0][1] == getter("nvmlDeviceGetPowerUsage")
+        assert samples(PROCESSOR_CLK)[2][0][1] == getter("nvmlDeviceGetClockInfo", 0) == 345
+        assert samples(MEMORY_CLK)[2][0][1] == getter("nvmlDeviceGetClockInfo", 2)
+        assert samples(GPU_UTIL)[2][0][1] == 0 and samples(MEM_UTIL)[2][0][1] == 0 and samples(ENC)[2][0][1] == 0
+        assert samples(POWER, last=got[0][0] + 10**9)[0] == 6                 # NOT_FOUND: nothing newer
+        assert samples(MODULE_POWER)[0] == {NOT_SUPPORTED} and samples(10)[0] == {INVALID_ARGUMENT}
+        zero = U(0)
+        assert L.nvmlDeviceGetSamples(d, POWER, ctypes.c_ulonglong(0), ctypes.byref(t), ctypes.byref(zero),
+                                      (Sample * 1)()) == {INVALID_ARGUMENT}
+    """)
