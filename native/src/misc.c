@@ -226,6 +226,14 @@ MK_API nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi) {
     return NVML_SUCCESS;
 }
 
+MK_API nvmlReturn_t nvmlDeviceGetIrqNum(nvmlDevice_t device, unsigned int *irq) {
+    DEV(device);
+    NONNULL(irq);
+    if (!D->irq) NOTSUP();
+    *irq = D->irq;
+    return NVML_SUCCESS;
+}
+
 /* every board of these reports no capability (nvidia-smi: "EGM: disabled") */
 MK_API nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDeviceCapabilities_t *caps) {
     DEV(device);

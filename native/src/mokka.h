@@ -143,7 +143,7 @@ struct mk_device {
     char fabric_cluster[48];
     uint32_t c2c_supported, c2c_enabled;
     /* platform (13.x API): addressing mode, PDI, the rack position of Blackwell boards */
-    uint32_t addressing_mode;
+    uint32_t addressing_mode, irq;
     uint64_t pdi;
     uint32_t platform_supported, platform_slot, platform_tray, platform_host, platform_peer;
     char platform_chassis[16];

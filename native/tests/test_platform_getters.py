@@ -244,3 +244,15 @@ def test_samples_are_what_the_getters_report(lib_dir, state_file) -> None:
         assert L.nvmlDeviceGetSamples(d, POWER, ctypes.c_ulonglong(0), ctypes.byref(t), ctypes.byref(zero),
                                       (Sample * 1)()) == {INVALID_ARGUMENT}
     """)
+
+
+def test_irq_is_the_line_sysfs_shows(lib_dir, state_file) -> None:
+    """nvmlDeviceGetIrqNum agrees with the GPU's sysfs ``irq`` (the pci surface writes ``legacy_irq``)."""
+    run(lib_dir, state_file("h100"), f"""
+        from mokka_core.model.identity import legacy_irq
+        kv = dict(rendered("h100"))
+        for i, d in enumerate(handles):
+            irq = U(); assert L.nvmlDeviceGetIrqNum(d, ctypes.byref(irq)) == 0
+            assert irq.value == legacy_irq(kv[f"device.{{i}}.pci.bus_id"]) >= 16
+        assert L.nvmlDeviceGetIrqNum(handles[0], None) == {INVALID_ARGUMENT}
+    """)

@@ -208,6 +208,7 @@ DEVICE_TYPES = MappingProxyType({
     "c2c.enabled": "u32",
     "addressing_mode": "u32",
     "pdi": "u64",
+    "irq": "u32",
     "platform.supported": "u32",
     "platform.chassis_serial": "str",
     "platform.slot_number": "u32",
@@ -520,6 +521,7 @@ DEVICE_C2C_SUPPORTED = "c2c.supported"
 DEVICE_C2C_ENABLED = "c2c.enabled"
 DEVICE_ADDRESSING_MODE = "addressing_mode"
 DEVICE_PDI = "pdi"
+DEVICE_IRQ = "irq"
 DEVICE_PLATFORM_SUPPORTED = "platform.supported"
 DEVICE_PLATFORM_CHASSIS_SERIAL = "platform.chassis_serial"
 DEVICE_PLATFORM_SLOT_NUMBER = "platform.slot_number"

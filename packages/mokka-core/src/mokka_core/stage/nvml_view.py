@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StateValueError
+from ..model.identity import legacy_irq
 from ..model.physics import readings
 from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER, RANGES, SIZES, TYPES
@@ -121,11 +122,12 @@ def _health_mask(health: FabricHealth) -> int:
 
 def _platform(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
     """The 13.x API's platform getters. Addressing mode: ATS where the GPU's memory is coherent with Grace
-    (C2C), else HMM (a host with HMM disabled shows None). PDI: a 64-bit per-GPU id, from the UUID so every
+    (C2C), else HMM (a host with HMM disabled shows None). The interrupt line sysfs shows. PDI: a 64-bit per-GPU id, from the UUID so every
     process agrees. Platform info (rack position) on Blackwell and newer, from the profile's ``platform``."""
     grace = gpu.config.grace_superchip
     coherent = grace is not None and grace.enabled and grace.coherent_memory
     yield "addressing_mode", ADDRESSING_ATS if coherent else ADDRESSING_HMM
+    yield "irq", legacy_irq(gpu.bus_id)
     yield "pdi", f"0x{int.from_bytes(hashlib.blake2b(gpu.uuid.encode(), digest_size=8).digest()) or 1:016x}"
     if arch >= ARCH["blackwell"]:
         p = gpu.config.platform
