@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import nvml_env
 
 PRELUDE = textwrap.dedent("""
@@ -109,7 +108,7 @@ def test_platform_info_of_a_rack(lib_dir, state_file, board: str) -> None:
 
 def test_platform_info_of_a_b200_baseboard(lib_dir, state_file) -> None:
     """qx-b200.xml: an empty chassis serial, slot and tray N/A, host 1, switch connected."""
-    run(lib_dir, state_file("b200"), f"""
+    run(lib_dir, state_file("b200"), """
         r, p = get("nvmlDeviceGetPlatformInfo", handles[0], PlatformInfo, 2); assert r == 0, r
         assert (p.chassisSerialNumber, p.slotNumber, p.trayIndex, p.hostId, p.peerType) == (b"", 0, 0, 1, 2)
     """)
@@ -125,7 +124,7 @@ def test_platform_info_before_blackwell_is_not_supported(lib_dir, state_file, bo
 
 def test_supported_pstates_size_is_in_bytes(lib_dir, state_file) -> None:
     """nvml.h: "size: Size of the supplied pstates array in bytes"; pynvml passes 16 × 4 bytes."""
-    run(lib_dir, state_file("h100"), f"""
+    run(lib_dir, state_file("h100"), """
         UNKNOWN, GUARD = 32, 0xDEAD
         a = (U * 6)(*[GUARD] * 6)
         assert L.nvmlDeviceGetSupportedPerformanceStates(handles[0], a, 4 * 4) == 0
@@ -165,12 +164,13 @@ def test_remapped_rows_v2_reads_the_v1_counters(lib_dir, state_file) -> None:
     """qx-h100.xml ``remapped_rows``: 0 correctable, 0 uncorrectable, not pending, no failure; and what is injected."""
     overrides = {"device.1.remapped_rows.correctable": 3, "device.1.remapped_rows.uncorrectable": 2,
                  "device.1.remapped_rows.pending": 1}
-    run(lib_dir, state_file("h100", overrides=overrides), f"""
+    run(lib_dir, state_file("h100", overrides=overrides), """
         rows = lambda d: (lambda a: (L.nvmlDeviceGetRemappedRows_v2(d, a), list(a)))((U * 6)(*[9] * 6))
         assert rows(handles[0]) == (0, [0, 0, 0, 0, 0, 0])
         assert rows(handles[1]) == (0, [3, 0, 2, 0, 1, 0])
         v1 = [U() for _ in range(4)]
-        assert L.nvmlDeviceGetRemappedRows(handles[1], *map(ctypes.byref, v1)) == 0 and [u.value for u in v1] == [3, 2, 1, 0]
+        assert L.nvmlDeviceGetRemappedRows(handles[1], *map(ctypes.byref, v1)) == 0
+        assert [u.value for u in v1] == [3, 2, 1, 0]
     """)
     run(lib_dir, state_file("t4"), f"""
         assert L.nvmlDeviceGetRemappedRows_v2(handles[0], (U * 6)()) == {NOT_SUPPORTED}
@@ -210,7 +210,8 @@ def test_fabric_info_v3_and_v4(lib_dir, state_file, board: str, cliques: int) ->
             _fields_ = [("version", U), ("clusterUuid", ctypes.c_ubyte * 16), ("status", U), ("cliqueId", U),
                         ("state", U), ("healthMask", U), ("healthSummary", ctypes.c_ubyte)]
         LIMITED_CAPACITY = 3  # bandwidth degraded
-        r, f = get("nvmlDeviceGetGpuFabricInfoV", handles[0], V3, 3); assert (r, f.healthSummary) == (0, LIMITED_CAPACITY)
+        r, f = get("nvmlDeviceGetGpuFabricInfoV", handles[0], V3, 3)
+        assert (r, f.healthSummary) == (0, LIMITED_CAPACITY)
     """)
 
 
