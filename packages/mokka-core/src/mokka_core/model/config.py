@@ -760,15 +760,17 @@ class NvlinkError(Value):
 
 
 class Platform(Value):
+    """Where a Blackwell GPU sits in its rack: nvmlDeviceGetPlatformInfo (nvidia-smi ``platformInfo``)."""
+
     __slots__ = ('chassis_serial_number', 'slot_number', 'tray_index', 'host_id', 'peer_type', 'module_id',)
     chassis_serial_number: str
     slot_number: int
     tray_index: int
     host_id: int
-    peer_type: str
+    peer_type: Literal['', 'direct_connected', 'switch_connected']
     module_id: int
 
-    def __init__(self, *, chassis_serial_number: str = '', slot_number: int = 0, tray_index: int = 0, host_id: int = 0, peer_type: str = '', module_id: int = 0) -> None:
+    def __init__(self, *, chassis_serial_number: str = '', slot_number: int = 0, tray_index: int = 0, host_id: int = 0, peer_type: Literal['', 'direct_connected', 'switch_connected'] = '', module_id: int = 0) -> None:
         _set(self, 'chassis_serial_number', chassis_serial_number)
         _set(self, 'slot_number', slot_number)
         _set(self, 'tray_index', tray_index)

@@ -829,17 +829,23 @@ class NvlinkError(Model):
     """Errors per link index counted before since_ms."""
 
 
+PeerType = Literal["", "direct_connected", "switch_connected"]
+
+
 class Platform(Model):
-    chassis_serial_number: str = ""
-    """Chassis serial number (nvmlDeviceGetPlatformInfo, GB200 racks)."""
+    """Where a Blackwell GPU sits in its rack: nvmlDeviceGetPlatformInfo (nvidia-smi ``platformInfo``)."""
+
+    chassis_serial_number: Annotated[str, Field(max_length=13)] = ""
+    """Chassis serial number (nvmlDeviceGetPlatformInfo, GB200 racks; 13 characters at most)."""
     slot_number: NonNeg = 0
     """Slot of the compute tray in the rack."""
     tray_index: NonNeg = 0
     """Index of the compute tray."""
     host_id: NonNeg = 0
     """Host id within the tray."""
-    peer_type: str = ""
-    """Type of the peer (switch) the GPU connects to."""
+    peer_type: PeerType = ""
+    """NVLink peer the platform reports: switch_connected (NVSwitch baseboards and racks), direct_connected, or
+    "" (none)."""
     module_id: NonNeg = 0
     """Module id of the GPU on its board."""
 
