@@ -210,3 +210,28 @@ def test_diff_says_clearly_when_no_nvidia_smi_is_cached(tmp_path: Path, monkeypa
     monkeypatch.setenv("MOKKA_CACHE", str(tmp_path / "empty-cache"))
     with pytest.raises(MokkaError, match=r"no nvidia-smi for driver branch 550 .*mokka fetch nvidia-smi 550"):
         simulated_capture(NodeSpec(profile="t4"))
+
+
+def test_the_pcie_generations_a_capture_states_reach_the_state_file(tmp_path: Path) -> None:
+    # GB200 in a VM: link max 5, the GPU's own max 6, the host's unknown (N/A)
+    capture = read_capture(CAPTURES / "qx-gb200.xml")
+    gen = {key: capture.gpus[0][f"pci/pci_gpu_link_info/pcie_gen/{key}"]
+           for key in ("max_link_gen", "max_device_link_gen", "max_host_link_gen")}
+    assert gen == {"max_link_gen": "5", "max_device_link_gen": "6", "max_host_link_gen": "N/A"}
+    path = tmp_path / "twin.yaml"
+    path.write_text(profile_yaml(capture))
+    lines = set(render_nvml_state(NodeSpec(profile_file=path).resolve()).splitlines())
+    assert {"device.0.pcie.max_gen=5", "device.0.pcie.gpu_max_gen=6", "device.0.pcie.host_max_gen=0"} <= lines
+    # a board that states only its maximum keeps it for all three (the built-in profiles)
+    lines = set(render_nvml_state(NodeSpec(profile="t4").resolve()).splitlines())
+    assert {"device.0.pcie.max_gen=3", "device.0.pcie.gpu_max_gen=3", "device.0.pcie.host_max_gen=3"} <= lines
+
+
+def test_an_element_older_nvidia_smi_cannot_fill_is_not_comparable() -> None:
+    real = parse_capture(document('<gpu id="00000000:06:00.0"><addressing_mode>HMM</addressing_mode>'
+                                  "<persistence_mode>Enabled</persistence_mode></gpu>"), "real.xml")
+    ours = parse_capture(document('<gpu id="00000000:06:00.0"><addressing_mode>N/A</addressing_mode>'
+                                  "<persistence_mode>N/A</persistence_mode></gpu>"), "ours.xml")
+    result = compare(real, ours)
+    assert result.not_comparable == 1  # addressing_mode: nvidia-smi 535-555 never asks
+    assert [d.path for d in result.differences] == ["persistence_mode"]  # N/A elsewhere is a difference

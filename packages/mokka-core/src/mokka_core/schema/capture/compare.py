@@ -3,7 +3,8 @@
 The node facts (driver, CUDA, GPU count) are compared once; GPU facts compare the capture's GPU i
 with the simulated GPU i, for the GPUs both have (a GPU count that differs is one mismatched fact).
 A fact only one side has (an element one driver prints and the other does not) is not
-comparable: counted, never a mismatch.
+comparable: counted, never a mismatch; so is an element the simulated nvidia-smi prints but has no
+way to fill (:data:`UNFILLED_BY_OLDER_NVIDIA_SMI`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .facts import Capture
+
+#: Elements nvidia-smi 535-555 prints as N/A whatever the library says (it makes no NVML call for
+#: them; checked by LD_DEBUG=bindings): where the simulated side has N/A, they are not comparable.
+UNFILLED_BY_OLDER_NVIDIA_SMI = {
+    "addressing_mode": "nvidia-smi before 570 never calls nvmlDeviceGetAddressingMode",
+}
+NOT_AVAILABLE = "N/A"
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,9 @@ def compare(captured: Capture, simulated: Capture) -> Comparison:
     for gpu, real, ours in pairs:
         not_comparable += len(real.keys() ^ ours.keys())
         for path in real.keys() & ours.keys():
-            if real[path] == ours[path]:
+            if ours[path] == NOT_AVAILABLE and path in UNFILLED_BY_OLDER_NVIDIA_SMI:
+                not_comparable += 1
+            elif real[path] == ours[path]:
                 matched += 1
             else:
                 differences.append(Difference(path, gpu, real[path], ours[path]))

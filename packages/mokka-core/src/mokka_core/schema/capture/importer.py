@@ -68,6 +68,7 @@ class Mapping:
     fact: str  # normalised element path
     key: str  # profile key path below a device entry
     convert: Callable[[str], Any] = str
+    not_available: Any = None  # the key's value where the capture says N/A (None: the board's value stays)
 
 
 #: capture element -> profile key, for every model fact the profile format can say
@@ -94,6 +95,8 @@ GPU_KEYS = (
     Mapping("pci/pci_sub_system_id", "pci.subsystem_id", lambda text: int(text, 16)),
     Mapping("pci/pci_gpu_link_info/pcie_gen/max_link_gen", "pcie.max_link_gen", int),
     Mapping("pci/pci_gpu_link_info/pcie_gen/current_link_gen", "pcie.current_link_gen", int),
+    Mapping("pci/pci_gpu_link_info/pcie_gen/max_device_link_gen", "pcie.max_device_link_gen", int),
+    Mapping("pci/pci_gpu_link_info/pcie_gen/max_host_link_gen", "pcie.max_host_link_gen", int, not_available=0),
     Mapping("pci/pci_gpu_link_info/link_widths/max_link_width", "pcie.max_link_width", _number("x")),
     Mapping("pci/pci_gpu_link_info/link_widths/current_link_width", "pcie.current_link_width", _number("x")),
     Mapping("fb_memory_usage/total", "memory.total_bytes", _mib),
@@ -126,7 +129,6 @@ DERIVED = {
     "max_customer_boost_clocks/graphics_clock",  # the maximum graphics clock
     "gpu_power_readings/requested_power_limit",  # the enforced limit
     "pci/pci_gpu_link_info/pcie_gen/device_current_link_gen",  # the current generation
-    "pci/pci_gpu_link_info/pcie_gen/max_device_link_gen",  # the maximum generation
     "mig_devices", "processes",  # imported below
 }
 #: facts the simulation derives from others (the supported clocks: from the clock limits)
@@ -200,6 +202,8 @@ def gpu_values(capture: Capture, index: int) -> dict[str, Any]:
     for mapping in GPU_KEYS:
         text = elements.get(mapping.fact)
         if text is None or text in NOT_AVAILABLE:
+            if text == "N/A" and mapping.not_available is not None:
+                _put(out, mapping.key, mapping.not_available)
             continue
         try:
             value = mapping.convert(text)
