@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mokka_core.errors import MokkaError
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.capture.compare import compare
 from mokka_core.schema.capture.facts import UNIT_OR_MOMENT, CaptureError, parse_capture, read_capture
@@ -199,17 +198,6 @@ def test_import_writes_a_file_validate_accepts(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "mokka_core", "profile", "validate", str(out)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-
-
-def test_diff_says_clearly_when_no_nvidia_smi_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mokka_core.cli.capture import simulated_capture
-    from mokka_core.stage.surface import discover
-
-    if "gpu" not in discover():
-        pytest.skip("needs mokka-sim-gpu installed (tox -e e2e)")
-    monkeypatch.setenv("MOKKA_CACHE", str(tmp_path / "empty-cache"))
-    with pytest.raises(MokkaError, match=r"no nvidia-smi for driver branch 550 .*mokka fetch nvidia-smi 550"):
-        simulated_capture(NodeSpec(profile="t4"))
 
 
 def test_the_pcie_generations_a_capture_states_reach_the_state_file(tmp_path: Path) -> None:

@@ -97,3 +97,12 @@ def test_diff_reports_each_difference_and_the_score() -> None:
     assert f"fidelity {report['matched']}/{report['comparable']} " in lines[-1]
     assert {"path": "driver_version", "gpu": None, "capture": real.node["driver_version"],
             "simulated": "550.163.01"} in report["differences"]
+
+
+def test_diff_says_clearly_when_no_nvidia_smi_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOKKA_CACHE", str(tmp_path / "empty-cache"))
+    done = subprocess.run([sys.executable, "-m", "mokka_core", "profile", "diff", str(CAPTURES / "qx-t4.xml"),
+                           "--profile", "t4"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "no nvidia-smi for driver branch 550" in done.stderr
+    assert "run `mokka fetch nvidia-smi 550`" in done.stderr
