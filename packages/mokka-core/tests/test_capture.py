@@ -223,3 +223,24 @@ def test_an_element_older_nvidia_smi_cannot_fill_is_not_comparable() -> None:
     result = compare(real, ours)
     assert result.not_comparable == 1  # addressing_mode: nvidia-smi 535-555 never asks
     assert [d.path for d in result.differences] == ["persistence_mode"]  # N/A elsewhere is a difference
+
+
+def test_a_value_the_format_has_no_word_for_keeps_the_boards_and_says_so() -> None:
+    newer = document(H100_GPU.replace("</gpu>", "<product_architecture>Rubin</product_architecture>"
+                                                "<compute_mode>Default</compute_mode></gpu>"))
+    board, profile, header = import_profile(parse_capture(newer, "rubin.xml"))
+    assert board == "h100" and profile["device_defaults"]["architecture"] == "hopper"
+    assert profile["device_defaults"]["compute_mode"] == "default"
+    assert header[-2:] == ["The profile format has no word for these values: h100's stay:",
+                           "  product_architecture: Rubin"]
+
+
+def test_mig_partitions_in_a_capture_are_named_in_the_header() -> None:
+    partitioned = document(H100_GPU.replace("</gpu>", """<mig_mode><current_mig>Enabled</current_mig>
+<pending_mig>Enabled</pending_mig></mig_mode><mig_devices><mig_device><index>0</index>
+<gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id></mig_device></mig_devices></gpu>"""))
+    capture = parse_capture(partitioned, "mig.xml")
+    assert "mig_devices/mig_device/index" not in capture.gpu_facts(0)  # node state, not the model
+    _, profile, header = import_profile(capture)
+    assert profile["device_defaults"]["mig"]["mode_current"] == "enabled"
+    assert any(line.startswith("  the capture's MIG partitions (mig_devices)") for line in header)

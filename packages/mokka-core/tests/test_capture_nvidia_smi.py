@@ -80,6 +80,23 @@ def test_the_built_in_profiles_reproduce_their_captures() -> None:
     assert matched >= FIDELITY * comparable, "\n".join(lines)
 
 
+@pytest.mark.parametrize("branch", list(nvidia_smi.SUITES))
+def test_every_nvidia_smi_branchs_document_imports_back_to_the_same_node(tmp_path: Path, branch: str) -> None:
+    """535, 550 and 555 name elements differently: each one's -q -x of a node imports into that node."""
+    from mokka_core import Node
+
+    with Node("a100") as node:
+        done = subprocess.run([str(nvidia_smi.fetch(branch)), "-q", "-x"], env=node.env, capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    capture = parse_capture(done.stdout, f"a100 by nvidia-smi {branch}")
+    path = tmp_path / "again.yaml"
+    path.write_text(profile_yaml(capture))
+    result = compare(capture, simulated(NodeSpec(profile_file=path)))
+    assert (result.gpus_compared, result.differences) == (8, ()), result.score_line()
+    assert result.matched > 8 * 70
+
+
 def test_diff_reports_each_difference_and_the_score() -> None:
     capture = str(CAPTURES / "qx-t4.xml")
     done = subprocess.run([sys.executable, "-m", "mokka_core", "profile", "diff", capture, "--profile", "t4"],

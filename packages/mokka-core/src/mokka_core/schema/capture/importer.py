@@ -9,14 +9,15 @@ profile key.  GPU 0's values go into ``device_defaults``, a GPU's own difference
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from ..builtin import BUILTIN_PROFILES, builtin_text, load_builtin
 from ..merge import deep_merge
+from ..profile import Architecture, Brand, Mode
 from ..yamldoc import parse_yaml
 from .facts import Capture, CaptureError, model_facts
 
@@ -33,7 +34,7 @@ FROM_THE_BOARD = {
 
 
 def _mode(text: str) -> str:
-    return text.lower()
+    return _one_of(get_args(Mode))(text)
 
 
 def _number(unit: str) -> Callable[[str], int]:
@@ -54,12 +55,35 @@ def _watts(text: str) -> int:
     return round(float(text.removesuffix(" W")) * 1000)
 
 
-def _lower_words(text: str) -> str:
-    return "_".join(text.lower().replace("-", "").split())
+class Unrepresentable(ValueError):
+    """A well-formed value the profile format has no word for (a brand or architecture newer than Mokka)."""
+
+
+def _one_of(choices: Iterable[str]) -> Callable[[str], str]:
+    allowed = set(choices)
+
+    def convert(text: str) -> str:
+        word = "_".join(text.lower().replace("-", "").split())
+        if word not in allowed:
+            raise Unrepresentable(text)
+        return word
+
+    return convert
+
+
+def _table(words: dict[str, str]) -> Callable[[str], str]:
+    def convert(text: str) -> str:
+        if text not in words:
+            raise Unrepresentable(text)
+        return words[text]
+
+    return convert
 
 
 VIRTUALIZATION = {"None": "none", "Pass-Through": "passthrough", "VGPU": "vgpu", "Host VGPU": "host_vgpu",
                   "Host VSGA": "host_vsga"}
+COMPUTE_MODES = {"Default": "default", "Exclusive_Thread": "exclusive_thread", "Prohibited": "prohibited",
+                 "Exclusive_Process": "exclusive_process"}
 MHZ = _number("MHz")
 
 
@@ -74,8 +98,8 @@ class Mapping:
 #: capture element -> profile key, for every model fact the profile format can say
 GPU_KEYS = (
     Mapping("product_name", "name"),
-    Mapping("product_brand", "brand", _lower_words),
-    Mapping("product_architecture", "architecture", _lower_words),
+    Mapping("product_brand", "brand", _one_of(get_args(Brand))),
+    Mapping("product_architecture", "architecture", _one_of(get_args(Architecture))),
     Mapping("display_mode", "display.mode", _mode),
     Mapping("display_active", "display.active", _mode),
     Mapping("persistence_mode", "persistence_mode", _mode),
@@ -89,7 +113,7 @@ GPU_KEYS = (
     Mapping("inforom_version/oem_object", "inforom.oem_object"),
     Mapping("inforom_version/ecc_object", "inforom.ecc_object"),
     Mapping("inforom_version/pwr_object", "inforom.pwr_object"),
-    Mapping("gpu_virtualization_mode/virtualization_mode", "virtualization.mode", VIRTUALIZATION.__getitem__),
+    Mapping("gpu_virtualization_mode/virtualization_mode", "virtualization.mode", _table(VIRTUALIZATION)),
     Mapping("gsp_firmware_version", "gsp_firmware.version"),
     Mapping("pci/pci_device_id", "pci.device_id", lambda text: int(text, 16)),
     Mapping("pci/pci_sub_system_id", "pci.subsystem_id", lambda text: int(text, 16)),
@@ -102,7 +126,7 @@ GPU_KEYS = (
     Mapping("fb_memory_usage/total", "memory.total_bytes", _mib),
     Mapping("fb_memory_usage/reserved", "memory.reserved_bytes", _mib),
     Mapping("bar1_memory_usage/total", "bar1_memory.total_bytes", _mib),
-    Mapping("compute_mode", "compute_mode", _lower_words),
+    Mapping("compute_mode", "compute_mode", _table(COMPUTE_MODES)),
     Mapping("ecc_mode/current_ecc", "ecc.mode_current", _mode),
     Mapping("ecc_mode/pending_ecc", "ecc.mode_pending", _mode),
     Mapping("remapped_rows/row_remapper_histogram/row_remapper_histogram_max",
@@ -155,7 +179,9 @@ def import_profile(capture: Capture, name: str | None = None) -> tuple[str, dict
     """(the board it starts from, the profile document, the header comment's lines)."""
     board = closest_builtin(capture)
     base = parse_yaml(builtin_text(board), f"{board}.yaml")
-    per_gpu = [gpu_values(capture, i) for i in range(capture.gpu_count)]
+    stated_per_gpu = [gpu_values(capture, i) for i in range(capture.gpu_count)]
+    per_gpu = [values for values, _ in stated_per_gpu]
+    unsaid = sorted({fact for _, facts in stated_per_gpu for fact in facts})
     bus_ids = [_bus_id(gpu.get("pci/pci_bus_id", "")) for gpu in capture.gpus]
     roots = [root["id"] for root in (base.get("pcie_topology") or {}).get("root_complexes", [])]
     keep_bus_ids = all(bus_ids) and all(_covered(bus_id, roots) for bus_id in bus_ids)
@@ -179,9 +205,8 @@ def import_profile(capture: Capture, name: str | None = None) -> tuple[str, dict
               "system": system_values(capture), "device_defaults": defaults}
     profile = deep_merge(base, stated)
     profile["devices"] = devices  # the capture's GPUs, not the board's
-    for key in ("num_devices",):
-        profile["system"][key] = capture.gpu_count
-    return board, profile, header(capture, board, keep_bus_ids)
+    profile["system"]["num_devices"] = capture.gpu_count
+    return board, profile, header(capture, board, keep_bus_ids, unsaid)
 
 
 def system_values(capture: Capture) -> dict[str, Any]:
@@ -195,10 +220,11 @@ def system_values(capture: Capture) -> dict[str, Any]:
     return values
 
 
-def gpu_values(capture: Capture, index: int) -> dict[str, Any]:
-    """The profile keys GPU ``index`` states (nested), from the mappings."""
+def gpu_values(capture: Capture, index: int) -> tuple[dict[str, Any], list[str]]:
+    """The profile keys GPU ``index`` states (nested), from the mappings; the facts no key value can say."""
     elements = capture.gpus[index]
     out: dict[str, Any] = {}
+    unsaid: list[str] = []
     for mapping in GPU_KEYS:
         text = elements.get(mapping.fact)
         if text is None or text in NOT_AVAILABLE:
@@ -207,14 +233,17 @@ def gpu_values(capture: Capture, index: int) -> dict[str, Any]:
             continue
         try:
             value = mapping.convert(text)
-        except (KeyError, ValueError):
+        except Unrepresentable:
+            unsaid.append(f"{mapping.fact}: {text}")
+            continue
+        except ValueError:
             raise CaptureError(capture.source, f"gpu {index}: <{mapping.fact}>: unexpected value {text!r}") from None
         _put(out, mapping.key, value)
     if elements.get("gsp_firmware_version") not in (None, *NOT_AVAILABLE):
         _put(out, "gsp_firmware.mode", "enabled")
     elif elements.get("gsp_firmware_version") == "N/A":
         _put(out, "gsp_firmware", {"mode": "disabled", "version": ""})
-    return out
+    return out, unsaid
 
 
 def _processes(elements: dict[str, str]) -> list[dict[str, Any]]:
@@ -234,7 +263,7 @@ def _processes(elements: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def header(capture: Capture, board: str, kept_bus_ids: bool) -> list[str]:
+def header(capture: Capture, board: str, kept_bus_ids: bool, unsaid: list[str]) -> list[str]:
     mapped = {m.fact for m in GPU_KEYS} | DERIVED
     unmapped = sorted({path for i in range(capture.gpu_count) for path, text in model_facts(capture.gpus[i]).items()
                        if path not in mapped and not path.startswith(DERIVED_PREFIXES) and text not in NOT_AVAILABLE})
@@ -251,6 +280,9 @@ def header(capture: Capture, board: str, kept_bus_ids: bool) -> list[str]:
     if unmapped:
         lines.append("The capture states these, but the profile format has no key for them yet:")
         lines += [f"  {path}" for path in unmapped]
+    if unsaid:
+        lines.append(f"The profile format has no word for these values: {board}'s stay:")
+        lines += [f"  {fact}" for fact in unsaid]
     return lines
 
 
