@@ -15,7 +15,7 @@ import yaml
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.capture.compare import compare
 from mokka_core.schema.capture.facts import UNIT_OR_MOMENT, CaptureError, parse_capture, read_capture
-from mokka_core.schema.capture.importer import closest_builtin, import_profile, profile_yaml
+from mokka_core.schema.capture.importer import closest_builtin, import_profile
 from mokka_core.schema.loader import load_profile
 from mokka_core.stage.nvml_view import render_nvml_state
 
@@ -148,7 +148,7 @@ def test_each_capture_imports_into_a_valid_profile_of_its_board(tmp_path: Path, 
     capture = read_capture(CAPTURES / f"qx-{board}.xml")
     assert closest_builtin(capture) == board
     path = tmp_path / "twin.yaml"
-    path.write_text(profile_yaml(capture))
+    path.write_text(import_profile(capture).yaml())
     load_profile(path)
     node = NodeSpec(profile_file=path).resolve()
     render_nvml_state(node)  # what `mokka profile validate` checks too
@@ -161,7 +161,7 @@ def test_each_capture_imports_into_a_valid_profile_of_its_board(tmp_path: Path, 
 
 
 def test_the_header_names_what_comes_from_the_board() -> None:
-    text = profile_yaml(read_capture(CAPTURES / "qx-gb200.xml"))
+    text = import_profile(read_capture(CAPTURES / "qx-gb200.xml")).yaml()
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert "# Starts from the built-in profile gb200; the capture cannot say these, so they are gb200's:" in header
     assert "#   nvlink: NVLink links, switches and peers" in header
@@ -171,7 +171,7 @@ def test_the_header_names_what_comes_from_the_board() -> None:
 
 def test_a_gpu_that_differs_gets_its_own_entry_and_processes_are_imported() -> None:
     capture = read_capture(CAPTURES / "qx-h100.xml")
-    _, profile, _ = import_profile(capture)
+    profile = import_profile(capture).profile
     parts = {gpu["board_part_number"] for gpu in capture.gpus}
     assert len(parts) == 2  # the real node has one board of another part number
     assert [d.get("board_part_number") for d in profile["devices"] if "board_part_number" in d] == \
@@ -182,7 +182,7 @@ def test_a_gpu_that_differs_gets_its_own_entry_and_processes_are_imported() -> N
 <process_name>python3</process_name><used_memory>1024 MiB</used_memory></process_info><process_info>
 <pid>4243</pid><type>C+G</type><process_name>Xorg</process_name><used_memory>N/A</used_memory></process_info>
 </processes></gpu>"""))
-    _, profile, _ = import_profile(parse_capture(with_processes, "busy.xml"))
+    profile = import_profile(parse_capture(with_processes, "busy.xml")).profile
     assert profile["devices"][0]["processes"] == [
         {"pid": 4242, "type": "C", "name": "python3", "used_memory_mib": 1024},
         {"pid": 4243, "type": "C+G", "name": "Xorg"}]
@@ -207,7 +207,7 @@ def test_the_pcie_generations_a_capture_states_reach_the_state_file(tmp_path: Pa
            for key in ("max_link_gen", "max_device_link_gen", "max_host_link_gen")}
     assert gen == {"max_link_gen": "5", "max_device_link_gen": "6", "max_host_link_gen": "N/A"}
     path = tmp_path / "twin.yaml"
-    path.write_text(profile_yaml(capture))
+    path.write_text(import_profile(capture).yaml())
     lines = set(render_nvml_state(NodeSpec(profile_file=path).resolve()).splitlines())
     assert {"device.0.pcie.max_gen=5", "device.0.pcie.gpu_max_gen=6", "device.0.pcie.host_max_gen=0"} <= lines
     # a board that states only its maximum keeps it for all three (the built-in profiles)
@@ -228,10 +228,10 @@ def test_an_element_older_nvidia_smi_cannot_fill_is_not_comparable() -> None:
 def test_a_value_the_format_has_no_word_for_keeps_the_boards_and_says_so() -> None:
     newer = document(H100_GPU.replace("</gpu>", "<product_architecture>Rubin</product_architecture>"
                                                 "<compute_mode>Default</compute_mode></gpu>"))
-    board, profile, header = import_profile(parse_capture(newer, "rubin.xml"))
-    assert board == "h100" and profile["device_defaults"]["architecture"] == "hopper"
-    assert profile["device_defaults"]["compute_mode"] == "default"
-    assert header[-2:] == ["The profile format has no word for these values: h100's stay:",
+    imported = import_profile(parse_capture(newer, "rubin.xml"))
+    assert imported.board == "h100" and imported.profile["device_defaults"]["architecture"] == "hopper"
+    assert imported.profile["device_defaults"]["compute_mode"] == "default"
+    assert imported.header[-2:] == ["The profile format has no word for these values: h100's stay:",
                            "  product_architecture: Rubin"]
 
 
@@ -241,6 +241,6 @@ def test_mig_partitions_in_a_capture_are_named_in_the_header() -> None:
 <gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id></mig_device></mig_devices></gpu>"""))
     capture = parse_capture(partitioned, "mig.xml")
     assert "mig_devices/mig_device/index" not in capture.gpu_facts(0)  # node state, not the model
-    _, profile, header = import_profile(capture)
-    assert profile["device_defaults"]["mig"]["mode_current"] == "enabled"
-    assert any(line.startswith("  the capture's MIG partitions (mig_devices)") for line in header)
+    imported = import_profile(capture)
+    assert imported.profile["device_defaults"]["mig"]["mode_current"] == "enabled"
+    assert any(line.startswith("  the capture's MIG partitions (mig_devices)") for line in imported.header)

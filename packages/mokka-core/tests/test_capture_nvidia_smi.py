@@ -15,7 +15,7 @@ import pytest
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.capture.compare import compare
 from mokka_core.schema.capture.facts import parse_capture, read_capture
-from mokka_core.schema.capture.importer import profile_yaml
+from mokka_core.schema.capture.importer import import_profile
 from mokka_core.stage import nvidia_smi
 from mokka_core.testing.consumers import missing
 
@@ -62,7 +62,7 @@ def simulated(spec: NodeSpec):
 def test_an_imported_capture_twins_the_real_node(tmp_path: Path, board: str) -> None:
     capture = read_capture(CAPTURES / f"qx-{board}.xml")
     path = tmp_path / f"{board}-twin.yaml"
-    path.write_text(profile_yaml(capture))
+    path.write_text(import_profile(capture).yaml())
     result = compare(capture, simulated(NodeSpec(profile_file=path)))
     assert result.gpus_compared == capture.gpu_count
     assert result.score >= FIDELITY, "\n".join(
@@ -91,7 +91,7 @@ def test_every_nvidia_smi_branchs_document_imports_back_to_the_same_node(tmp_pat
     assert done.returncode == 0, done.stderr
     capture = parse_capture(done.stdout, f"a100 by nvidia-smi {branch}")
     path = tmp_path / "again.yaml"
-    path.write_text(profile_yaml(capture))
+    path.write_text(import_profile(capture).yaml())
     result = compare(capture, simulated(NodeSpec(profile_file=path)))
     assert (result.gpus_compared, result.differences) == (8, ()), result.score_line()
     assert result.matched > 8 * 70

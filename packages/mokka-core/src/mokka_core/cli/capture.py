@@ -23,7 +23,7 @@ from ..model.spec import NodeSpec
 from ..run import command
 from ..schema.capture.compare import Comparison, Difference, compare
 from ..schema.capture.facts import parse_capture, read_capture
-from ..schema.capture.importer import closest_builtin, import_profile, profile_yaml
+from ..schema.capture.importer import closest_builtin, import_profile
 from ..schema.loader import load_profile_text
 from ..stage import nvidia_smi
 from ..stage.paths import LIB_DIR, NVML_STATE_FILE
@@ -137,12 +137,12 @@ def profile_import(
     Example: mokka profile import reference/captures/qx-a100.xml -o a100-twin.yaml
     """
     real = read_capture(capture)
-    text = profile_yaml(real, name)
+    imported = import_profile(real, name)
+    text = imported.yaml()
     load_profile_text(text, str(output or "the imported profile"))  # what validate accepts, or a bug here
     if output is None:
         typer.echo(text, nl=False)
         return
     atomic_write(output, text.encode())
-    board, profile, _ = import_profile(real, name)
-    typer.echo(f"{output}: {real.gpu_count} x {profile['device_defaults'].get('name', board)}, "
-               f"driver {profile['system']['driver_version']}, from the built-in {board}", err=True)
+    typer.echo(f"{output}: {real.gpu_count} x {imported.profile['device_defaults'].get('name', imported.board)}, "
+               f"driver {real.node['driver_version']}, from the built-in {imported.board}", err=True)

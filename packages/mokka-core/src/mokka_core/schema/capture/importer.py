@@ -19,9 +19,9 @@ from ..builtin import BUILTIN_PROFILES, builtin_text, load_builtin
 from ..merge import deep_merge
 from ..profile import Architecture, Brand, Mode
 from ..yamldoc import parse_yaml
-from .facts import Capture, CaptureError, model_facts
+from .facts import WITHDRAWN, Capture, CaptureError, model_facts
 
-NOT_AVAILABLE = {"N/A", "", "Requested functionality has been deprecated"}
+NOT_AVAILABLE = {"N/A", "", WITHDRAWN}
 #: what a profile keeps of the board it starts from (never stated by ``nvidia-smi -q -x``)
 FROM_THE_BOARD = {
     "nvlink": "NVLink links, switches and peers",
@@ -175,8 +175,18 @@ def closest_builtin(capture: Capture) -> str:
     return "h100"
 
 
-def import_profile(capture: Capture, name: str | None = None) -> tuple[str, dict[str, Any], list[str]]:
-    """(the board it starts from, the profile document, the header comment's lines)."""
+@dataclass(frozen=True)
+class Imported:
+    board: str  # the built-in profile it starts from
+    profile: dict[str, Any]  # the document
+    header: list[str]  # the lines of its header comment
+
+    def yaml(self) -> str:
+        body: str = yaml.safe_dump(self.profile, sort_keys=False, default_flow_style=None, width=110)
+        return "".join(f"# {line}\n" for line in self.header) + body
+
+
+def import_profile(capture: Capture, name: str | None = None) -> Imported:
     board = closest_builtin(capture)
     base = parse_yaml(builtin_text(board), f"{board}.yaml")
     stated_per_gpu = [gpu_values(capture, i) for i in range(capture.gpu_count)]
@@ -206,7 +216,7 @@ def import_profile(capture: Capture, name: str | None = None) -> tuple[str, dict
     profile = deep_merge(base, stated)
     profile["devices"] = devices  # the capture's GPUs, not the board's
     profile["system"]["num_devices"] = capture.gpu_count
-    return board, profile, header(capture, board, keep_bus_ids, unsaid)
+    return Imported(board, profile, header(capture, board, keep_bus_ids, unsaid))
 
 
 def system_values(capture: Capture) -> dict[str, Any]:
@@ -273,8 +283,7 @@ def header(capture: Capture, board: str, kept_bus_ids: bool, unsaid: list[str]) 
     lines += [f"  {key}: {what}" for key, what in FROM_THE_BOARD.items()]
     if not kept_bus_ids:
         lines.append(f"  the GPUs' bus ids: the capture's are outside {board}'s root complexes")
-    mig = sum(1 for i in range(capture.gpu_count) for path in capture.gpus[i] if path.startswith("mig_devices/"))
-    if mig:
+    if any(path.startswith("mig_devices/") for gpu in capture.gpus for path in gpu):
         lines.append("  the capture's MIG partitions (mig_devices): a profile cannot state partitions; "
                      "make them with nvidia-smi mig -cgi ... -C on the node")
     if unmapped:
@@ -284,12 +293,6 @@ def header(capture: Capture, board: str, kept_bus_ids: bool, unsaid: list[str]) 
         lines.append(f"The profile format has no word for these values: {board}'s stay:")
         lines += [f"  {fact}" for fact in unsaid]
     return lines
-
-
-def profile_yaml(capture: Capture, name: str | None = None) -> str:
-    _, profile, lines = import_profile(capture, name)
-    body: str = yaml.safe_dump(profile, sort_keys=False, default_flow_style=None, width=110)
-    return "".join(f"# {line}\n" for line in lines) + body
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
