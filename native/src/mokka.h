@@ -89,7 +89,7 @@ struct mk_device {
     /* pci */
     char bus_id[32];
     uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
-    uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
+    uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_host_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
     uint32_t pcie_replay, pcie_tx_kbps, pcie_rx_kbps;
     /* derived at parse time from bus_id */
     uint32_t pci_domain, pci_bus, pci_dev, pci_func;

@@ -92,18 +92,22 @@ class Pci(Value):
 
 
 class Pcie(Value):
-    __slots__ = ('max_link_gen', 'current_link_gen', 'max_link_width', 'current_link_width', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
+    __slots__ = ('max_link_gen', 'current_link_gen', 'max_device_link_gen', 'max_host_link_gen', 'max_link_width', 'current_link_width', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
     max_link_gen: int
     current_link_gen: int
+    max_device_link_gen: int
+    max_host_link_gen: int
     max_link_width: int
     current_link_width: int
     replay_counter: int
     tx_throughput_kbps: int
     rx_throughput_kbps: int
 
-    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
+    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_device_link_gen: int = 4, max_host_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
         _set(self, 'max_link_gen', max_link_gen)
         _set(self, 'current_link_gen', current_link_gen)
+        _set(self, 'max_device_link_gen', max_device_link_gen)
+        _set(self, 'max_host_link_gen', max_host_link_gen)
         _set(self, 'max_link_width', max_link_width)
         _set(self, 'current_link_width', current_link_width)
         _set(self, 'replay_counter', replay_counter)

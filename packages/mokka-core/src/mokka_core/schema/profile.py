@@ -242,6 +242,11 @@ class Pcie(Model):
     """Maximum PCIe generation of the link (1-6)."""
     current_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
     """Current PCIe generation (1-6); default: the maximum."""
+    max_device_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
+    """The GPU's own maximum PCIe generation (nvidia-smi's Device Max); default: max_link_gen."""
+    max_host_link_gen: Annotated[int, Field(ge=0, le=6)] | None = None
+    """The host side's maximum PCIe generation (nvidia-smi's Host Max); 0: N/A, as in a VM the GPU is passed
+    through to; default: max_link_gen."""
     max_link_width: Annotated[int, Field(ge=1, le=32)] | None = None
     """Maximum PCIe link width (lanes, 1-32)."""
     current_link_width: Annotated[int, Field(ge=1, le=32)] | None = None

@@ -58,6 +58,7 @@ DEVICE_TYPES = MappingProxyType({
     "pci.sub_class": "u32",
     "pcie.max_gen": "u32",
     "pcie.gpu_max_gen": "u32",
+    "pcie.host_max_gen": "u32",
     "pcie.current_gen": "u32",
     "pcie.max_width": "u32",
     "pcie.current_width": "u32",
@@ -428,6 +429,7 @@ DEVICE_PCI_BASE_CLASS = "pci.base_class"
 DEVICE_PCI_SUB_CLASS = "pci.sub_class"
 DEVICE_PCIE_MAX_GEN = "pcie.max_gen"
 DEVICE_PCIE_GPU_MAX_GEN = "pcie.gpu_max_gen"
+DEVICE_PCIE_HOST_MAX_GEN = "pcie.host_max_gen"
 DEVICE_PCIE_CURRENT_GEN = "pcie.current_gen"
 DEVICE_PCIE_MAX_WIDTH = "pcie.max_width"
 DEVICE_PCIE_CURRENT_WIDTH = "pcie.current_width"

@@ -176,7 +176,8 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "pci.subsystem_id", f"0x{c.pci.subsystem_id:08x}"
     p = c.pcie
     yield "pcie.max_gen", p.max_link_gen
-    yield "pcie.gpu_max_gen", p.max_link_gen
+    yield "pcie.gpu_max_gen", p.max_device_link_gen
+    yield "pcie.host_max_gen", p.max_host_link_gen
     yield "pcie.current_gen", p.current_link_gen
     yield "pcie.max_width", p.max_link_width
     yield "pcie.current_width", p.current_link_width
