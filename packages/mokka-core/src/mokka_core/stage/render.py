@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
-from . import snapshot, staging
+from . import mig_partition, snapshot, staging
 from .native import native_dir
 from .store import NodeStore, atomic_write
 from .surface import (
@@ -111,7 +111,7 @@ def enabled(node: Node, name: str) -> bool:
 def context(root: Path, booted_ms: int | None = None) -> StageContext:
     """What plans under ``root`` may need; ``booted_ms`` defaults to what the node file records."""
     booted = NodeStore(root).booted_ms() if booted_ms is None else booted_ms
-    return StageContext(root=root, native_dir=native_dir(), booted_ms=booted)
+    return StageContext(root=root, native_dir=native_dir(), booted_ms=booted, mig=mig_partition.partitions(root))
 
 
 def with_nvml(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
