@@ -10,6 +10,7 @@ capability minors (``nv-caps.c``'s tables) and MIG device UUIDs (the library's `
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -91,6 +92,7 @@ def ci_minor(gpu_minor: int, gi: int, ci: int) -> int:
     return gi_minor(gpu_minor, gi) + 1 + ci
 
 
+@functools.cache
 def render_mig_minors() -> str:
     """``/proc/driver/nvidia-caps/mig-minors``: every capability the driver can create, whatever exists."""
     lines = [f"config {CONFIG_MINOR}", f"monitor {MONITOR_MINOR}"]

@@ -11,8 +11,8 @@ the character section, any earlier lines for those names dropped.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import ConfigError
 
@@ -28,8 +28,7 @@ HOST_PROC_DEVICES_ENV = "MOKKA_HOST_PROC_DEVICES"
 MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
 
 
-@dataclass(frozen=True)
-class Majors:
+class Majors(NamedTuple):
     imex_channels: int
     caps: int
 
