@@ -155,3 +155,51 @@ def wait_for(predicate, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.02)
+
+
+def h100_booting(tmp_path: Path, layout: str) -> Path:
+    from mokka_core.schema.builtin import builtin_text
+
+    text = builtin_text("h100")
+    mig_off = "    mode_current: disabled\n    mode_pending: disabled\n"
+    assert mig_off in text
+    path = tmp_path / "h100-partitioned.yaml"
+    path.write_text(text.replace(mig_off, f"    mode_current: enabled\n    mode_pending: enabled\n    layout: [{layout}]\n"))
+    return path
+
+
+@needs_library
+def test_a_node_boots_with_its_layout_and_reset_brings_it_back(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile_file=h100_booting(tmp_path, "3g.40gb, 3g.40gb"), gpus=2))
+    surfaces = {"gpu": GpuSurface()}
+
+    def ctl(*argv: str) -> int:
+        return execute(["--root", str(root), *argv], surfaces=surfaces)
+
+    try:
+        assert ctl("temp", "0", "30") == 0  # the first change stages the node, partitioned
+        both = ["gpu{n}/mig/gi1/access", "gpu{n}/mig/gi1/ci0/access", "gpu{n}/mig/gi2/access", "gpu{n}/mig/gi2/ci0/access"]
+        assert capability_files(root) == [f.format(n=n) for n in (0, 1) for f in both]
+        capsys.readouterr()
+        assert ctl("mig", "1", "list") == 0
+        assert capsys.readouterr().out.splitlines()[1:] == ["  GI 1: 3g.40gb, placement 0; CI 0 (3 slices)",
+                                                           "  GI 2: 3g.40gb, placement 4; CI 0 (3 slices)"]
+        assert ctl("mig", "0", "destroy", "all") == 0
+        assert capability_files(root) == [f.format(n=1) for f in both]
+        assert ctl("reset", "0") == 0  # back to the profile: the boot layout again
+        assert capability_files(root) == [f.format(n=n) for n in (0, 1) for f in both]
+    finally:
+        staging.teardown_all(root)
+    assert not (root / LIB_DIR / "mokka-nvml.settings").exists()
+
+
+@needs_library
+def test_a_layout_the_library_cannot_place_publishes_nothing(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "root"
+    # fits the slice counts (5 of 7, 5 of 8 memory slices), but 4g.40gb only starts at 0, where 1g.10gb went
+    nodefile.save(root, NodeSpec(profile_file=h100_booting(tmp_path, "1g.10gb, 4g.40gb"), gpus=1))
+    assert execute(["--root", str(root), "temp", "0", "30"], surfaces={"gpu": GpuSurface()}) == 1
+    assert "mig.layout 1g.10gb, 4g.40gb does not fit" in capsys.readouterr().err
+    assert staging.staged_surfaces(root) == []
+    assert not (root / LIB_DIR).exists()

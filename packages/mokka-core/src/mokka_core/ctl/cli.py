@@ -312,10 +312,14 @@ def perform(root: Path, batch: Sequence[argparse.Namespace], *,
                     validate=any(args.verb == "set" for args in batch))
     message = outcome.message
     for args in batch:
-        if args.verb == "reset" and _clear_nvml_settings(root, outcome.node, args.gpu):
+        if args.verb != "reset":
+            continue
+        cleared = _clear_nvml_settings(root, outcome.node, args.gpu)
+        if cleared:
             message = f"{message}; NVML settings cleared"
-            from .mig import follow_settings
+        from .mig import follow_settings, restore_layouts
 
+        if restore_layouts(root, outcome.node, args.gpu) or cleared:
             follow_settings(root, surfaces)
     return message, outcome._replace(message=message)
 

@@ -1,6 +1,6 @@
 """``nvml-mock-ctl mig GPU on|off|create|destroy|list``: MIG partitions, changed as nvidia-smi changes them.
 
-The change itself is the node's libnvidia-ml's (``mig_engine``, in a child process): the same
+The change itself is the node's libnvidia-ml's (``stage.mig_engine``, in a child process): the same
 validation, errors, placements and setter record as ``nvidia-smi -mig`` / ``mig -cgi … -C`` /
 ``-dci``/``-dgi``.  Then the surfaces that follow a partition are re-rendered (``restage``), as the
 node daemon does when nvidia-smi changed it.
@@ -9,14 +9,11 @@ node daemon does when nvidia-smi changed it.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..stage.mig_partition import CI_PROFILE_SLICES
+from ..stage.mig_partition import default_ci_profile
 from .store import Refused
 
 if TYPE_CHECKING:
@@ -59,6 +56,25 @@ def perform(root: Path, args: argparse.Namespace, surfaces: Mapping[str, Surface
         lines.append(_message(gpu, request, _run(root, request)))
     follow_settings(root, surfaces)
     return "\n".join(lines)
+
+
+def restore_layouts(root: Path, node: Node, target: str | None) -> bool:
+    """After ``reset``: a GPU that boots partitioned (``mig.layout``) and has no GPU instance gets its
+    layout again; True when one did."""
+    from ..stage import mig_boot, mig_partition
+    from ..stage.staging import StagingError
+    from .verbs import gpus_of
+
+    if not mig_boot.wanted(node):
+        return False
+    partitions = mig_partition.read(root)
+    bare = [gpu.index for gpu in gpus_of(node, target or "all")
+            if gpu.config.mig and gpu.config.mig.layout and not partitions.get(gpu.index)]
+    try:
+        mig_boot.restore(root, node, bare)
+    except StagingError as exc:
+        raise Refused(str(exc)) from None
+    return bool(bare)
 
 
 def follow_settings(root: Path, surfaces: Mapping[str, Surface] | None = None) -> None:
@@ -113,28 +129,22 @@ def _profile(gpu: Gpu, name: str, with_ci: bool) -> list[int | None]:
     profiles = gpu.config.mig.gpu_instance_profiles
     for profile in profiles:
         if name in (profile.name, str(profile.id)):
-            return [profile.id, CI_PROFILE_SLICES.index(profile.slices) if with_ci else None]
+            return [profile.id, default_ci_profile(profile.slices) if with_ci else None]
     known = ", ".join(f"{p.name} ({p.id})" for p in profiles)
     raise Refused(f"GPU {gpu.index} ({gpu.config.name}) has no GPU-instance profile {name!r}; it has {known}")
 
 
 def _run(root: Path, request: dict[str, Any]) -> list[Any]:
+    from ..stage import mig_engine
     from ..stage.paths import LIB_DIR, NVML_STATE_FILE
 
     library = root / LIB_DIR / "libnvidia-ml.so.1"
     if not library.exists():
         raise Refused(f"no NVML library staged at {library}: is the gpu surface enabled?")
-    command = [sys.executable, "-m", "mokka_core.ctl.mig_engine", str(library), str(root / NVML_STATE_FILE),
-               json.dumps(request)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
     try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        why = done.stderr.strip() or f"exit status {done.returncode}"
-        raise Refused(f"GPU {request['gpu']}: the NVML worker failed: {why}") from None
-    if not answer["ok"]:
-        raise Refused(f"refused, partition unchanged: {answer['error']}")
-    return list(answer["done"])
+        return mig_engine.run(library, root / NVML_STATE_FILE, request)
+    except mig_engine.Refused as exc:
+        raise Refused(f"refused, partition unchanged: {exc}") from None
 
 
 def _message(gpu: Gpu, request: dict[str, Any], done: list[Any]) -> str:

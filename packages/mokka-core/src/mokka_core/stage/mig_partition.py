@@ -33,6 +33,11 @@ GPU_INSTANCES = 15
 COMPUTE_INSTANCES = 8
 
 
+def default_ci_profile(slices: int) -> int:
+    """The compute-instance profile that takes a whole GPU instance of ``slices`` (what ``-cgi … -C`` makes)."""
+    return CI_PROFILE_SLICES.index(slices)
+
+
 class ComputeInstance(NamedTuple):
     id: int
     profile: int  # NVML_COMPUTE_INSTANCE_PROFILE_*
@@ -98,8 +103,9 @@ def render_mig_minors() -> str:
     lines = [f"config {CONFIG_MINOR}", f"monitor {MONITOR_MINOR}"]
     for gpu in range(GPUS):
         for gi in range(GPU_INSTANCES):
-            lines.append(f"gpu{gpu}/gi{gi}/access {gi_minor(gpu, gi)}")
-            lines += [f"gpu{gpu}/gi{gi}/ci{ci}/access {ci_minor(gpu, gi, ci)}" for ci in range(COMPUTE_INSTANCES)]
+            minor = gi_minor(gpu, gi)
+            lines.append(f"gpu{gpu}/gi{gi}/access {minor}")
+            lines += [f"gpu{gpu}/gi{gi}/ci{ci}/access {minor + 1 + ci}" for ci in range(COMPUTE_INSTANCES)]
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,9 @@
-"""``nvml-mock-ctl mig``'s worker: the node's own libnvidia-ml does the change, as nvidia-smi would.
+"""MIG changes made by the NVML library itself, as nvidia-smi makes them (``nvml-mock-ctl mig``, boot layouts).
 
 The C engine decides placement, ids, capacity and errors (native/src/mig.c) and writes the setter
 record under its lock, so a ctl change and an nvidia-smi change are the same change.  The library
-fixes its state file at first use in a process, so each command runs in a fresh child
-(``python -m mokka_core.ctl.mig_engine LIBRARY STATE REQUEST``, the request as JSON) that answers
+fixes its state file at first use in a process, so each request runs in a fresh child (:func:`run`:
+``python -m mokka_core.stage.mig_engine LIBRARY STATE REQUEST``, the request as JSON) that answers
 one JSON line: ``{"ok": true, "done": [...]}`` or ``{"ok": false, "error": "..."}``.
 
 A request is one operation on one GPU: ``mode`` (``on``), ``create`` (``profiles``: [GPU-instance
@@ -17,8 +17,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+from ..errors import MokkaError
 
 SUCCESS = 0
 CI_PROFILE_COUNT = 8
@@ -109,6 +113,24 @@ def destroy(nvml: Nvml, index: int, instances: list[int]) -> list[Any]:
     for gi, handle in handles:
         nvml.destroy(handle, f"GPU {index}: GPU instance {gi}")
     return instances
+
+
+class Refused(MokkaError):
+    """The library refused the change; the partition is as it was."""
+
+
+def run(library: Path, state: Path, request: dict[str, Any]) -> list[Any]:
+    """Carry out ``request`` with ``library`` on the node of ``state``: what it made (raises Refused)."""
+    command = [sys.executable, "-m", "mokka_core.stage.mig_engine", str(library), str(state), json.dumps(request)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        why = done.stderr.strip() or f"exit status {done.returncode}"
+        raise Refused(f"GPU {request['gpu']}: the NVML worker failed: {why}") from None
+    if not answer["ok"]:
+        raise Refused(str(answer["error"]))
+    return list(answer["done"])
 
 
 def main(argv: list[str]) -> int:
