@@ -35,7 +35,8 @@ def test_a_layout_resolves_to_the_gpus_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("mig", "expected"), [
     ("    mode_current: enabled\n    layout: [3g.40gb, 5g.50gb]\n", "unknown GPU-instance profile '5g.50gb'"),
-    ("    mode_current: enabled\n    layout: [3g.40gb, 3g.40gb, 1g.10gb]\n", "more than the GPU's 7 compute and 8 memory"),
+    ("    mode_current: enabled\n    layout: [3g.40gb, 3g.40gb, 1g.10gb]\n",
+     "more than the GPU's 7 compute and 8 memory"),
     ("    mode_current: enabled\n    layout: [4g.40gb, 4g.40gb]\n", "2 x 4g.40gb, the board makes at most 1"),
     ("    mode_current: disabled\n    layout: [3g.40gb]\n", "needs mode_current enabled"),
 ])

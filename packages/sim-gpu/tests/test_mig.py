@@ -164,7 +164,8 @@ def h100_booting(tmp_path: Path, layout: str) -> Path:
     mig_off = "    mode_current: disabled\n    mode_pending: disabled\n"
     assert mig_off in text
     path = tmp_path / "h100-partitioned.yaml"
-    path.write_text(text.replace(mig_off, f"    mode_current: enabled\n    mode_pending: enabled\n    layout: [{layout}]\n"))
+    mig_on = f"    mode_current: enabled\n    mode_pending: enabled\n    layout: [{layout}]\n"
+    path.write_text(text.replace(mig_off, mig_on))
     return path
 
 
@@ -179,7 +180,8 @@ def test_a_node_boots_with_its_layout_and_reset_brings_it_back(tmp_path: Path, c
 
     try:
         assert ctl("temp", "0", "30") == 0  # the first change stages the node, partitioned
-        both = ["gpu{n}/mig/gi1/access", "gpu{n}/mig/gi1/ci0/access", "gpu{n}/mig/gi2/access", "gpu{n}/mig/gi2/ci0/access"]
+        both = ["gpu{n}/mig/gi1/access", "gpu{n}/mig/gi1/ci0/access",
+                "gpu{n}/mig/gi2/access", "gpu{n}/mig/gi2/ci0/access"]
         assert capability_files(root) == [f.format(n=n) for n in (0, 1) for f in both]
         capsys.readouterr()
         assert ctl("mig", "1", "list") == 0
