@@ -42,6 +42,7 @@ class ComputeInstance(NamedTuple):
     id: int
     profile: int  # NVML_COMPUTE_INSTANCE_PROFILE_*
     start: int
+    device: int  # its index among the GPU's MIG devices (the record's order, as the library counts them)
 
     @property
     def slices(self) -> int:
@@ -72,7 +73,7 @@ def decode(settings: nvml_settings.Settings, where: Path) -> dict[int, tuple[Gpu
             raise MokkaError(f"{where}: device.{index}: {GI_KEY} takes triples and {CI_KEY} quads")
         compute: dict[int, list[ComputeInstance]] = {}
         for n in range(0, len(cis), 4):
-            compute.setdefault(cis[n], []).append(ComputeInstance(cis[n + 1], cis[n + 2], cis[n + 3]))
+            compute.setdefault(cis[n], []).append(ComputeInstance(cis[n + 1], cis[n + 2], cis[n + 3], n // 4))
         instances = tuple(GpuInstance(gis[n], gis[n + 1], gis[n + 2], tuple(compute.get(gis[n], ())))
                           for n in range(0, len(gis), 3))
         if instances:
