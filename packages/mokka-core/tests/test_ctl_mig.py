@@ -54,7 +54,7 @@ def test_ctl_partition_is_listed_by_nvidia_smi_with_the_uuids_mokka_derives(node
 
 
 def test_nvidia_smi_partition_is_seen_and_destroyed_by_ctl(node, capsys) -> None:
-    root, ctl, smi = node
+    _, ctl, smi = node
     assert smi("-i", "1", "-mig", "1").returncode == 0
     made = smi("mig", "-i", "1", "-cgi", "9,9", "-C")
     assert made.returncode == 0, made.stdout + made.stderr
