@@ -67,3 +67,33 @@ def test_nvidia_smi_partition_is_seen_and_destroyed_by_ctl(node, capsys) -> None
     assert ctl("mig", "1", "destroy", "all") == 0
     listed = smi("mig", "-i", "1", "-lgi")
     assert (listed.returncode, listed.stdout) == (6, "No GPU instances found: Not Found\n")  # NVML_ERROR_NOT_FOUND
+
+
+#: the MIG user guide's B200 table, mig-parted's GB200 names: what `nvidia-smi mig -lgip` lists (name, instances)
+BLACKWELL_TABLES = {
+    "b200": [("1g.23gb", 7), ("1g.23gb+me", 1), ("1g.45gb", 4), ("2g.45gb", 3), ("3g.90gb", 2), ("4g.90gb", 1),
+             ("7g.180gb", 1)],
+    "gb200": [("1g.24gb", 7), ("1g.24gb+me", 1), ("1g.47gb", 4), ("2g.47gb", 3), ("3g.95gb", 2), ("4g.95gb", 1),
+              ("7g.189gb", 1)],
+}
+
+
+@pytest.mark.parametrize("board", sorted(BLACKWELL_TABLES))
+def test_blackwell_boards_list_their_profiles_and_partition(tmp_path: Path, board: str) -> None:
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile=board, gpus=1))
+    smi = consumers.require("nvidia-smi", version="550")
+    assert execute(["--root", str(root), "temp", "0", "30"], surfaces={"gpu": nvml_surface()}) == 0
+    env = {**os.environ, "LD_LIBRARY_PATH": str(root / LIB_DIR)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(smi), *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run("-i", "0", "-mig", "1")
+    listed = re.findall(r"MIG (\S+)\s+\d+\s+(\d+)/(\d+)", run("mig", "-lgip"))
+    assert [(name, int(total)) for name, _free, total in listed] == BLACKWELL_TABLES[board]
+    run("mig", "-cgi", "9,19", "-C")
+    names = re.findall(r"MIG (\S+)\s+Device\s+\d+:", run("-L"))
+    assert names == [BLACKWELL_TABLES[board][4][0], BLACKWELL_TABLES[board][0][0]]
