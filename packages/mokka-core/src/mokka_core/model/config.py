@@ -488,17 +488,19 @@ class MigGpuInstanceProfile(Value):
 
 
 class Mig(Value):
-    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances', 'gpu_instance_profiles',)
+    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances', 'gpu_instance_profiles', 'layout',)
     mode_current: Literal['enabled', 'disabled']
     mode_pending: Literal['enabled', 'disabled']
     max_gpu_instances: int
     gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...]
+    layout: tuple[str, ...]
 
-    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0, gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...] = ()) -> None:
+    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0, gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...] = (), layout: tuple[str, ...] = ()) -> None:
         _set(self, 'mode_current', mode_current)
         _set(self, 'mode_pending', mode_pending)
         _set(self, 'max_gpu_instances', max_gpu_instances)
         _set(self, 'gpu_instance_profiles', gpu_instance_profiles)
+        _set(self, 'layout', layout)
 
 
 class CurrentPending(Value):

@@ -610,6 +610,35 @@ class Mig(Model):
     """How many GPU instances MIG can make (7 on A100/H100; 0: no MIG)."""
     gpu_instance_profiles: list[MigGpuInstanceProfile] = Field(default_factory=list, max_length=16)
     """The board's GPU-instance profiles as nvidia-smi mig -lgip lists them (MIG-capable boards)."""
+    layout: list[str] = Field(default_factory=list, max_length=8)
+    """GPU instances the GPU comes up with, by profile name (e.g. [3g.40gb, 3g.40gb]), each with its
+    default compute instance, as `nvidia-smi mig -cgi 9,9 -C` makes them. Needs mode_current enabled."""
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> Mig:
+        """What can be told without placing: the names, the mode, the board's slices and instance counts.
+        Placement is the NVML library's (native/src/mig.c), which makes the layout when the node is staged."""
+        if not self.layout:
+            return self
+        by_name = {profile.name: profile for profile in self.gpu_instance_profiles}
+        if not by_name:
+            raise ValueError("layout: this board has no MIG (no gpu_instance_profiles)")
+        if self.mode_current != "enabled":
+            raise ValueError(f"layout: needs mode_current enabled (MIG on), got {self.mode_current}")
+        unknown = [name for name in self.layout if name not in by_name]
+        if unknown:
+            raise ValueError(f"layout: unknown GPU-instance profile {unknown[0]!r}; the board has {', '.join(by_name)}")
+        chosen = [by_name[name] for name in self.layout]
+        for profile in chosen:
+            if self.layout.count(profile.name) > profile.instances:
+                raise ValueError(f"layout: {self.layout.count(profile.name)} x {profile.name}, "
+                                 f"the board makes at most {profile.instances}")
+        if sum(p.slices for p in chosen) > 7 or sum(p.placement_size for p in chosen) > 8:
+            raise ValueError(f"layout: {', '.join(self.layout)} needs more than the GPU's 7 compute and "
+                             "8 memory slices")
+        if len(chosen) > self.max_gpu_instances:
+            raise ValueError(f"layout: {len(chosen)} GPU instances, the board makes at most {self.max_gpu_instances}")
+        return self
 
 
 class CurrentPending(Model):
