@@ -216,10 +216,10 @@ def labels(image: Image) -> dict[str, str]:
     }
     source = os.environ.get("SOURCE_URL") or subprocess.run(
         ["git", "-C", str(REPO), "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
-    if source:
+    if "://" in source or source.startswith("git@"):  # a clone of a local path names this machine, not a source
         found["org.opencontainers.image.source"] = source
     else:
-        print("images: no SOURCE_URL and no git remote `origin`: no org.opencontainers.image.source label",
+        print("images: no SOURCE_URL and no URL for git remote `origin`: no org.opencontainers.image.source label",
               file=sys.stderr)
     return found
 

@@ -378,9 +378,10 @@ MK_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *
 MK_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size) {
     DEV(device);
     NONNULL(pstates);
-    if (size < 2) return NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned n = size / sizeof *pstates; /* nvml.h: size is in bytes */
+    if (n < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
     pstates[0] = NVML_PSTATE_0;
-    for (unsigned i = 1; i < size; i++) pstates[i] = NVML_PSTATE_UNKNOWN;
+    for (unsigned i = 1; i < n; i++) pstates[i] = NVML_PSTATE_UNKNOWN;
     return NVML_SUCCESS;
 }
 
@@ -567,6 +568,47 @@ UTIL_GETTER(nvmlDeviceGetEncoderUtilization, util_enc, 167000)
 UTIL_GETTER(nvmlDeviceGetDecoderUtilization, util_dec, 167000)
 UTIL_GETTER(nvmlDeviceGetJpgUtilization, util_jpg, 167000)
 UTIL_GETTER(nvmlDeviceGetOfaUtilization, util_ofa, 167000)
+
+/* One sample, now, of what the matching getter reports (the real driver keeps a ring of them) */
+MK_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeen,
+                                         nvmlValueType_t *valType, unsigned int *count, nvmlSample_t *samples) {
+    DEV(device);
+    NONNULL(valType);
+    NONNULL(count);
+    if (samples != NULL && *count == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned gpu, mem, value;
+    switch (type) {
+    case NVML_TOTAL_POWER_SAMPLES:
+        if (!D->power_supported) NOTSUP();
+        value = mk_power_usage(S, D);
+        break;
+    case NVML_GPU_UTILIZATION_SAMPLES:
+    case NVML_MEMORY_UTILIZATION_SAMPLES:
+        mk_utilization(S, D, &gpu, &mem);
+        value = type == NVML_GPU_UTILIZATION_SAMPLES ? gpu : mem;
+        break;
+    case NVML_ENC_UTILIZATION_SAMPLES: value = D->util_enc; break;
+    case NVML_DEC_UTILIZATION_SAMPLES: value = D->util_dec; break;
+    case NVML_JPG_UTILIZATION_SAMPLES: value = D->util_jpg; break;
+    case NVML_OFA_UTILIZATION_SAMPLES: value = D->util_ofa; break;
+    case NVML_PROCESSOR_CLK_SAMPLES: value = D->clk_cur[0]; break;
+    case NVML_MEMORY_CLK_SAMPLES: value = D->clk_cur[2]; break;
+    case NVML_MODULE_POWER_SAMPLES: NOTSUP(); /* no module power reading is modelled */
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *valType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    uint64_t now = mk_now_us();
+    if (samples == NULL) {
+        *count = 1;
+        return NVML_SUCCESS;
+    }
+    if (lastSeen >= now) return NVML_ERROR_NOT_FOUND;
+    samples[0].timeStamp = now;
+    samples[0].sampleValue.ullVal = 0;
+    samples[0].sampleValue.uiVal = value;
+    *count = 1;
+    return NVML_SUCCESS;
+}
 
 MK_API nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t t, unsigned int *cap) {
     DEV(device);
@@ -755,6 +797,46 @@ MK_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int 
     *uncRows = D->remap_unc;
     *isPending = D->remap_pending;
     *failureOccurred = D->remap_failure;
+    return NVML_SUCCESS;
+}
+MK_API nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlRemappedRowsInfo_v2_t *info) {
+    DEV(device);
+    NONNULL(info);
+    if (!D->remap_supported) NOTSUP();
+    memset(info, 0, sizeof *info); /* every remapping is active: none is waiting for a reset */
+    info->corrActiveRemaps = D->remap_cor;
+    info->uncActiveRemaps = D->remap_unc;
+    info->bPending = D->remap_pending;
+    info->bFailureOccurred = D->remap_failure;
+    return NVML_SUCCESS;
+}
+
+/* Ampere and newer (nvml.h); no repair is ever pending ("TPC/Channel Repair Pending: No" in every capture) */
+MK_API nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepairStatus_t *status) {
+    DEV(device);
+    VERSIONED(status, nvmlRepairStatus_v1);
+    if (D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
+    status->bChannelRepairPending = 0;
+    status->bTpcRepairPending = 0;
+    return NVML_SUCCESS;
+}
+
+/* Hopper and newer (nvml.h; the L40S capture prints N/A); "Unrepairable Memory: No" */
+MK_API nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device,
+                                                           nvmlUnrepairableMemoryStatus_v1_t *status) {
+    DEV(device);
+    NONNULL(status);
+    if (D->architecture < NVML_DEVICE_ARCH_HOPPER) NOTSUP();
+    status->bUnrepairableMemory = 0;
+    return NVML_SUCCESS;
+}
+
+/* Ampere and newer (nvml.h): the clock monitors, no fault */
+MK_API nvmlReturn_t nvmlDeviceGetClkMonStatus(nvmlDevice_t device, nvmlClkMonStatus_t *status) {
+    DEV(device);
+    NONNULL(status);
+    if (D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
+    memset(status, 0, sizeof *status);
     return NVML_SUCCESS;
 }
 

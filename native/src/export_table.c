@@ -120,8 +120,8 @@ static int slot215(nvmlDevice_t d, unsigned *c, unsigned char *b, void *x) { ret
 static int slot230(nvmlDevice_t device, unsigned *out) {
     DEV(device);
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!D->pcie_max_gen) return NVML_ERROR_NOT_SUPPORTED;
-    *out = D->pcie_max_gen;
+    if (!D->pcie_host_max_gen) return NVML_ERROR_NOT_SUPPORTED;
+    *out = D->pcie_host_max_gen;
     return NVML_SUCCESS;
 }
 

@@ -150,15 +150,54 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabri
     return NVML_SUCCESS;
 }
 
+/* nvidia-smi's "Summary" from the mask: unhealthy routes or configuration, else limited while bandwidth is
+ * degraded or a recovery runs, else healthy */
+static unsigned char health_summary(uint32_t mask) {
+#define MK_FIELD(name) (mask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_##name & NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_##name)
+    if (MK_FIELD(ROUTE_UNHEALTHY) == NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE ||
+        MK_FIELD(INCORRECT_CONFIGURATION) > NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE)
+        return NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY;
+    if (MK_FIELD(DEGRADED_BW) == NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE ||
+        MK_FIELD(ROUTE_RECOVERY) == NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE ||
+        MK_FIELD(ACCESS_TIMEOUT_RECOVERY) == NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE)
+        return NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY;
+#undef MK_FIELD
+    return NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY;
+}
+
+/* v2 and v3 (v3 appends healthSummary) */
 MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
     DEV(device);
-    VERSIONED(f, nvmlGpuFabricInfo_v2);
+    NONNULL(f);
+    if (f->version != nvmlGpuFabricInfo_v2 && f->version != nvmlGpuFabricInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (!D->fabric_supported) NOTSUP();
     cluster_uuid(D->fabric_cluster, f->clusterUuid);
     f->status = (nvmlReturn_t)D->fabric_status;
     f->cliqueId = D->fabric_clique;
     f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
     f->healthMask = D->fabric_health;
+    if (f->version == nvmlGpuFabricInfo_v3) f->healthSummary = health_summary(D->fabric_health);
+    return NVML_SUCCESS;
+}
+
+/* nvml.h: Hopper reports the unicast and multicast pointer cliques, Blackwell and newer the logical-endpoint
+ * ones too; the fabric manager gives a GPU one clique id, so every entry carries it */
+MK_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo_v4(nvmlDevice_t device, nvmlGpuFabricInfo_v4_t *f) {
+    DEV(device);
+    NONNULL(f);
+    if (!D->fabric_supported) NOTSUP();
+    memset(f, 0, sizeof *f);
+    cluster_uuid(D->fabric_cluster, f->clusterUuid);
+    f->status = (nvmlReturn_t)D->fabric_status;
+    f->numCliques = D->architecture >= NVML_DEVICE_ARCH_BLACKWELL ? 4 : 2;
+    for (unsigned i = 0; i < f->numCliques; i++) {
+        f->cliques[i].type = (unsigned char)i; /* NVML_GPU_FABRIC_CLIQUE_TYPE_* in ascending order */
+        f->cliques[i].id = D->fabric_clique;
+    }
+    f->state = (nvmlGpuFabricState_t)fabric_state(S, D);
+    f->healthMask = D->fabric_health;
+    f->healthSummary = health_summary(D->fabric_health);
     return NVML_SUCCESS;
 }
 
@@ -167,6 +206,59 @@ MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeIn
     NONNULL(c);
     if (!D->c2c_supported) NOTSUP();
     c->isC2cEnabled = D->c2c_enabled;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------- platform (13.x API) */
+
+MK_API nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode) {
+    DEV(device);
+    VERSIONED(mode, nvmlDeviceAddressingMode_v1);
+    mode->value = D->addressing_mode;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi) {
+    DEV(device);
+    VERSIONED(pdi, nvmlPdi_v1);
+    if (!D->pdi) NOTSUP();
+    pdi->value = D->pdi;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlDeviceGetIrqNum(nvmlDevice_t device, unsigned int *irq) {
+    DEV(device);
+    NONNULL(irq);
+    if (!D->irq) NOTSUP();
+    *irq = D->irq;
+    return NVML_SUCCESS;
+}
+
+/* every board of these reports no capability (nvidia-smi: "EGM: disabled") */
+MK_API nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDeviceCapabilities_t *caps) {
+    DEV(device);
+    VERSIONED(caps, nvmlDeviceCapabilities_v1);
+    caps->capMask = 0;
+    return NVML_SUCCESS;
+}
+
+/* v1 and v2 share the layout; v2 names the second array chassisSerialNumber (v1's rackGuid stays zero) */
+MK_API nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *info) {
+    DEV(device);
+    NONNULL(info);
+    if (info->version != nvmlPlatformInfo_v2 && info->version != nvmlPlatformInfo_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!D->platform_supported) NOTSUP();
+    unsigned version = info->version;
+    memset(info, 0, sizeof *info);
+    info->version = version;
+    if (version == nvmlPlatformInfo_v2)
+        memcpy(info->chassisSerialNumber, D->platform_chassis, strnlen(D->platform_chassis, 13));
+    info->slotNumber = (unsigned char)D->platform_slot;
+    info->trayIndex = (unsigned char)D->platform_tray;
+    info->hostId = (unsigned char)D->platform_host;
+    info->peerType = (unsigned char)D->platform_peer;
+    info->moduleId = (unsigned char)D->module_id;
     return NVML_SUCCESS;
 }
 

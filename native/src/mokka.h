@@ -89,7 +89,7 @@ struct mk_device {
     /* pci */
     char bus_id[32];
     uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
-    uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
+    uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_host_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
     uint32_t pcie_replay, pcie_tx_kbps, pcie_rx_kbps;
     /* derived at parse time from bus_id */
     uint32_t pci_domain, pci_bus, pci_dev, pci_func;
@@ -142,6 +142,11 @@ struct mk_device {
     uint32_t fabric_auto;     /* 1: state follows system.fabric_ready_file (in progress / completed) */
     char fabric_cluster[48];
     uint32_t c2c_supported, c2c_enabled;
+    /* platform (13.x API): addressing mode, PDI, the rack position of Blackwell boards */
+    uint32_t addressing_mode, irq;
+    uint64_t pdi;
+    uint32_t platform_supported, platform_slot, platform_tray, platform_host, platform_peer;
+    char platform_chassis[16];
     /* topology / affinity */
     int32_t numa_node;        /* nearest NUMA node (memory affinity, PCIe levels); -1 not supported */
     int32_t gpu_numa_node;    /* the GPU's own NUMA node (coherent C2C systems); -1 not supported */

@@ -137,6 +137,18 @@ def test_topo_shows_nvlink_matrix(smi, lib_dir, state_file):
     assert "SYS" in p.stdout and "NODE" in p.stdout
 
 
+@pytest.mark.parametrize(("host_max", "shown"), [(0, "N/A"), (4, "4")])
+def test_pcie_generations_each_their_own(smi, lib_dir, state_file, host_max, shown):
+    # qx-gb200.xml: link max 5, the GPU's own max 6, the host's N/A (a VM); qx-gb300.xml: host max 4
+    st = state_file("h100", n=1, overrides={"device.0.pcie.max_gen": 5, "device.0.pcie.gpu_max_gen": 6,
+                                            "device.0.pcie.host_max_gen": host_max})
+    p = run_smi(smi, lib_dir, st, ["-q", "-x"])
+    assert p.returncode == 0, p.stderr
+    gen = ET.fromstring(p.stdout).find("gpu/pci/pci_gpu_link_info/pcie_gen")
+    assert (gen.findtext("max_link_gen"), gen.findtext("max_device_link_gen"), gen.findtext("max_host_link_gen")) == \
+        ("5", "6", shown)
+
+
 def test_processes_listed(smi, lib_dir, state_file):
     st = state_file("h100", overrides={"device.2.process.0.pid": 4321, "device.2.process.0.name": "python3",
                                        "device.2.process.0.used_bytes": 512 << 20,

@@ -137,3 +137,15 @@ def test_lost_gpu(lib_dir, state_file):
             pass
         assert N.nvmlDeviceGetName(N.nvmlDeviceGetHandleByIndex(7)).startswith("NVIDIA")
     """)
+
+
+def test_supported_pstates_through_pynvml(lib_dir, state_file):
+    """pynvml passes a 16-entry array and its size in bytes (nvml.h); writing 64 entries corrupted its heap."""
+    run(lib_dir, state_file("h100"), """
+        import gc
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        for _ in range(50):
+            assert N.nvmlDeviceGetSupportedPerformanceStates(h) == [N.NVML_PSTATE_0]
+        gc.collect()
+    """)

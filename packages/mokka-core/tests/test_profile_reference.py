@@ -108,9 +108,10 @@ def test_describe_of_an_unknown_key_fails_naming_it() -> None:
 
 def test_profile_help_promises_only_commands_that_exist() -> None:
     commands = {command.name for command in profile_app.registered_commands}
-    assert commands == {"list", "show", "validate", "schema", "describe", "docs"}
-    promised = re.findall(r"\b(list|show|validate|describe|JSON Schema|key reference)\b", profile_app.info.help)
-    assert set(promised) == {"list", "show", "validate", "describe", "JSON Schema", "key reference"}
+    assert commands == {"list", "show", "validate", "schema", "describe", "docs", "import", "diff"}
+    promised = re.findall(r"\b(list|show|validate|describe|JSON Schema|key reference|import|diff)\b",
+                          profile_app.info.help)
+    assert set(promised) == {"list", "show", "validate", "describe", "JSON Schema", "key reference", "import", "diff"}
     for command in commands:
         assert CliRunner().invoke(app, ["profile", command, "--help"]).exit_code == 0, command
 

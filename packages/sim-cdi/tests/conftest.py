@@ -33,3 +33,17 @@ def runc() -> Path:
     if not found:
         missing("runc not found after installing it")
     return Path(found)
+
+
+#: the setter record of an H100 partitioned as `nvidia-smi mig -cgi 9,19 -C` leaves it on GPU 0
+#: (GI 1: 3g.40gb at 0, GI 7: 1g.10gb at 4, each with its whole-instance compute instance 0)
+PARTITIONED = ("mokka-nvml-settings 1\ndevice.0.mig.current=1\ndevice.0.mig.gpu_instances=1,4,0,7,0,4\n"
+               "device.0.mig.compute_instances=1,0,2,0,7,0,0,0\nend\n")
+
+
+@pytest.fixture
+def h100_partition():
+    """GPU 0's partition as ``StageContext.mig`` carries it."""
+    from mokka_core.stage import mig_partition, nvml_settings
+
+    return mig_partition.decode(nvml_settings.parse(PARTITIONED, Path("record")), Path("record"))

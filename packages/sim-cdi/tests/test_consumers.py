@@ -42,6 +42,18 @@ def test_go_cdi_package_accepts_the_spec(tmp_path: Path, cdi_check: Path, profil
     assert sorted(names) == sorted([str(g.index) for g in node.gpus] + [g.uuid for g in node.gpus] + ["all"])
 
 
+def test_go_cdi_package_accepts_mig_devices(tmp_path: Path, cdi_check: Path, h100_partition) -> None:
+    from mokka_core.stage import mig_partition
+
+    node = NodeSpec(profile="h100", gpus=2).resolve()
+    mig = h100_partition
+    stage_wave({"cdi": CdiSurface().plan(node, StageContext(root=tmp_path, mig=mig))}, tmp_path)
+    result = check(cdi_check, "validate", str(tmp_path / SPEC_FILE))
+    assert result.returncode == 0, result.stderr
+    names = result.stdout.split()[3:]
+    assert {"0:0", "0:1", mig_partition.mig_uuid(node.gpus[0].uuid, 7, 0)} <= set(names)
+
+
 def test_failed_spec_still_parses(tmp_path: Path, cdi_check: Path) -> None:
     result = check(cdi_check, "validate", str(stage(tmp_path, failed=True)))
     assert result.returncode == 0, result.stderr

@@ -64,3 +64,27 @@ def test_every_profile_renders() -> None:
     for profile in ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4"):
         spec = render(profile)
         assert len(spec["devices"]) == 2 * len(NodeSpec(profile=profile).resolve().gpus) + 1
+
+
+def test_each_mig_device_by_gpu_and_mig_index_and_by_uuid_with_its_capability_nodes(h100_partition) -> None:
+    from mokka_core.stage import mig_partition
+
+    node = NodeSpec(profile="h100", gpus=2).resolve()
+    mig = h100_partition
+    (entry,) = CdiSurface().plan(node, StageContext(root=Path("/srv/node"), mig=mig))
+    spec = yaml.safe_load(entry.data())
+    names = [d["name"] for d in spec["devices"]]
+    gpu0 = node.gpus[0]
+    uuids = [mig_partition.mig_uuid(gpu0.uuid, 1, 0), mig_partition.mig_uuid(gpu0.uuid, 7, 0)]
+    assert names == ["0", gpu0.uuid, "0:0", uuids[0], "0:1", uuids[1], "1", node.gpus[1].uuid, "all"]
+    assert all(uuid.startswith("MIG-") for uuid in uuids)
+    edits = {d["name"]: d["containerEdits"] for d in spec["devices"]}
+    assert edits["0:1"] == edits[uuids[1]] == {"deviceNodes": [
+        {"path": "/dev/nvidia0", "hostPath": "/srv/node/dev/nvidia0"},
+        {"path": "/dev/nvidia-caps/nvidia-cap66", "hostPath": "/srv/node/dev/nvidia-caps/nvidia-cap66"},
+        {"path": "/dev/nvidia-caps/nvidia-cap67", "hostPath": "/srv/node/dev/nvidia-caps/nvidia-cap67"}]}
+    assert [n["path"] for n in edits["0:0"]["deviceNodes"]] == [
+        "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12", "/dev/nvidia-caps/nvidia-cap13"]
+    assert [n["path"] for n in edits["all"]["deviceNodes"]] == [
+        "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12", "/dev/nvidia-caps/nvidia-cap13",
+        "/dev/nvidia-caps/nvidia-cap66", "/dev/nvidia-caps/nvidia-cap67", "/dev/nvidia1"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from mokka_core.model.spec import NodeSpec
+from mokka_core.stage import procdevices
 from mokka_core.stage.staging import stage_wave, teardown
 from mokka_core.stage.surface import CharDevice, StageContext
-from mokka_sim_imex import procdevices
 from mokka_sim_imex.config import CONFIG_FILE
 from mokka_sim_imex.surface import CAPABILITY_FILE, CHANNEL_COUNT, PROC_DEVICES_FILE, ImexSurface
 from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port, wait_for

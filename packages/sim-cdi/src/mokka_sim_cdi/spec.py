@@ -1,7 +1,9 @@
 """The CDI spec of a node: what a container runtime adds to a container to give it GPUs.
 
 Devices are named by index, by UUID and ``all`` (containerd's ``enable_cdi`` with the device
-plugin resolves UUID names).  Global edits carry what every GPU container needs: the
+plugin resolves UUID names); each MIG device, as ``nvidia-ctk cdi generate`` names them, by
+``<gpu>:<mig>`` (its index among the GPU's MIG devices) and by its ``MIG-`` UUID, with the GPU's node
+and the capability nodes of its GPU and compute instance.  Global edits carry what every GPU container needs: the
 control and UVM device nodes, the mock library and its state file, and the environment
 that ties them together.  Host paths point into the staged root.
 
@@ -17,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from mokka_core.stage import mig_partition
 from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
+    from mokka_core.stage.mig_partition import Partitions
 
 SPEC_FILE = "var/run/cdi/nvidia.yaml"
 KIND = "nvidia.com/gpu"
@@ -42,18 +46,33 @@ def device_root(root: Path, failed: bool) -> Path:
     return root / MISSING_DRIVER_ROOT if failed else root
 
 
-def render(node: Node, root: Path, failed: bool = False) -> dict[str, Any]:
+def render(node: Node, root: Path, failed: bool = False, mig: Partitions | None = None) -> dict[str, Any]:
+    """The spec; ``mig``: each GPU's partition (``StageContext.mig``), whose MIG devices it lists too."""
     dev_root = device_root(root, failed)
 
     def gpu_node(minor: int) -> dict[str, str]:
         return {"path": f"/dev/nvidia{minor}", "hostPath": str(dev_root / f"dev/nvidia{minor}")}
 
+    def cap_node(minor: int) -> dict[str, str]:
+        path = f"dev/nvidia-caps/nvidia-cap{minor}"
+        return {"path": f"/{path}", "hostPath": str(dev_root / path)}
+
     devices: list[dict[str, Any]] = []
+    every = []
     for gpu in node.gpus:
         edits = {"deviceNodes": [gpu_node(gpu.minor_number)]}
         devices.append({"name": str(gpu.index), "containerEdits": edits})
         devices.append({"name": gpu.uuid, "containerEdits": edits})
-    devices.append({"name": "all", "containerEdits": {"deviceNodes": [gpu_node(g.minor_number) for g in node.gpus]}})
+        every.append(gpu_node(gpu.minor_number))
+        mig_devices = sorted((ci.device, gi.id, ci.id) for gi in (mig or {}).get(gpu.index, ()) for ci in gi.compute)
+        for index, gi, ci in mig_devices:
+            caps = [cap_node(mig_partition.gi_minor(gpu.minor_number, gi)),
+                    cap_node(mig_partition.ci_minor(gpu.minor_number, gi, ci))]
+            mig_edits = {"deviceNodes": [gpu_node(gpu.minor_number), *caps]}
+            devices.append({"name": f"{gpu.index}:{index}", "containerEdits": mig_edits})
+            devices.append({"name": mig_partition.mig_uuid(gpu.uuid, gi, ci), "containerEdits": mig_edits})
+            every += caps
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": every}})
     spec: dict[str, Any] = {
         "cdiVersion": "",
         "kind": KIND,

@@ -5,7 +5,8 @@ States (read from the node state):
 - enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
   four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; the kernel log of the
-  node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service.
+  node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service; the MIG capabilities of the
+  partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
   state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
   files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
@@ -27,6 +28,7 @@ from .device_nodes import device_node_entries
 from .kernel_log import READY, kernel_log_entries
 from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
+from .mig_caps import mig_cap_entries
 from .modules import module_entries
 from .render_proc import proc_entries
 from .tools import nvidia_smi_entries
@@ -46,6 +48,7 @@ class GpuSurface(Surface):
         entries += kernel_object_entries(node)
         if node.driver_loaded:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
+            entries += mig_cap_entries(node, ctx)
             entries += kernel_log_entries(node)
         return entries
 

@@ -9,9 +9,7 @@ and ``/etc/nvidia-imex/{config.cfg,nodes_config.cfg}`` for the daemon.
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.store import IMEX_DIR
@@ -28,19 +26,6 @@ PROC_DEVICES_FILE = f"{IMEX_DIR}/proc-devices"
 CHANNEL_COUNT = 2048
 #: minor of the fabric-imex-mgmt capability on the nvidia-caps major
 IMEX_MGMT_MINOR = 512
-HOST_PROC_DEVICES_ENV = "MOKKA_HOST_PROC_DEVICES"
-#: used where the host has no /proc/devices (not Linux)
-MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
-
-
-def host_proc_devices() -> tuple[str, str]:
-    """(text, where it came from) of the host's /proc/devices ($MOKKA_HOST_PROC_DEVICES overrides)."""
-    path = Path(os.environ.get(HOST_PROC_DEVICES_ENV) or "/proc/devices")
-    try:
-        return path.read_text(), str(path)
-    except FileNotFoundError:
-        return MINIMAL_PROC_DEVICES, "built-in /proc/devices"
-
 
 class ImexSurface(Surface):
     name = "imex"
@@ -49,7 +34,8 @@ class ImexSurface(Surface):
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         # loaded where a plan is built: nvml-mock-ctl loads every surface, builds only the plans a change reads
-        from . import procdevices
+        from mokka_core.stage import procdevices
+
         from .config import (
             CONFIG_DIR,
             CONFIG_FILE,
@@ -59,7 +45,7 @@ class ImexSurface(Surface):
             render_nodes_config,
         )
 
-        text, source = host_proc_devices()
+        text, source = procdevices.host_proc_devices()
         majors = procdevices.choose_majors(text, source)
         entries: list[Entry] = [Dir(CHANNEL_DIR), Dir(CAPS_DIR)]
         entries += [CharDevice(f"{CHANNEL_DIR}/channel{i}", majors.imex_channels, i) for i in range(CHANNEL_COUNT)]

@@ -32,9 +32,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 profile_app = typer.Typer(help="GPU profiles: list and show the built-in ones, validate files, describe a key, "
-                          "print the JSON Schema or the key reference.", no_args_is_help=True)
+                          "print the JSON Schema or the key reference, import a real node's nvidia-smi -q -x "
+                          "capture, diff a profile against one.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
+from .capture import profile_diff, profile_import  # noqa: E402 - twins of real nodes
 from .node import node_app  # noqa: E402 - the `mokka node` daemon commands
+
+profile_app.command("import")(profile_import)
+profile_app.command("diff")(profile_diff)
 
 app.add_typer(node_app, name="node")
 fetch_app = typer.Typer(help="Fetch what a node stages but Mokka does not ship (into a cache).", no_args_is_help=True)

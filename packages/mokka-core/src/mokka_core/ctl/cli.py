@@ -51,6 +51,7 @@ EXAMPLES = {
     "disable": "nvml-mock-ctl disable ib",
     "fail-surface": "nvml-mock-ctl fail-surface fabricmanager   # fabric stuck in progress",
     "heal": "nvml-mock-ctl heal fabricmanager",
+    "mig": "nvml-mock-ctl mig 0 on; nvml-mock-ctl mig 0 create 3g.40gb,1g.10gb; nvml-mock-ctl mig 0 destroy all",
     "status": "nvml-mock-ctl status --json",
     "reset": "nvml-mock-ctl reset 3     # or: reset all (GPU overrides), reset (everything)",
 }
@@ -166,6 +167,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         sub = verb(name, summary)
         sub.add_argument("surface", metavar="SURFACE",
                          help="gpu, pci, cdi, imex, nvlink, fabricmanager or ib")
+    sub = verb("mig", "MIG on a GPU: on, off, create GPU instances (with compute instances), destroy, list.")
+    if not isinstance(sub, _Unbuilt):
+        from .mig import add_arguments
+
+        add_arguments(sub)
     sub = verb("status", "Show the node now: per GPU health, temperature, power, faults; surfaces.")
     sub.add_argument("--json", action="store_true", help="print JSON")
     sub = verb("reset", "Clear overrides: of one GPU, of all GPUs (all), or everything (no argument).")
@@ -308,6 +314,12 @@ def perform(root: Path, batch: Sequence[argparse.Namespace], *,
         if len(batch) != 1:
             raise MokkaError("status shows the node and changes nothing: it cannot be part of a batch")
         return status_text(root, batch[0].json), None
+    if any(args.verb == "mig" for args in batch):
+        if len(batch) != 1:
+            raise MokkaError("mig changes the partition through the NVML library: it cannot be part of a batch")
+        from . import mig
+
+        return mig.perform(root, batch[0], surfaces), None
     from .store import apply
 
     first = batch[0]
@@ -316,8 +328,15 @@ def perform(root: Path, batch: Sequence[argparse.Namespace], *,
                     validate=any(args.verb == "set" for args in batch))
     message = outcome.message
     for args in batch:
-        if args.verb == "reset" and _clear_nvml_settings(root, outcome.node, args.gpu):
+        if args.verb != "reset":
+            continue
+        cleared = _clear_nvml_settings(root, outcome.node, args.gpu)
+        if cleared:
             message = f"{message}; NVML settings cleared"
+        from .mig import follow_settings, restore_layouts
+
+        if restore_layouts(root, outcome.node, args.gpu) or cleared:
+            follow_settings(root, surfaces)
     return message, outcome._replace(message=message)
 
 

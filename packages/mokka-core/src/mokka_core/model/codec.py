@@ -107,6 +107,8 @@ def decode(cls: type[T], data: Mapping[str, Any]) -> T:
 def _pcie(values: dict[str, Any]) -> None:
     # a link trained below its maximum is what the document must say; otherwise it runs at the maximum
     values.setdefault("current_link_gen", values.get("max_link_gen", 4))
+    values.setdefault("max_device_link_gen", values.get("max_link_gen", 4))
+    values.setdefault("max_host_link_gen", values.get("max_link_gen", 4))
     values.setdefault("current_link_width", values.get("max_link_width", 16))
 
 

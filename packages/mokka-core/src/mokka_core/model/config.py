@@ -92,18 +92,22 @@ class Pci(Value):
 
 
 class Pcie(Value):
-    __slots__ = ('max_link_gen', 'current_link_gen', 'max_link_width', 'current_link_width', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
+    __slots__ = ('max_link_gen', 'current_link_gen', 'max_device_link_gen', 'max_host_link_gen', 'max_link_width', 'current_link_width', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
     max_link_gen: int
     current_link_gen: int
+    max_device_link_gen: int
+    max_host_link_gen: int
     max_link_width: int
     current_link_width: int
     replay_counter: int
     tx_throughput_kbps: int
     rx_throughput_kbps: int
 
-    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
+    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_device_link_gen: int = 4, max_host_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
         _set(self, 'max_link_gen', max_link_gen)
         _set(self, 'current_link_gen', current_link_gen)
+        _set(self, 'max_device_link_gen', max_device_link_gen)
+        _set(self, 'max_host_link_gen', max_host_link_gen)
         _set(self, 'max_link_width', max_link_width)
         _set(self, 'current_link_width', current_link_width)
         _set(self, 'replay_counter', replay_counter)
@@ -484,17 +488,19 @@ class MigGpuInstanceProfile(Value):
 
 
 class Mig(Value):
-    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances', 'gpu_instance_profiles',)
+    __slots__ = ('mode_current', 'mode_pending', 'max_gpu_instances', 'gpu_instance_profiles', 'layout',)
     mode_current: Literal['enabled', 'disabled']
     mode_pending: Literal['enabled', 'disabled']
     max_gpu_instances: int
     gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...]
+    layout: tuple[str, ...]
 
-    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0, gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...] = ()) -> None:
+    def __init__(self, *, mode_current: Literal['enabled', 'disabled'] = 'disabled', mode_pending: Literal['enabled', 'disabled'] = 'disabled', max_gpu_instances: int = 0, gpu_instance_profiles: tuple[MigGpuInstanceProfile, ...] = (), layout: tuple[str, ...] = ()) -> None:
         _set(self, 'mode_current', mode_current)
         _set(self, 'mode_pending', mode_pending)
         _set(self, 'max_gpu_instances', max_gpu_instances)
         _set(self, 'gpu_instance_profiles', gpu_instance_profiles)
+        _set(self, 'layout', layout)
 
 
 class CurrentPending(Value):
@@ -760,15 +766,17 @@ class NvlinkError(Value):
 
 
 class Platform(Value):
+    """Where a Blackwell GPU sits in its rack: nvmlDeviceGetPlatformInfo (nvidia-smi ``platformInfo``)."""
+
     __slots__ = ('chassis_serial_number', 'slot_number', 'tray_index', 'host_id', 'peer_type', 'module_id',)
     chassis_serial_number: str
     slot_number: int
     tray_index: int
     host_id: int
-    peer_type: str
+    peer_type: Literal['', 'direct_connected', 'switch_connected']
     module_id: int
 
-    def __init__(self, *, chassis_serial_number: str = '', slot_number: int = 0, tray_index: int = 0, host_id: int = 0, peer_type: str = '', module_id: int = 0) -> None:
+    def __init__(self, *, chassis_serial_number: str = '', slot_number: int = 0, tray_index: int = 0, host_id: int = 0, peer_type: Literal['', 'direct_connected', 'switch_connected'] = '', module_id: int = 0) -> None:
         _set(self, 'chassis_serial_number', chassis_serial_number)
         _set(self, 'slot_number', slot_number)
         _set(self, 'tray_index', tray_index)

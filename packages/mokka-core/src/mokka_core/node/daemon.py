@@ -2,8 +2,9 @@
 
 Stage every enabled surface in one all-or-nothing wave (plans built in parallel),
 write the node file, start the surfaces' services under supervisord, mark ready,
-then re-render on every change of the profile, overlay or override file until
-``stop_flag`` is set.  Whatever happens, a started node is torn down before
+then re-render on every change of the profile, overlay or override file, and
+re-stage what follows the NVML setter record (MIG partitions made by nvidia-smi) on every
+change of it, until ``stop_flag`` is set.  Whatever happens, a started node is torn down before
 ``run`` returns.  Signals are not handled here: ``mokka node up`` (``cli.node``, through
 ``node.foreground``) turns SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
 (``mokka_core.testing.runner.DaemonRunner``).
@@ -25,6 +26,7 @@ from ..model.node import Node
 from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot, staging
+from ..stage.paths import NVML_SETTINGS_FILE
 from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
@@ -51,7 +53,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     spec = nodefile.rooted(settings.spec, root)
     state = _claim(root)
     wake = threading.Event()
-    observer = None
+    observer = record_observer = None
     supervisor = Supervisor(root)
     ctl_socket = CtlSocket(root, settings.ctl) if settings.ctl is not None else None
     failed = False
@@ -72,6 +74,10 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             result = render(root, node, chosen, force=True, stop=stop_flag, booted_ms=booted_ms)
             nodefile.save(root, spec, booted_ms)
             snapshot.save(root, base, Path(inputs.override_source), doc, inputs.fingerprints, chosen, result.digests)
+            # the record's directory exists once the gpu surface is staged: watched from here on
+            record = [root / NVML_SETTINGS_FILE]
+            record_observer = _observe(record, wake) if settings.watch else None
+            seen += _signature(record)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
         programs = _programs(node, chosen, root) if settings.supervise else {}
@@ -85,7 +91,8 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
         _set_phase(root, state, runstate.READY)
         if ready_flag is not None:
             ready_flag.set()
-        _watch_loop(settings, root, spec, chosen, supervisor, programs, stop_flag, state, watched, seen, wake)
+        _watch_loop(settings, root, spec, chosen, supervisor, programs, stop_flag, state, [*watched, *record],
+                    seen, wake)
     except Interrupted:
         log.info("stopped before the node was published; nothing was")
     except BaseException as exc:
@@ -96,9 +103,10 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     finally:
         if ctl_socket is not None:
             ctl_socket.close()
-        if observer is not None:
-            observer.stop()
-            observer.join(timeout=2)
+        for watcher in (observer, record_observer):
+            if watcher is not None:
+                watcher.stop()
+                watcher.join(timeout=2)
         _set_phase(root, state, runstate.STOPPING)
         deadline = time.monotonic() + settings.teardown_deadline_s
         done = teardown_node(root, deadline, supervisor, state)
@@ -193,8 +201,12 @@ def _watch_loop(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mapp
         if current == last:
             continue
         _set_phase(root, state, runstate.RELOADING)
+        inputs_changed, record_changed = current[:-1] != last[:-1], current[-1] != last[-1]
         last = current
-        programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
+        if inputs_changed:
+            programs = _rerender(settings, root, spec, chosen, supervisor, programs, stop_flag, state)
+        if record_changed:
+            _follow_record(root, chosen, stop_flag)
         _set_phase(root, state, runstate.READY)
 
 
@@ -249,6 +261,21 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         _record_service_files(state, wanted)
         log.info("services now: %s", ", ".join(sorted(wanted)) or "none")
     return wanted
+
+
+def _follow_record(root: Path, chosen: Mapping[str, Surface], stop_flag: threading.Event) -> None:
+    """Re-stage what follows the NVML setter record (the last watched path): a partition nvidia-smi changed."""
+    from ..stage.restage import restage
+
+    try:
+        with NodeStore(root).lock():
+            result = restage(root, chosen, stop_flag)
+        if result is not None:
+            log.info("setter record changed, re-rendered: %s", result.summary())
+    except Interrupted:
+        return
+    except Exception as exc:  # the node stays up as it was, as for a bad input file
+        log.error("setter record change not followed: %s: %s", type(exc).__name__, exc)
 
 
 def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], stop_flag: threading.Event) -> Node:

@@ -31,7 +31,7 @@ from ..model.apply import apply
 from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
 from ..model.spec import NodeSpec
-from ..stage import nodefile, snapshot
+from ..stage import mig_boot, nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_nvml
@@ -96,6 +96,7 @@ class NodePlan:
     services: dict[str, Service]  # every enabled surface's, by program name
     needs: ConsumerNeeds  # what CMD needs from the enabled surfaces
     booted_ms: int  # when the node came up (wall clock), the origin of its fault clocks
+    mig_record: str | None = None  # the setter record of a node that boots partitioned (``stage.mig_boot``)
 
 
 def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] | None = None) -> NodePlan:
@@ -112,10 +113,19 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
     ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
+    record = mig_boot.boot_record(node, ctx) if mig_boot.wanted(node) and enabled(node, "gpu") else None
+    if record is not None:
+        ctx = ctx._replace(mig=mig_boot.partitions(record))
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
+    if os.geteuid() == 0 and enabled(node, "gpu") and any(gpu.config.mig and gpu.config.mig.gpu_instance_profiles
+                                                          for gpu in node.gpus):
+        # what `mokka node up`'s daemon does itself: a partition nvidia-smi changes in CMD is re-staged (only
+        # root can change one: the library refuses anyone else, as the driver does)
+        programs[FOLLOW_SERVICE] = Service(FOLLOW_SERVICE, [sys.executable, "-m", "mokka_core.node.follow",
+                                                            "--root", str(root)])
     return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, installed, programs,
-                    consumer_needs(node, instances, root), ctx.booted_ms)
+                    consumer_needs(node, instances, root), ctx.booted_ms, record)
 
 
 def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
@@ -124,6 +134,8 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     node.root.mkdir(exist_ok=True)
     with _quiet_rootless_staging():
         stage_wave(node.plans, node.root)
+    if node.mig_record is not None:
+        mig_boot.publish(node.root, node.mig_record)
     nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     snapshot.save(node.root, node.base, node.spec.override_file or Path(), node.override_doc, node.fingerprints,
@@ -132,6 +144,7 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
 
 
 WORKDIR_PREFIX = "mokka-run-"
+FOLLOW_SERVICE = "mokka-mig-follow"  # mokka_core.node.follow
 
 
 @contextlib.contextmanager

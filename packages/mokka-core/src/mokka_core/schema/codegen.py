@@ -53,6 +53,8 @@ RESOLVED_DEFAULTS: dict[str, Any] = {
     "Pcie.max_link_gen": 4,
     "Pcie.max_link_width": 16,
     "Pcie.current_link_gen": 4,  # the maximum where the document gives only that (``model.resolve``)
+    "Pcie.max_device_link_gen": 4,  # likewise
+    "Pcie.max_host_link_gen": 4,  # likewise
     "Pcie.current_link_width": 16,
 }
 #: fields that ``model.resolve`` derives from others of their block (so they are never None)

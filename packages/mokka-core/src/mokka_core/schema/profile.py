@@ -242,6 +242,11 @@ class Pcie(Model):
     """Maximum PCIe generation of the link (1-6)."""
     current_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
     """Current PCIe generation (1-6); default: the maximum."""
+    max_device_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
+    """The GPU's own maximum PCIe generation (nvidia-smi's Device Max); default: max_link_gen."""
+    max_host_link_gen: Annotated[int, Field(ge=0, le=6)] | None = None
+    """The host side's maximum PCIe generation (nvidia-smi's Host Max); 0: N/A, as in a VM the GPU is passed
+    through to; default: max_link_gen."""
     max_link_width: Annotated[int, Field(ge=1, le=32)] | None = None
     """Maximum PCIe link width (lanes, 1-32)."""
     current_link_width: Annotated[int, Field(ge=1, le=32)] | None = None
@@ -605,6 +610,35 @@ class Mig(Model):
     """How many GPU instances MIG can make (7 on A100/H100; 0: no MIG)."""
     gpu_instance_profiles: list[MigGpuInstanceProfile] = Field(default_factory=list, max_length=16)
     """The board's GPU-instance profiles as nvidia-smi mig -lgip lists them (MIG-capable boards)."""
+    layout: list[str] = Field(default_factory=list, max_length=8)
+    """GPU instances the GPU comes up with, by profile name (e.g. [3g.40gb, 3g.40gb]), each with its
+    default compute instance, as `nvidia-smi mig -cgi 9,9 -C` makes them. Needs mode_current enabled."""
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> Mig:
+        """What can be told without placing: the names, the mode, the board's slices and instance counts.
+        Placement is the NVML library's (native/src/mig.c), which makes the layout when the node is staged."""
+        if not self.layout:
+            return self
+        by_name = {profile.name: profile for profile in self.gpu_instance_profiles}
+        if not by_name:
+            raise ValueError("layout: this board has no MIG (no gpu_instance_profiles)")
+        if self.mode_current != "enabled":
+            raise ValueError(f"layout: needs mode_current enabled (MIG on), got {self.mode_current}")
+        unknown = [name for name in self.layout if name not in by_name]
+        if unknown:
+            raise ValueError(f"layout: unknown GPU-instance profile {unknown[0]!r}; the board has {', '.join(by_name)}")
+        chosen = [by_name[name] for name in self.layout]
+        for profile in chosen:
+            if self.layout.count(profile.name) > profile.instances:
+                raise ValueError(f"layout: {self.layout.count(profile.name)} x {profile.name}, "
+                                 f"the board makes at most {profile.instances}")
+        if sum(p.slices for p in chosen) > 7 or sum(p.placement_size for p in chosen) > 8:
+            raise ValueError(f"layout: {', '.join(self.layout)} needs more than the GPU's 7 compute and "
+                             "8 memory slices")
+        if len(chosen) > self.max_gpu_instances:
+            raise ValueError(f"layout: {len(chosen)} GPU instances, the board makes at most {self.max_gpu_instances}")
+        return self
 
 
 class CurrentPending(Model):
@@ -829,17 +863,23 @@ class NvlinkError(Model):
     """Errors per link index counted before since_ms."""
 
 
+PeerType = Literal["", "direct_connected", "switch_connected"]
+
+
 class Platform(Model):
-    chassis_serial_number: str = ""
-    """Chassis serial number (nvmlDeviceGetPlatformInfo, GB200 racks)."""
+    """Where a Blackwell GPU sits in its rack: nvmlDeviceGetPlatformInfo (nvidia-smi ``platformInfo``)."""
+
+    chassis_serial_number: Annotated[str, Field(max_length=13)] = ""
+    """Chassis serial number (nvmlDeviceGetPlatformInfo, GB200 racks; 13 characters at most)."""
     slot_number: NonNeg = 0
     """Slot of the compute tray in the rack."""
     tray_index: NonNeg = 0
     """Index of the compute tray."""
     host_id: NonNeg = 0
     """Host id within the tray."""
-    peer_type: str = ""
-    """Type of the peer (switch) the GPU connects to."""
+    peer_type: PeerType = ""
+    """NVLink peer the platform reports: switch_connected (NVSwitch baseboards and racks), direct_connected, or
+    "" (none)."""
     module_id: NonNeg = 0
     """Module id of the GPU on its board."""
 

@@ -58,6 +58,7 @@ DEVICE_TYPES = MappingProxyType({
     "pci.sub_class": "u32",
     "pcie.max_gen": "u32",
     "pcie.gpu_max_gen": "u32",
+    "pcie.host_max_gen": "u32",
     "pcie.current_gen": "u32",
     "pcie.max_width": "u32",
     "pcie.current_width": "u32",
@@ -206,6 +207,15 @@ DEVICE_TYPES = MappingProxyType({
     "fabric.auto": "u32",
     "c2c.supported": "u32",
     "c2c.enabled": "u32",
+    "addressing_mode": "u32",
+    "pdi": "u64",
+    "irq": "u32",
+    "platform.supported": "u32",
+    "platform.chassis_serial": "str",
+    "platform.slot_number": "u32",
+    "platform.tray_index": "u32",
+    "platform.host_id": "u32",
+    "platform.peer_type": "u32",
     "numa_node": "i32",
     "gpu_numa_node": "i32",
     "root_complex": "i32",
@@ -253,6 +263,7 @@ DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "mig.gpu_instances": 24,
     "mig.compute_instances": 32,
     "fabric.cluster_uuid": 47,
+    "platform.chassis_serial": 15,
     "cpu_affinity": 1024,
     "topology.levels": 256,
     "topology.nvlinks": 256,
@@ -418,6 +429,7 @@ DEVICE_PCI_BASE_CLASS = "pci.base_class"
 DEVICE_PCI_SUB_CLASS = "pci.sub_class"
 DEVICE_PCIE_MAX_GEN = "pcie.max_gen"
 DEVICE_PCIE_GPU_MAX_GEN = "pcie.gpu_max_gen"
+DEVICE_PCIE_HOST_MAX_GEN = "pcie.host_max_gen"
 DEVICE_PCIE_CURRENT_GEN = "pcie.current_gen"
 DEVICE_PCIE_MAX_WIDTH = "pcie.max_width"
 DEVICE_PCIE_CURRENT_WIDTH = "pcie.current_width"
@@ -509,6 +521,15 @@ DEVICE_FABRIC_HEALTH_MASK = "fabric.health_mask"
 DEVICE_FABRIC_AUTO = "fabric.auto"
 DEVICE_C2C_SUPPORTED = "c2c.supported"
 DEVICE_C2C_ENABLED = "c2c.enabled"
+DEVICE_ADDRESSING_MODE = "addressing_mode"
+DEVICE_PDI = "pdi"
+DEVICE_IRQ = "irq"
+DEVICE_PLATFORM_SUPPORTED = "platform.supported"
+DEVICE_PLATFORM_CHASSIS_SERIAL = "platform.chassis_serial"
+DEVICE_PLATFORM_SLOT_NUMBER = "platform.slot_number"
+DEVICE_PLATFORM_TRAY_INDEX = "platform.tray_index"
+DEVICE_PLATFORM_HOST_ID = "platform.host_id"
+DEVICE_PLATFORM_PEER_TYPE = "platform.peer_type"
 DEVICE_NUMA_NODE = "numa_node"
 DEVICE_GPU_NUMA_NODE = "gpu_numa_node"
 DEVICE_ROOT_COMPLEX = "root_complex"

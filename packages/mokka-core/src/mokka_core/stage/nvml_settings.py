@@ -57,7 +57,7 @@ def clear(root: Path, gpus: Iterable[int] | None = None) -> bool:
     path = root / NVML_SETTINGS_FILE
     if not path.parent.is_dir():
         return False
-    with _locked(path.parent):
+    with locked(path.parent):
         current = read(root)
         if not current:
             return False
@@ -78,7 +78,7 @@ def render(settings: Settings) -> str:
 
 
 @contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
     """The writers' lock, as the library takes it: an exclusive ``flock`` on the record's directory."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

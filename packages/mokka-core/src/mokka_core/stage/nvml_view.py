@@ -21,6 +21,7 @@ its own (merged) ``dynamic_metrics`` block.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import zlib
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StateValueError
+from ..model.identity import legacy_irq
 from ..model.physics import readings
 from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER, RANGES, SIZES, TYPES
@@ -59,6 +61,9 @@ EVENT_REASONS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_
                  "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
 # nvmlGpuTopologyLevel_t
 TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
+# nvmlDeviceAddressingModeType_t; nvmlPlatformInfo_t peerType
+ADDRESSING_HMM, ADDRESSING_ATS = 1, 2
+PEER_TYPE = {"": 0, "direct_connected": 1, "switch_connected": 2}
 # fabric health mask: 2-bit fields (1 true, 2 false) at 0/2/4/6, 4-bit incorrect configuration at 8
 FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
                  "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
@@ -116,6 +121,27 @@ def _health_mask(health: FabricHealth) -> int:
             | tri(health.access_timeout_recovery) << 6 | FABRIC_CONFIG.get(health.incorrect_configuration, 1) << 8)
 
 
+def _platform(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
+    """The 13.x API's platform getters. Addressing mode: ATS where the GPU's memory is coherent with Grace
+    (C2C), else HMM (a host with HMM disabled shows None). IRQ: the line sysfs shows. PDI: a 64-bit per-GPU
+    id, from the UUID so every process agrees. Platform info (rack position) on Blackwell and newer, from the
+    profile's ``platform``."""
+    grace = gpu.config.grace_superchip
+    coherent = grace is not None and grace.enabled and grace.coherent_memory
+    yield "addressing_mode", ADDRESSING_ATS if coherent else ADDRESSING_HMM
+    yield "irq", legacy_irq(gpu.bus_id)
+    yield "pdi", f"0x{int.from_bytes(hashlib.blake2b(gpu.uuid.encode(), digest_size=8).digest()) or 1:016x}"
+    if arch >= ARCH["blackwell"]:
+        p = gpu.config.platform
+        yield "platform.supported", 1
+        if p is not None:
+            yield "platform.chassis_serial", p.chassis_serial_number
+            yield "platform.slot_number", p.slot_number
+            yield "platform.tray_index", p.tray_index
+            yield "platform.host_id", p.host_id
+            yield "platform.peer_type", PEER_TYPE[p.peer_type]
+
+
 def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     c = gpu.config
     now = readings(c)
@@ -150,7 +176,8 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "pci.subsystem_id", f"0x{c.pci.subsystem_id:08x}"
     p = c.pcie
     yield "pcie.max_gen", p.max_link_gen
-    yield "pcie.gpu_max_gen", p.max_link_gen
+    yield "pcie.gpu_max_gen", p.max_device_link_gen
+    yield "pcie.host_max_gen", p.max_host_link_gen
     yield "pcie.current_gen", p.current_link_gen
     yield "pcie.max_width", p.max_link_width
     yield "pcie.current_width", p.current_link_width
@@ -281,6 +308,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     if node.nvlink and node.nvlink.c2c_enabled:
         yield "c2c.supported", 1
         yield "c2c.enabled", 1
+    yield from _platform(gpu, arch)
 
     if gpu.numa_node is not None:
         yield "numa_node", gpu.numa_node

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
-from . import snapshot, staging
+from . import mig_boot, mig_partition, snapshot, staging
 from .native import native_dir
 from .store import NodeStore, atomic_write
 from .surface import (
@@ -111,7 +111,7 @@ def enabled(node: Node, name: str) -> bool:
 def context(root: Path, booted_ms: int | None = None) -> StageContext:
     """What plans under ``root`` may need; ``booted_ms`` defaults to what the node file records."""
     booted = NodeStore(root).booted_ms() if booted_ms is None else booted_ms
-    return StageContext(root=root, native_dir=native_dir(), booted_ms=booted)
+    return StageContext(root=root, native_dir=native_dir(), booted_ms=booted, mig=mig_partition.partitions(root))
 
 
 def with_nvml(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
@@ -214,6 +214,10 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
             and not surface.reads & touched and name in staged and name in old}
     if "gpu" in wanted and "gpu" not in kept:
         ctx = with_nvml(ctx, node, surfaces)
+    boot = None  # the record of a node that comes up partitioned (``mig.layout``), published with the wave
+    if "gpu" in wanted and "gpu" not in staged and mig_boot.wanted(node):
+        boot = mig_boot.boot_record(node, ctx)
+        ctx = ctx._replace(mig=mig_boot.partitions(boot))
     plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
     digests = {name: plan_digest(plan) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
@@ -224,6 +228,8 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     if changed:
         staging.stage_wave(changed, root)
         result.staged = list(changed)
+    if boot is not None:
+        mig_boot.publish(root, boot)
     new_digests = {name: digest for name, digest in old.items() if name in staged or name in changed}
     new_digests.update(digests)
     for name in sorted(staged):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple, Union
 
 if TYPE_CHECKING:
     from ..model.node import Node
+    from .mig_partition import GpuInstance
 
 
 ENTRY_POINT_GROUP = "mokka.surfaces"
@@ -125,6 +126,9 @@ class StageContext(NamedTuple):
     booted_ms: int = 0
     #: the other surfaces' contributions to the NVML state file (for the gpu surface, which writes it)
     nvml: tuple[NvmlKeys, ...] = ()
+    #: each GPU's MIG partition (by GPU index), as the NVML setter record holds it: what the C library
+    #: made (nvidia-smi, ``nvml-mock-ctl mig``, the profile's boot layout); ``stage.mig_partition``
+    mig: Mapping[int, tuple[GpuInstance, ...]] = MappingProxyType({})
 
 
 class Surface(ABC):

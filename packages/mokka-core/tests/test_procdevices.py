@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mokka_core.errors import ConfigError
-from mokka_sim_imex import procdevices
-from mokka_sim_imex.procdevices import Majors
+from mokka_core.stage import procdevices
+from mokka_core.stage.procdevices import Majors
 
 HOST = "Character devices:\n  1 mem\n 10 misc\n254 ndctl\n\nBlock devices:\n  7 loop\n259 blkext\n"
 

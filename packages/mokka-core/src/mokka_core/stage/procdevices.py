@@ -1,16 +1,20 @@
-"""The substitute ``/proc/devices`` that names the IMEX majors.
+"""The dynamic majors of the NVIDIA capability devices, and the substitute ``/proc/devices`` naming them.
 
-The kernel's ``/proc/devices`` cannot be written, so the DRA driver reads an alternative
-file (``altProcDevices``) to learn the ``nvidia-caps-imex-channels`` major.  This module
-derives it from the host's file: the same text with our two majors added at the end of
+``nvidia-caps`` (MIG and IMEX management capabilities, ``/dev/nvidia-caps/nvidia-cap<M>``) and
+``nvidia-caps-imex-channels`` get dynamic majors; the majors are chosen from the host's file so that
+the gpu surface (MIG capability nodes) and the imex surface (channels, management node) agree.
+The kernel's ``/proc/devices`` cannot be written, so the DRA driver reads an alternative file
+(``altProcDevices``) to learn the majors: the host's text with our two majors added at the end of
 the character section, any earlier lines for those names dropped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from pathlib import Path
+from typing import NamedTuple
 
-from mokka_core.errors import ConfigError
+from ..errors import ConfigError
 
 IMEX_CHANNELS_NAME = "nvidia-caps-imex-channels"
 CAPS_NAME = "nvidia-caps"
@@ -19,12 +23,28 @@ PREFERRED_MAJORS = (235, 236)
 MAX_MAJOR = 4095
 CHAR_HEADER = "Character devices:"
 BLOCK_HEADER = "Block devices:"
+HOST_PROC_DEVICES_ENV = "MOKKA_HOST_PROC_DEVICES"
+#: used where the host has no /proc/devices (not Linux)
+MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
 
 
-@dataclass(frozen=True)
-class Majors:
+class Majors(NamedTuple):
     imex_channels: int
     caps: int
+
+
+def host_proc_devices() -> tuple[str, str]:
+    """(text, where it came from) of the host's /proc/devices ($MOKKA_HOST_PROC_DEVICES overrides)."""
+    path = Path(os.environ.get(HOST_PROC_DEVICES_ENV) or "/proc/devices")
+    try:
+        return path.read_text(), str(path)
+    except FileNotFoundError:
+        return MINIMAL_PROC_DEVICES, "built-in /proc/devices"
+
+
+def host_majors() -> Majors:
+    """The capability majors for this host (the same for every surface)."""
+    return choose_majors(*host_proc_devices())
 
 
 def char_majors(text: str, source: str) -> dict[int, list[str]]:

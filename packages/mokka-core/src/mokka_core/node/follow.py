@@ -1,0 +1,91 @@
+"""``python -m mokka_core.node.follow --root ROOT``: re-stage what follows the NVML setter record, until SIGTERM.
+
+``mokka run`` starts it as a service beside CMD for a node with a MIG-capable GPU, so a partition
+nvidia-smi makes or destroys inside CMD shows in the capability files, device nodes and CDI spec
+(``mokka node up``'s daemon follows the record itself, in its watch loop).  CMD does not wait for it
+(start-up stays as fast): its first pass re-stages whatever the record holds by then, so a change made
+while it starts is followed all the same, a fraction of a second later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..stage.paths import NVML_SETTINGS_FILE
+
+SERVICE = "mokka-mig-follow"
+#: a safety net beside the watcher's events
+POLL_S = 1.0
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def follow(root: Path, stop: threading.Event) -> None:
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    from ..stage.render import Interrupted, installed_surfaces
+    from ..stage.restage import restage
+    from ..stage.store import NodeStore
+
+    record = root / NVML_SETTINGS_FILE
+    wake = threading.Event()
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            wake.set()
+
+    observer = Observer()
+    observer.schedule(Handler(), str(record.parent), recursive=False)
+    observer.daemon = True
+    observer.start()
+    surfaces = installed_surfaces(root=root)
+    last: tuple[int, int, int] | bool | None = False  # never seen: the first pass re-stages what is there
+    try:
+        while not stop.is_set():
+            now = _signature(record)
+            if now != last:
+                last = now
+                try:
+                    with NodeStore(root).lock():
+                        restage(root, surfaces, stop)
+                except Interrupted:  # stopping: what was staged stays as it was
+                    return
+                except Exception as exc:  # the node stays as it was, as under the daemon
+                    print(f"{SERVICE}: setter record change not followed: {type(exc).__name__}: {exc}",
+                          file=sys.stderr, flush=True)
+            wake.wait(POLL_S)
+            wake.clear()
+    finally:
+        observer.stop()
+        observer.join(timeout=2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=SERVICE, description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")))
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def stop_on_signal(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
+    follow(args.root.absolute(), stop)
+
+
+if __name__ == "__main__":
+    main()
