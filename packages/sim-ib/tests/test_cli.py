@@ -8,3 +8,5 @@ from mokka_sim_ib.surface import IbSurface
 class TestContract(SimContract):
     app = app
     surface = IbSurface
+    #: the responder is an asyncio server (asyncio brings subprocess) that logs what it answers
+    service_may_load = frozenset({"asyncio", "subprocess", "logging", "dataclasses"})

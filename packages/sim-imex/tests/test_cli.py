@@ -8,3 +8,5 @@ from mokka_sim_imex.surface import ImexSurface
 class TestContract(SimContract):
     app = app
     surface = ImexSurface
+    #: the daemon's configuration and domain are dataclasses
+    service_may_load = frozenset({"dataclasses"})

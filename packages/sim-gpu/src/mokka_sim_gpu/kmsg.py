@@ -23,7 +23,6 @@ import select
 import stat
 import struct
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mokka_core.node.foreground import foreground
@@ -45,21 +44,23 @@ def records(log: bytes) -> list[bytes]:
     return [line + b"\n" for line in log.split(b"\n") if line]
 
 
-@dataclass
-class Reader:
-    nonblocking: bool
-    next_record: int = 0
+class Reader:  # plain classes, not dataclasses: a service that runs on every node does not load inspect
+    __slots__ = ("next_record", "nonblocking")
+
+    def __init__(self, nonblocking: bool) -> None:
+        self.nonblocking = nonblocking
+        self.next_record = 0
 
 
-@dataclass
 class Server:
-    fuse: int
-    log: Path
-    readers: dict[int, Reader] = field(default_factory=dict)
-    parked: dict[int, tuple[int, int]] = field(default_factory=dict)  # unique -> (fh, size): waiting readers
-    _stamp: tuple[int, int] | None = None
-    _records: list[bytes] = field(default_factory=list)
-    _next_fh: int = 1
+    def __init__(self, fuse: int, log: Path) -> None:
+        self.fuse = fuse
+        self.log = log
+        self.readers: dict[int, Reader] = {}
+        self.parked: dict[int, tuple[int, int]] = {}  # unique -> (fh, size): waiting readers
+        self._stamp: tuple[int, int] | None = None
+        self._records: list[bytes] = []
+        self._next_fh = 1
 
     def current(self) -> list[bytes]:
         try:

@@ -9,25 +9,30 @@ restarting forever).  Tests call a daemon's ``run`` from a thread instead
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
+
+if TYPE_CHECKING:
+    import logging
 
 EXIT_OK = 0
 #: bad input or a failure to start: the message says which file or value
 EXIT_FAILED = 1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: the logging level of :func:`log_to_stdout` (``logging.INFO``; logging is imported only where a daemon logs)
+INFO = 20
 
-log = logging.getLogger(__name__)
 
-
-def log_to_stdout(program: str, loggers: tuple[str, ...] = ("mokka_core",), level: int = logging.INFO,
+def log_to_stdout(program: str, loggers: tuple[str, ...] = ("mokka_core",), level: int = INFO,
                   fmt: str = "{program}: %(message)s") -> None:
     """Send these loggers' records to stdout, each line prefixed with the program name."""
+    import logging
+
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(fmt.format(program=program)))
     for name in loggers:
@@ -44,14 +49,20 @@ def stop_on_signals(program: str) -> threading.Event:
     def handler(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         if stop.is_set():
-            log.warning("%s: %s again: already stopping, and that will finish", program, name)
-        else:
-            log.info("%s: %s received, stopping", program, name)
+            _log().warning("%s: %s again: already stopping, and that will finish", program, name)
+        elif "logging" in sys.modules:  # else nothing set up a handler, and the record would go nowhere
+            _log().info("%s: %s received, stopping", program, name)
         stop.set()
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
     return stop
+
+
+def _log() -> logging.Logger:
+    import logging  # here: a service that never logs (most) does not load it
+
+    return logging.getLogger(__name__)
 
 
 def foreground(program: str, run: Callable[[threading.Event, threading.Event], None],

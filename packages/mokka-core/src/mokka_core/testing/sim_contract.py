@@ -11,6 +11,8 @@ app and surface, and adds only what is specific to it::
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args, get_origin
@@ -163,11 +165,34 @@ class ReadsContract:
                 assert plan_digest(surface.plan(changed, ctx)) == before, f"{self.surface.name} reads {field}"
 
 
+#: what a surface's long-lived service must not load at start-up: each node runs one of each, so their start
+#: is in every ``mokka run`` and their memory in every node at rest (``service_may_load`` lifts some)
+SERVICE_HEAVY = frozenset({"pydantic", "typer", "click", "rich", "yaml", "watchdog", "supervisor", "logging",
+                           "dataclasses", "asyncio", "subprocess"})
+SERVICE_IMPORTS = """
+import importlib, sys
+importlib.import_module(sys.argv[1])
+print(sorted({name.split(".")[0] for name in sys.modules} & set(sys.argv[2:])))
+"""
+
+
 class SimContract(ReadsContract):
     app: ClassVar[typer.Typer]
     surface: ClassVar[type[Surface]]
     #: False for surfaces whose ``check`` needs another surface staged beside them (nvlink reads the NVML view)
     checks_alone: ClassVar[bool] = True
+    #: what of ``SERVICE_HEAVY`` this surface's services need (say why where it is set)
+    service_may_load: ClassVar[frozenset[str]] = frozenset()
+
+    def test_services_start_without_heavy_imports(self, tmp_path: Path) -> None:
+        node = NodeSpec(profile="gb200", gpus=4).resolve()
+        for service in self.surface().services(node, StageContext(root=tmp_path, booted_ms=1_700_000_000_000)):
+            assert service.command[:2] == [sys.executable, "-m"], f"{service.name}: not a module of this Python"
+            heavy = sorted(SERVICE_HEAVY - self.service_may_load)
+            done = subprocess.run([sys.executable, "-c", SERVICE_IMPORTS, service.command[2], *heavy],
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == "[]", f"{service.name} loads {done.stdout.strip()} at start-up"
 
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Any:
         return runner.invoke(self.app, list(args), env=env)
