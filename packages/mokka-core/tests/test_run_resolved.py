@@ -89,3 +89,16 @@ def test_a_repeated_mokka_run_builds_no_profile_schema() -> None:
     assert runs[0].returncode == 0, runs[0].stderr
     assert runs[0].stdout.splitlines()[-1] != "0 []", "the first run should resolve from the files"
     assert runs[1].stdout.splitlines()[-1] == "0 []", runs[1].stdout + runs[1].stderr
+
+
+def test_a_relative_profile_file_is_the_one_in_the_working_directory(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for board in ("a100", "h100"):
+        (tmp_path / board).mkdir()
+        (tmp_path / board / "node.yaml").write_text(builtin_text(board))
+    names = []
+    for board in ("a100", "h100", "a100"):
+        monkeypatch.chdir(tmp_path / board)
+        names.append(resolved.resolve(NodeSpec(profile_file=Path("node.yaml"), gpus=1)).base.gpus[0].config.name)
+    assert names[0] == names[2] != names[1]
+    assert "H100" in names[1]

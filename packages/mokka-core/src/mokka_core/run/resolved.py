@@ -58,7 +58,7 @@ def resolve(spec: NodeSpec) -> Resolved:
 
 def key(spec: NodeSpec) -> str:
     """The spec's fields and what else the node is resolved from ($NODE_NAME names a node the spec leaves unnamed)."""
-    fields = {name: value if isinstance(value, (dict, int, type(None))) else str(value)
+    fields = {name: str(value.absolute()) if isinstance(value, Path) else value  # a relative path: the cwd's file
               for name, value in dataclasses.asdict(spec).items()}
     node_name = os.environ.get("NODE_NAME")
     return hashlib.sha256(json.dumps([__version__, fields, node_name], sort_keys=True).encode()).hexdigest()[:32]
