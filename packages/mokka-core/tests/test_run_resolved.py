@@ -102,3 +102,11 @@ def test_a_relative_profile_file_is_the_one_in_the_working_directory(tmp_path: P
         names.append(resolved.resolve(NodeSpec(profile_file=Path("node.yaml"), gpus=1)).base.gpus[0].config.name)
     assert names[0] == names[2] != names[1]
     assert "H100" in names[1]
+
+
+def test_only_the_newest_entries_are_kept(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resolved, "MAX_ENTRIES", 3)
+    for gpus in range(1, 6):
+        resolved.resolve(NodeSpec(profile="t4", gpus=gpus))
+    kept = sorted(cache.iterdir(), key=lambda entry: entry.stat().st_mtime_ns)
+    assert [entry.name for entry in kept] == [f"{resolved.key(NodeSpec(profile='t4', gpus=n))}.json" for n in (3, 4, 5)]

@@ -9,6 +9,7 @@ the entry.  As with the snapshot, the entry is a cache: losing it costs only tim
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -26,6 +27,8 @@ from ..version import __version__
 
 FORMAT_VERSION = 1
 CACHE_DIR = "resolved"
+#: entries kept (the newest): specs naming files in temporary directories would otherwise pile up
+MAX_ENTRIES = 32
 
 
 class Resolved(NamedTuple):
@@ -51,6 +54,7 @@ def resolve(spec: NodeSpec) -> Resolved:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(record, separators=(",", ":")))
+        _prune(path.parent)
     except OSError:  # a cache that cannot be written: the next run resolves again
         pass
     return Resolved(base, doc, fingerprints, encoded)
@@ -62,6 +66,16 @@ def key(spec: NodeSpec) -> str:
               for name, value in dataclasses.asdict(spec).items()}
     node_name = os.environ.get("NODE_NAME")
     return hashlib.sha256(json.dumps([__version__, fields, node_name], sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _prune(directory: Path) -> None:
+    """Remove all but the newest :data:`MAX_ENTRIES` entries (one another run is reading is only its miss)."""
+    by_age = []
+    for entry in directory.glob("*.json"):
+        with contextlib.suppress(OSError):
+            by_age.append((entry.stat().st_mtime_ns, entry))
+    for _, entry in sorted(by_age)[:-MAX_ENTRIES]:
+        entry.unlink(missing_ok=True)
 
 
 def _load(path: Path, spec: NodeSpec) -> Resolved | None:
