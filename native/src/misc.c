@@ -170,6 +170,14 @@ MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeIn
     return NVML_SUCCESS;
 }
 
+MK_API nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode) {
+    DEV(device);
+    VERSIONED(mode, nvmlDeviceAddressingMode_v1);
+    if (D->addressing_mode < 0) NOTSUP();
+    mode->value = (unsigned)D->addressing_mode;
+    return NVML_SUCCESS;
+}
+
 /* unique pids of a device (a C+G process is listed once per kind in the state file) */
 static unsigned util_samples(const struct mk_device *D, const struct mk_proc **out, unsigned cap) {
     unsigned n = 0;

@@ -10,7 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .config import BLOCKS, LISTS, Bar1Memory, GpuConfig, Infiniband, Memory, Nvlink, Pcie, Power, System
+from .config import (
+    BLOCKS,
+    LISTS,
+    Bar1Memory,
+    GpuConfig,
+    Infiniband,
+    Memory,
+    ModulePowerLimits,
+    Nvlink,
+    Pcie,
+    Power,
+    System,
+)
 from .node import Gpu, Hca, Link, Node, NumaNode, RootComplex, SurfaceSettings, Switch
 from .value import Value
 
@@ -138,5 +150,5 @@ def _bar1(values: dict[str, Any]) -> None:
 
 #: the values each block derives from its other fields when built from a document (``codegen.DERIVED``)
 DERIVE: dict[type, Callable[[dict[str, Any]], None]] = {
-    Pcie: _pcie, Power: _power, Memory: _memory, Bar1Memory: _bar1,
+    Pcie: _pcie, Power: _power, ModulePowerLimits: _power, Memory: _memory, Bar1Memory: _bar1,
 }

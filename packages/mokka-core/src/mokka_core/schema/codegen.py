@@ -58,6 +58,7 @@ RESOLVED_DEFAULTS: dict[str, Any] = {
 #: fields that ``model.resolve`` derives from others of their block (so they are never None)
 DERIVED = frozenset({
     "Power.enforced_limit_mw", "Power.max_limit_mw",
+    "ModulePowerLimits.enforced_limit_mw", "ModulePowerLimits.max_limit_mw",
     "Memory.used_bytes", "Memory.free_bytes", "Bar1Memory.used_bytes", "Bar1Memory.free_bytes",
 })
 
