@@ -286,7 +286,7 @@ class SupportedMemoryClock(Value):
     freq_mhz: int
     graphics_clocks: tuple[int, ...]
 
-    def __init__(self, *, freq_mhz: int, graphics_clocks: tuple[int, ...]) -> None:
+    def __init__(self, *, freq_mhz: int, graphics_clocks: tuple[int, ...] = ()) -> None:
         _set(self, 'freq_mhz', freq_mhz)
         _set(self, 'graphics_clocks', graphics_clocks)
 

@@ -24,9 +24,9 @@ class Ladder(NamedTuple):
 
 @lru_cache(maxsize=64)  # each render asks again for the same few boards' lists
 def ladder(clocks: tuple[int, ...]) -> Ladder | None:
-    """The ladder of ``clocks`` (highest first), or None when they are not one."""
+    """The ladder of ``clocks`` (highest first; none: an empty ladder), or None when they are not one."""
     if not clocks:
-        return None
+        return Ladder(0, 0, 0)
     lowest = clocks[-1] * 1000
     if len(clocks) == 1:
         return Ladder(lowest, 0, 1)

@@ -450,7 +450,7 @@ class ThrottleReasons(Model):
 class SupportedMemoryClock(Model):
     freq_mhz: NonNeg
     """A supported memory clock (nvmlDeviceGetSupportedMemoryClocks). Unit: MHz; also 1980MHz, 1.98GHz."""
-    graphics_clocks: list[NonNeg]
+    graphics_clocks: list[NonNeg] = []
     """Graphics clocks supported with this memory clock, highest first, in equal steps from the lowest (fractional
     steps rounded down to the MHz, as Blackwell's 7.5 MHz: 2062, 2055, 2047). Unit: MHz."""
 
