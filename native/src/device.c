@@ -271,10 +271,12 @@ MK_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Mem
     return NVML_SUCCESS;
 }
 
+/* confidential computing is off on every simulated board: no protected memory (every capture: "0 MiB") */
 MK_API nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device, nvmlMemory_t *m) {
     DEV(device);
     NONNULL(m);
-    NOTSUP();
+    m->total = m->used = m->free = 0;
+    return NVML_SUCCESS;
 }
 
 /* ------------------------------------------------------------- thermal */
@@ -475,10 +477,12 @@ MK_API nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, nvmlCl
 MK_API nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int *count, unsigned int *clocksMHz) {
     DEV(device);
     NONNULL(count);
-    if (!D->clk_max[2]) NOTSUP();
-    if (clocksMHz == NULL || *count < 1) { *count = 1; return NVML_ERROR_INSUFFICIENT_SIZE; }
-    clocksMHz[0] = D->clk_max[2];
-    *count = 1;
+    unsigned n = 0;
+    while (n < 4 && D->sclk_memory[n]) n++;
+    if (!n) NOTSUP();
+    if (clocksMHz == NULL || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    for (unsigned i = 0; i < n; i++) clocksMHz[i] = D->sclk_memory[i];
+    *count = n;
     return NVML_SUCCESS;
 }
 
@@ -486,13 +490,15 @@ MK_API nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, un
                                                         unsigned int *clocksMHz) {
     DEV(device);
     NONNULL(count);
-    if (!D->clk_max[0]) NOTSUP();
-    if (memoryClockMHz != D->clk_max[2]) return NVML_ERROR_NOT_FOUND;
-    /* from max down to the default application clock, in 15 MHz steps like real boards */
-    unsigned lo = D->clk_default_app[0] ? D->clk_default_app[0] : D->clk_max[0];
-    unsigned n = (D->clk_max[0] - (lo < D->clk_max[0] ? lo : D->clk_max[0])) / 15 + 1;
+    unsigned m = 0;
+    while (m < 4 && D->sclk_memory[m] && D->sclk_memory[m] != memoryClockMHz) m++;
+    if (m == 0 && !D->sclk_memory[0]) NOTSUP();
+    if (m == 4 || !D->sclk_memory[m]) return NVML_ERROR_NOT_FOUND;
+    unsigned n = D->sclk_rungs[m];
     if (clocksMHz == NULL || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
-    for (unsigned i = 0; i < n; i++) clocksMHz[i] = D->clk_max[0] - 15 * i;
+    /* the ladder from its highest rung down, each rung rounded down to the MHz (7.5 MHz steps: 2062, 2055, 2047) */
+    for (unsigned i = 0; i < n; i++)
+        clocksMHz[i] = (unsigned)(((uint64_t)D->sclk_lowest_khz[m] + (uint64_t)D->sclk_step_khz[m] * (n - 1 - i)) / 1000);
     *count = n;
     return NVML_SUCCESS;
 }

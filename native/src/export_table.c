@@ -177,6 +177,44 @@ static int slot251_persistence(nvmlDevice_t device, nvmlEnableState_t mode, unsi
     return r;
 }
 
+/* slot 231: nvidia-smi's "GPU Part Number", f(device, char *buf, unsigned length) (traced: length 80). */
+static int slot231_gpu_part_number(nvmlDevice_t device, char *buf, unsigned length) {
+    DEV(device);
+    if (!buf || !length) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!D->gpu_part_number[0]) return NVML_ERROR_NOT_SUPPORTED;
+    if (strlen(D->gpu_part_number) >= length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(buf, D->gpu_part_number);
+    return NVML_SUCCESS;
+}
+
+/* slot 242: "Addressing Mode", f(device, unsigned *mode, 1, ...): nvmlDeviceAddressingModeType_t. */
+static int slot242_addressing_mode(nvmlDevice_t device, unsigned *mode) {
+    DEV(device);
+    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+    if (D->addressing_mode < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *mode = (unsigned)D->addressing_mode;
+    return NVML_SUCCESS;
+}
+
+/* slot 249: "Sparse Operation Mode", f(device, unsigned *enabled, 1, ...). */
+static int slot249_sparse_mode(nvmlDevice_t device, unsigned *enabled) {
+    DEV(device);
+    if (!enabled) return NVML_ERROR_INVALID_ARGUMENT;
+    if (D->sparse_mode < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *enabled = (unsigned)D->sparse_mode;
+    return NVML_SUCCESS;
+}
+
+/* slot 226: PCIe "Atomic Caps", f(device, unsigned caps[2] (outbound, inbound), 1, ...); a 0 mask prints N/A. */
+static int slot226_atomic_caps(nvmlDevice_t device, unsigned *caps) {
+    DEV(device);
+    if (!caps) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!D->pcie_atomics_out && !D->pcie_atomics_in) return NVML_ERROR_NOT_SUPPORTED;
+    caps[0] = D->pcie_atomics_out;
+    caps[1] = D->pcie_atomics_in;
+    return NVML_SUCCESS;
+}
+
 /* Slots nvidia-smi 535/550 call with a status-returning signature that we do not model:
  * answering NOT_SUPPORTED (without touching arguments) makes it print N/A. */
 static int slot_not_supported(void) { return NVML_ERROR_NOT_SUPPORTED; }
@@ -200,16 +238,16 @@ static const struct {
     {213, (const void *)slot213},
     {214, (const void *)slot214},
     {215, (const void *)slot215},
-    {226, (const void *)slot_not_supported},
+    {226, (const void *)slot226_atomic_caps},
     {230, (const void *)slot230},
-    {231, (const void *)slot_not_supported},
+    {231, (const void *)slot231_gpu_part_number},
     {232, (const void *)slot_not_supported},
     {237, (const void *)slot_not_supported},
     {240, (const void *)slot240},
     {241, (const void *)slot241},
-    {242, (const void *)slot_not_supported},
+    {242, (const void *)slot242_addressing_mode},
     {243, (const void *)slot_not_supported},
-    {249, (const void *)slot_not_supported},
+    {249, (const void *)slot249_sparse_mode},
     {251, (const void *)slot251_persistence},
 };
 

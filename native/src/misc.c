@@ -214,7 +214,8 @@ MK_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeIn
 MK_API nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode) {
     DEV(device);
     VERSIONED(mode, nvmlDeviceAddressingMode_v1);
-    mode->value = D->addressing_mode;
+    if (D->addressing_mode < 0) NOTSUP();
+    mode->value = (unsigned)D->addressing_mode;
     return NVML_SUCCESS;
 }
 

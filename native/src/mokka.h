@@ -81,7 +81,7 @@ struct mk_event {
 struct mk_device {
     uint32_t present;         /* set when any device.<i> key was seen */
     /* identity */
-    char name[96], uuid[96], serial[32], board_part_number[32], vbios[32];
+    char name[96], uuid[96], serial[32], board_part_number[32], gpu_part_number[32], vbios[32];
     char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     int32_t brand, architecture, cc_major, cc_minor;
     uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;
@@ -89,6 +89,7 @@ struct mk_device {
     /* pci */
     char bus_id[32];
     uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
+    uint32_t pcie_atomics_out, pcie_atomics_in;
     uint32_t pcie_max_gen, pcie_gpu_max_gen, pcie_host_max_gen, pcie_cur_gen, pcie_max_width, pcie_cur_width;
     uint32_t pcie_replay, pcie_tx_kbps, pcie_rx_kbps;
     /* derived at parse time from bus_id */
@@ -98,7 +99,10 @@ struct mk_device {
     uint32_t mem_bus_width;
     /* thermal: 0 = not supported */
     uint32_t temp_gpu, temp_memory, temp_shutdown, temp_slowdown, temp_mem_max, temp_gpu_max;
+    int32_t addressing_mode, sparse_mode;
+    uint32_t power_module_limit, power_module_default, power_module_min, power_module_max; /* 0: no module scope */
     uint32_t temp_tlimit;     /* 1: report T.Limit fields (Ada+) */
+    int32_t temp_tlimit_shutdown, temp_tlimit_slowdown, temp_tlimit_mem_max, temp_tlimit_gpu_max;
     /* power */
     uint32_t power_supported, power_usage, power_limit, power_enforced, power_default;
     uint32_t power_min, power_max, power_mode;
@@ -107,6 +111,7 @@ struct mk_device {
     uint32_t fan_count, fan_speed;
     /* clocks (MHz): [graphics, sm, mem, video] */
     uint32_t clk_cur[4], clk_max[4], clk_app[4], clk_default_app[4], clk_boost[4];
+    uint32_t sclk_memory[4], sclk_lowest_khz[4], sclk_step_khz[4], sclk_rungs[4]; /* supported clocks, per memory clock */
     uint32_t clk_locked[2][2];  /* [graphics, memory][min, max], 0: not locked */
     int32_t auto_boost;       /* -1 not supported */
     uint64_t throttle_reasons, supported_throttle_reasons;
@@ -142,8 +147,8 @@ struct mk_device {
     uint32_t fabric_auto;     /* 1: state follows system.fabric_ready_file (in progress / completed) */
     char fabric_cluster[48];
     uint32_t c2c_supported, c2c_enabled;
-    /* platform (13.x API): addressing mode, PDI, the rack position of Blackwell boards */
-    uint32_t addressing_mode, irq;
+    /* platform (13.x API): PDI, IRQ, the rack position of Blackwell boards (addressing mode: thermal block) */
+    uint32_t irq;
     uint64_t pdi;
     uint32_t platform_supported, platform_slot, platform_tray, platform_host, platform_peer;
     char platform_chassis[16];

@@ -430,29 +430,30 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
         if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
         UI(mk_power_usage(S, D)); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
-        if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(D->power_min); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_MAX_LIMIT:
-        if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(D->power_max); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_DEFAULT_LIMIT:
-        if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(D->power_default); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_CURRENT_LIMIT:
-    case NVML_FI_DEV_POWER_REQUESTED_LIMIT:
-        if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(D->power_enforced); return NVML_SUCCESS;
+    case NVML_FI_DEV_POWER_REQUESTED_LIMIT: {
+        if (!D->power_supported) return NVML_ERROR_NOT_SUPPORTED;
+        unsigned gpu, module;
+        if (id == NVML_FI_DEV_POWER_MIN_LIMIT) gpu = D->power_min, module = D->power_module_min;
+        else if (id == NVML_FI_DEV_POWER_MAX_LIMIT) gpu = D->power_max, module = D->power_module_max;
+        else if (id == NVML_FI_DEV_POWER_DEFAULT_LIMIT) gpu = D->power_default, module = D->power_module_default;
+        else gpu = D->power_enforced, module = D->power_module_limit;
+        if (v->scopeId == NVML_POWER_SCOPE_GPU) { UI(gpu); return NVML_SUCCESS; }
+        if (v->scopeId == NVML_POWER_SCOPE_MODULE && module) { UI(module); return NVML_SUCCESS; }
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     case NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT:
     case NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT:
     case NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT:
     case NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: {
         if (!D->temp_tlimit || !D->temp_gpu) return NVML_ERROR_NOT_SUPPORTED;
-        unsigned ref = D->temp_slowdown ? D->temp_slowdown : D->temp_shutdown;
         int x;
-        if (id == NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT) x = (int)ref - (int)D->temp_shutdown;
-        else if (id == NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT) x = 0;
-        else if (id == NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT && D->temp_gpu_max) x = (int)ref - (int)D->temp_gpu_max;
-        else if (id == NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT && D->temp_mem_max) x = (int)ref - (int)D->temp_mem_max;
+        if (id == NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT) x = D->temp_tlimit_shutdown;
+        else if (id == NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT) x = D->temp_tlimit_slowdown;
+        else if (id == NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT && D->temp_gpu_max) x = D->temp_tlimit_gpu_max;
+        else if (id == NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT && D->temp_mem_max) x = D->temp_tlimit_mem_max;
         else return NVML_ERROR_NOT_SUPPORTED;
         SI(x); return NVML_SUCCESS;
     }

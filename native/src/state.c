@@ -194,6 +194,7 @@ static void device_defaults(struct mk_device *d) {
     d->auto_boost = -1;
     d->host_vgpu_mode = -1;
     d->driver_model = -1;
+    d->addressing_mode = d->sparse_mode = -1;
     d->gom_current = d->gom_pending = -1;
     d->ecc_supported = 1;
     d->accounting_buffer = 4000;

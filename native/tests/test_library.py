@@ -66,7 +66,7 @@ def test_struct_versions(lib_dir, state_file):
         L.nvmlInit_v2(); r, d = h(2)
         m = Mem2(version=0x02000028)
         assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 0
-        assert m.total == 81559 << 20 and m.reserved == 530 << 20 and m.free == m.total - m.reserved - m.used
+        assert m.total == 81559 << 20 and m.reserved == 480 << 20 and m.free == m.total - m.reserved - m.used
         m = Mem2(version=0x01000028)
         assert L.nvmlDeviceGetMemoryInfo_v2(d, ctypes.byref(m)) == 25     # ARGUMENT_VERSION_MISMATCH
         # PCI v1 must not write past its 36-byte layout; v3 fills busId

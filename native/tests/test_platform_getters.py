@@ -1,7 +1,8 @@
 """The 13.x API's platform getters, through ctypes with nvml.h 13.5.37's layouts, on the boards' state files.
 
 Expected values are the real boards' (``reference/captures/qx-<board>.xml``, drivers 570–595):
-``addressing_mode`` ATS on GB200/GB300 (Grace C2C), HMM on the x86 boards; ``capabilities/egm`` disabled on
+``addressing_mode`` ATS on GB200/GB300 (Grace C2C), HMM on the x86 boards but B200 (None: that host ran
+with HMM off, and the b200 profile says so); ``capabilities/egm`` disabled on
 all seven; ``platformInfo`` filled on the Blackwell boards (``host_id`` 1, ``peer_type`` "Switch Connected")
 and N/A elsewhere (nvml.h: "For Blackwell or newer fully supported devices"); a ``pdi`` on every GPU.
 """
@@ -47,7 +48,7 @@ PRELUDE = textwrap.dedent("""
         return getattr(L, fn)(d, ctypes.byref(s)), s
 """)
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, ARGUMENT_VERSION_MISMATCH = 0, 2, 3, 25
-HMM, ATS = 1, 2
+NONE, HMM, ATS = 0, 1, 2
 SWITCH_CONNECTED = 2
 
 
@@ -58,7 +59,7 @@ def run(lib_dir: Path, state: Path, body: str) -> None:
     assert p.returncode == 0, f"stdout:{p.stdout}\nstderr:{p.stderr}"
 
 
-@pytest.mark.parametrize(("board", "mode"), [("gb200", ATS), ("gb300", ATS), ("h100", HMM), ("b200", HMM),
+@pytest.mark.parametrize(("board", "mode"), [("gb200", ATS), ("gb300", ATS), ("h100", HMM), ("b200", NONE),
                                              ("a100", HMM), ("l40s", HMM), ("t4", HMM)])
 def test_addressing_mode_and_capabilities(lib_dir, state_file, board: str, mode: int) -> None:
     run(lib_dir, state_file(board), f"""
@@ -256,4 +257,18 @@ def test_irq_is_the_line_sysfs_shows(lib_dir, state_file) -> None:
             irq = U(); assert L.nvmlDeviceGetIrqNum(d, ctypes.byref(irq)) == 0
             assert irq.value == legacy_irq(kv[f"device.{{i}}.pci.bus_id"]) >= 16
         assert L.nvmlDeviceGetIrqNum(handles[0], None) == {INVALID_ARGUMENT}
+    """)
+
+
+@pytest.mark.parametrize("board", ["a100", "h100", "b200", "gb200", "gb300", "l40s", "t4"])
+def test_no_confidential_computing_memory(lib_dir, state_file, board: str) -> None:
+    """Every capture shows ``cc_protected_memory_usage/total`` 0 MiB: confidential computing is off."""
+    run(lib_dir, state_file(board), f"""
+        class Memory(ctypes.Structure):
+            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+        for d in handles:
+            m = Memory(1, 1, 1)
+            assert L.nvmlDeviceGetConfComputeProtectedMemoryUsage(d, ctypes.byref(m)) == 0
+            assert (m.total, m.free, m.used) == (0, 0, 0)
+        assert L.nvmlDeviceGetConfComputeProtectedMemoryUsage(handles[0], None) == {INVALID_ARGUMENT}
     """)

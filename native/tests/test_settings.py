@@ -133,13 +133,14 @@ def test_clocks_locked_and_reset(lib_dir, state_file):
             return v.value
         assert L.nvmlDeviceSetGpuLockedClocks(h(0), 1000, 1500) == 0
         assert L.nvmlDeviceSetGpuLockedClocks(h(0), 1500, 1000) == 2
-        assert L.nvmlDeviceSetApplicationsClocks(h(0), 2619, 1980) == 0
+        assert L.nvmlDeviceSetApplicationsClocks(h(0), 2619, 1755) == 0
         assert L.nvmlDeviceSetApplicationsClocks(h(0), 2619, 99999) == 2
         print(clock(0, 0), app(0, 0))
         assert L.nvmlDeviceResetGpuLockedClocks(h(0)) == 0 and L.nvmlDeviceResetApplicationsClocks(h(0)) == 0
         print(clock(0, 0), app(0, 0))
     """)
-    assert out.splitlines() == ["1000 1980", "345 1755"]  # h100 profile: idle 345 MHz, default app 1755 MHz
+    # h100 profile: idle 345 MHz, default application clock 1980 MHz (reference/captures/qx-h100.xml)
+    assert out.splitlines() == ["1000 1755", "345 1980"]
 
 
 def test_setters_are_root_only(lib_dir, state_file):

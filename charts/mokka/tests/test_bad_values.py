@@ -9,7 +9,7 @@ import pytest
 import yaml
 from chartlib import CHART, Helm
 
-PROFILE_LIST = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+PROFILE_LIST = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 SURFACE_LIST = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
 
 CASES: dict[str, tuple[dict[str, Any], list[str]]] = {

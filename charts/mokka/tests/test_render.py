@@ -14,7 +14,7 @@ import pytest
 import yaml
 from chartlib import CHART, Helm, documents, find
 
-PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+PROFILES = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 SURFACES = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
 ROOT = "/var/lib/mokka/root"
 
@@ -116,7 +116,8 @@ def test_every_profile_and_surface_combination_renders_and_validates(helm: Helm,
     for (profile, combo), path in zip(cases, files, strict=True):
         docs = documents(path.read_text())
         kinds = sorted(d["kind"] for d in docs)
-        expected = ["ConfigMap", "DaemonSet"] + (["ConfigMap"] * 8 if combo == "mixed" else []) + (
+        # "mixed" pairs with fake-gpu-operator: a ConfigMap per built-in profile, and its topology
+        expected = ["ConfigMap", "DaemonSet"] + (["ConfigMap"] * (len(PROFILES) + 1) if combo == "mixed" else []) + (
             ["DaemonSet"] if combo == "cluster" else [])
         assert kinds == sorted(expected), f"{profile}/{combo}: {kinds}"
         profile_map = find(docs, "ConfigMap", "mokka-test-profile")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from chartlib import CHART, Helm, documents
 
-PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+PROFILES = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 
 
 class _Dumper(yaml.SafeDumper):

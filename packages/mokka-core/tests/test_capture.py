@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from mokka_core.model.spec import NodeSpec
+from mokka_core.schema.builtin import builtin_text
 from mokka_core.schema.capture.compare import compare
 from mokka_core.schema.capture.facts import UNIT_OR_MOMENT, CaptureError, parse_capture, read_capture
 from mokka_core.schema.capture.importer import closest_builtin, import_profile
@@ -210,8 +211,10 @@ def test_the_pcie_generations_a_capture_states_reach_the_state_file(tmp_path: Pa
     path.write_text(import_profile(capture).yaml())
     lines = set(render_nvml_state(NodeSpec(profile_file=path).resolve()).splitlines())
     assert {"device.0.pcie.max_gen=5", "device.0.pcie.gpu_max_gen=6", "device.0.pcie.host_max_gen=0"} <= lines
-    # a board that states only its maximum keeps it for all three (the built-in profiles)
-    lines = set(render_nvml_state(NodeSpec(profile="t4").resolve()).splitlines())
+    # a board that states only its maximum keeps it for all three
+    only_max = tmp_path / "only-max.yaml"
+    only_max.write_text(builtin_text("t4").replace(", max_host_link_gen: N/A", ""))
+    lines = set(render_nvml_state(NodeSpec(profile_file=only_max).resolve()).splitlines())
     assert {"device.0.pcie.max_gen=3", "device.0.pcie.gpu_max_gen=3", "device.0.pcie.host_max_gen=3"} <= lines
 
 

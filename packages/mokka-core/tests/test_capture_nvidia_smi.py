@@ -25,24 +25,6 @@ CAPTURES = Path(__file__).resolve().parents[3] / "reference" / "captures"
 BOARDS = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
 #: the issue's bar: matched / comparable model facts
 FIDELITY = 0.95
-#: facts of a capture whose profile keys or getters other branches add (the import maps them once they exist)
-OTHER_BRANCHES = {
-    "boards": "GPU part number, C2C mode, T.Limit thresholds",
-    "nvml13": "EGM capability, conf-compute protected memory, PCIe atomics, module power limits",
-}
-#: boards whose twin reaches the bar only with those
-NEEDS_OTHER_BRANCHES = {"h100": ("boards",), "l40s": ("boards",), "b200": ("boards", "nvml13"),
-                        "gb200": ("boards", "nvml13"), "gb300": ("boards", "nvml13")}
-
-
-def twin_case(board: str):
-    branches = NEEDS_OTHER_BRANCHES.get(board)
-    if branches is None:
-        return board
-    reason = "; ".join(f"branch {branch}: {OTHER_BRANCHES[branch]}" for branch in branches)
-    return pytest.param(board, marks=pytest.mark.xfail(reason=reason, strict=False))
-
-
 @pytest.fixture(autouse=True)
 def nvidia_smi_cached(whole_node: None) -> None:
     for branch in nvidia_smi.SUITES:
@@ -58,7 +40,7 @@ def simulated(spec: NodeSpec):
     return parse_capture(simulated_capture(spec), "simulated")
 
 
-@pytest.mark.parametrize("board", [twin_case(board) for board in BOARDS])
+@pytest.mark.parametrize("board", BOARDS)
 def test_an_imported_capture_twins_the_real_node(tmp_path: Path, board: str) -> None:
     capture = read_capture(CAPTURES / f"qx-{board}.xml")
     path = tmp_path / f"{board}-twin.yaml"
@@ -69,7 +51,6 @@ def test_an_imported_capture_twins_the_real_node(tmp_path: Path, board: str) -> 
         [result.score_line()] + [f"{d.where}: {d.captured!r} != {d.simulated!r}" for d in result.differences])
 
 
-@pytest.mark.xfail(reason="built-in profile values: branch boards", strict=False)
 def test_the_built_in_profiles_reproduce_their_captures() -> None:
     matched = comparable = 0
     lines = []

@@ -9,10 +9,10 @@ from mokka_core.cli.mokka import app
 runner = CliRunner()
 
 
-def test_profile_list_names_all_seven() -> None:
+def test_profile_list_names_every_built_in() -> None:
     result = runner.invoke(app, ["profile", "list"])
     assert result.exit_code == 0
-    for name in ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4"):
+    for name in ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4"):
         assert name in result.output
 
 

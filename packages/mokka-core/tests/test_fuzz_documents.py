@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mokka_core.schema.builtin import BUILTIN_PROFILES
+
 FUZZ = Path(__file__).parent.parent / "fuzz"
 REGRESSIONS = sorted((FUZZ / "regressions").iterdir())
 
@@ -26,7 +28,8 @@ target = _target()
 def test_the_seed_corpus_runs_through_the_whole_pipeline(tmp_path: Path) -> None:
     target.seed_corpus(tmp_path / "seeds")
     seeds = sorted((tmp_path / "seeds").iterdir())
-    assert len(seeds) == 21 and (tmp_path / "seeds.dict").read_text().count("\n") > 100
+    # a profile, an overlay and an override seed per built-in profile
+    assert len(seeds) == 3 * len(BUILTIN_PROFILES) and (tmp_path / "seeds.dict").read_text().count("\n") > 100
     for seed in seeds:
         target.one_input(seed.read_bytes())
 

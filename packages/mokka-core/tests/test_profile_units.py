@@ -1,6 +1,6 @@
 """Human forms in profiles: memory 80GiB / 81559MiB, power 700W, clocks 1980MHz, PCI ids 10de:2330.
 
-Expected values are the real H100 SXM5's (``reference/captures/qx-h100.xml``: FB memory 81559 MiB,
+Expected values are the real H100 SXM5's (``reference/captures/qx-h100.xml``: FB memory 81559 MiB, reserved 480 MiB,
 power limit 700.00 W, pci_device_id 0x233010DE, pci_sub_system_id 0x16C110DE) and the canonical
 integers of the built-in profile, which must come out the same.
 """
@@ -26,7 +26,7 @@ def profile(tmp_path: Path, defaults: str, extra: str = "") -> Path:
 
 
 def test_human_forms_give_the_real_boards_integers(tmp_path: Path) -> None:
-    path = profile(tmp_path, "{memory: {total_bytes: 81559MiB, reserved_bytes: 530MiB}, "
+    path = profile(tmp_path, "{memory: {total_bytes: 81559MiB, reserved_bytes: 480MiB}, "
                              "bar1_memory: {total_bytes: 128GiB}, "
                              "pci: {device_id: '10de:2330', subsystem_id: '10de:16c1'}, "
                              "power: {default_limit_mw: 700W, min_limit_mw: 200W, current_draw_mw: 71.5W}, "

@@ -61,6 +61,10 @@ BOARDS = {
     "h100": ("NVIDIA H100 80GB HBM3", 81559, 8),
     "l40s": ("NVIDIA L40S", 46068, 8),
     "t4": ("Tesla T4", 15360, 1),
+    # boards without a capture: their profiles' values (public NVIDIA specifications, cited there)
+    "h200": ("NVIDIA H200", 143771, 8),
+    "l4": ("NVIDIA L4", 23034, 1),
+    "a10g": ("NVIDIA A10G", 23028, 1),
 }
 #: (branch, profile): 555 on every board, the older branches on h100
 RUNS = [("555", profile) for profile in BOARDS] + [("535", "h100"), ("550", "h100")]

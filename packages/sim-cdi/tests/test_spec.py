@@ -61,7 +61,7 @@ def test_failed_spec_names_device_nodes_that_do_not_exist(tmp_path: Path) -> Non
 
 
 def test_every_profile_renders() -> None:
-    for profile in ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4"):
+    for profile in ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4"):
         spec = render(profile)
         assert len(spec["devices"]) == 2 * len(NodeSpec(profile=profile).resolve().gpus) + 1
 

@@ -45,11 +45,19 @@ def test_h100_information(make_node) -> None:
     )
 
 
-def test_t4_information_has_no_gsp_firmware_and_47_bit_dma(make_node) -> None:
+def test_t4_information_has_its_gsp_firmware_and_47_bit_dma(make_node) -> None:
+    # Tesla T4 uses GSP firmware by default from driver 535 (the driver README's GSP chapter lists 1EB8;
+    # reference/captures/qx-t4.xml: gsp_firmware_version is the driver's)
     text = render_information(make_node("t4").gpus[0])
     assert "Model: \t\t Tesla T4\n" in text
     assert "DMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\n" in text
-    assert "GPU Firmware" not in text
+    assert "GPU Firmware: \t 550.163.01\n" in text
+
+
+def test_information_has_no_gsp_firmware_where_gsp_is_off() -> None:
+    override = Override.model_validate({"all": {"gsp_firmware": {"mode": "disabled", "version": ""}}})
+    state = resolve(Inputs(profile=load_builtin("t4"), profile_source="t4.yaml", override=override))
+    assert "GPU Firmware" not in render_information(state.gpus[0])
 
 
 def test_lost_gpu_information_has_no_uuid() -> None:

@@ -10,7 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .config import BLOCKS, LISTS, Bar1Memory, GpuConfig, Infiniband, Memory, Nvlink, Pcie, Power, System
+from .config import (
+    BLOCKS,
+    LISTS,
+    Bar1Memory,
+    GpuConfig,
+    Infiniband,
+    Memory,
+    ModulePowerLimits,
+    Nvlink,
+    Pcie,
+    Power,
+    System,
+)
 from .node import Gpu, Hca, Link, Node, NumaNode, RootComplex, SurfaceSettings, Switch
 from .value import Value
 
@@ -107,8 +119,6 @@ def decode(cls: type[T], data: Mapping[str, Any]) -> T:
 def _pcie(values: dict[str, Any]) -> None:
     # a link trained below its maximum is what the document must say; otherwise it runs at the maximum
     values.setdefault("current_link_gen", values.get("max_link_gen", 4))
-    values.setdefault("max_device_link_gen", values.get("max_link_gen", 4))
-    values.setdefault("max_host_link_gen", values.get("max_link_gen", 4))
     values.setdefault("current_link_width", values.get("max_link_width", 16))
 
 
@@ -140,5 +150,5 @@ def _bar1(values: dict[str, Any]) -> None:
 
 #: the values each block derives from its other fields when built from a document (``codegen.DERIVED``)
 DERIVE: dict[type, Callable[[dict[str, Any]], None]] = {
-    Pcie: _pcie, Power: _power, Memory: _memory, Bar1Memory: _bar1,
+    Pcie: _pcie, Power: _power, ModulePowerLimits: _power, Memory: _memory, Bar1Memory: _bar1,
 }

@@ -14,12 +14,12 @@ __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
     "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
     "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware",
-    "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "Nvlink", "NvlinkDefaults", "NvlinkError",
-    "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram",
-    "RemappedRows", "RetiredPageList", "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources",
-    "Sriov", "SupportedClocks", "SupportedMemoryClock", "System", "TemperatureDynamics", "Thermal",
-    "ThrottleCounters", "ThrottleReasons", "Topology", "Utilization", "UtilizationDynamics", "Virtualization",
-    "XidEvent", "XidSpec",
+    "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "ModulePowerLimits", "Nvlink",
+    "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power",
+    "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList", "RetiredPages",
+    "SessionStats", "Sram", "SramCounts", "SramSources", "Sriov", "SupportedClocks", "SupportedMemoryClock",
+    "System", "TLimitThresholds", "TemperatureDynamics", "Thermal", "ThrottleCounters", "ThrottleReasons",
+    "Topology", "Utilization", "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
 ]
 
 _set = object.__setattr__  # the one way a field is set: in __init__
@@ -92,31 +92,51 @@ class Pci(Value):
 
 
 class Pcie(Value):
-    __slots__ = ('max_link_gen', 'current_link_gen', 'max_device_link_gen', 'max_host_link_gen', 'max_link_width', 'current_link_width', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
+    __slots__ = ('max_link_gen', 'current_link_gen', 'max_link_width', 'current_link_width', 'gpu_max_link_gen', 'max_host_link_gen', 'atomic_caps_outbound', 'atomic_caps_inbound', 'replay_counter', 'tx_throughput_kbps', 'rx_throughput_kbps',)
     max_link_gen: int
     current_link_gen: int
-    max_device_link_gen: int
-    max_host_link_gen: int
     max_link_width: int
     current_link_width: int
+    gpu_max_link_gen: int | None
+    max_host_link_gen: int | Literal['N/A'] | None
+    atomic_caps_outbound: tuple[Literal['fetchadd_32', 'fetchadd_64', 'swap_32', 'swap_64', 'cas_32', 'cas_64'], ...]
+    atomic_caps_inbound: tuple[Literal['fetchadd_32', 'fetchadd_64', 'swap_32', 'swap_64', 'cas_32', 'cas_64'], ...]
     replay_counter: int
     tx_throughput_kbps: int
     rx_throughput_kbps: int
 
-    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_device_link_gen: int = 4, max_host_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
+    def __init__(self, *, max_link_gen: int = 4, current_link_gen: int = 4, max_link_width: int = 16, current_link_width: int = 16, gpu_max_link_gen: int | None = None, max_host_link_gen: int | Literal['N/A'] | None = None, atomic_caps_outbound: tuple[Literal['fetchadd_32', 'fetchadd_64', 'swap_32', 'swap_64', 'cas_32', 'cas_64'], ...] = (), atomic_caps_inbound: tuple[Literal['fetchadd_32', 'fetchadd_64', 'swap_32', 'swap_64', 'cas_32', 'cas_64'], ...] = (), replay_counter: int = 0, tx_throughput_kbps: int = 0, rx_throughput_kbps: int = 0) -> None:
         _set(self, 'max_link_gen', max_link_gen)
         _set(self, 'current_link_gen', current_link_gen)
-        _set(self, 'max_device_link_gen', max_device_link_gen)
-        _set(self, 'max_host_link_gen', max_host_link_gen)
         _set(self, 'max_link_width', max_link_width)
         _set(self, 'current_link_width', current_link_width)
+        _set(self, 'gpu_max_link_gen', gpu_max_link_gen)
+        _set(self, 'max_host_link_gen', max_host_link_gen)
+        _set(self, 'atomic_caps_outbound', atomic_caps_outbound)
+        _set(self, 'atomic_caps_inbound', atomic_caps_inbound)
         _set(self, 'replay_counter', replay_counter)
         _set(self, 'tx_throughput_kbps', tx_throughput_kbps)
         _set(self, 'rx_throughput_kbps', rx_throughput_kbps)
 
 
+class ModulePowerLimits(Value):
+    """Power limits of the whole module (GPU and its Grace CPU on a superchip: nvidia-smi's Module Power Readings)."""
+
+    __slots__ = ('default_limit_mw', 'enforced_limit_mw', 'min_limit_mw', 'max_limit_mw',)
+    default_limit_mw: int
+    enforced_limit_mw: int
+    min_limit_mw: int
+    max_limit_mw: int
+
+    def __init__(self, *, default_limit_mw: int, enforced_limit_mw: int, min_limit_mw: int = 0, max_limit_mw: int) -> None:
+        _set(self, 'default_limit_mw', default_limit_mw)
+        _set(self, 'enforced_limit_mw', enforced_limit_mw)
+        _set(self, 'min_limit_mw', min_limit_mw)
+        _set(self, 'max_limit_mw', max_limit_mw)
+
+
 class Power(Value):
-    __slots__ = ('management_supported', 'management_mode', 'default_limit_mw', 'enforced_limit_mw', 'min_limit_mw', 'max_limit_mw', 'current_draw_mw', 'power_state', 'total_energy_consumption_mj',)
+    __slots__ = ('management_supported', 'management_mode', 'default_limit_mw', 'enforced_limit_mw', 'min_limit_mw', 'max_limit_mw', 'current_draw_mw', 'power_state', 'total_energy_consumption_mj', 'module',)
     management_supported: bool
     management_mode: Literal['enabled', 'disabled']
     default_limit_mw: int
@@ -126,8 +146,9 @@ class Power(Value):
     current_draw_mw: int
     power_state: str | None
     total_energy_consumption_mj: int
+    module: ModulePowerLimits | None
 
-    def __init__(self, *, management_supported: bool = True, management_mode: Literal['enabled', 'disabled'] = 'enabled', default_limit_mw: int, enforced_limit_mw: int, min_limit_mw: int = 0, max_limit_mw: int, current_draw_mw: int = 0, power_state: str | None = None, total_energy_consumption_mj: int = 0) -> None:
+    def __init__(self, *, management_supported: bool = True, management_mode: Literal['enabled', 'disabled'] = 'enabled', default_limit_mw: int, enforced_limit_mw: int, min_limit_mw: int = 0, max_limit_mw: int, current_draw_mw: int = 0, power_state: str | None = None, total_energy_consumption_mj: int = 0, module: ModulePowerLimits | None = None) -> None:
         _set(self, 'management_supported', management_supported)
         _set(self, 'management_mode', management_mode)
         _set(self, 'default_limit_mw', default_limit_mw)
@@ -137,24 +158,43 @@ class Power(Value):
         _set(self, 'current_draw_mw', current_draw_mw)
         _set(self, 'power_state', power_state)
         _set(self, 'total_energy_consumption_mj', total_energy_consumption_mj)
+        _set(self, 'module', module)
+
+
+class TLimitThresholds(Value):
+    """nvidia-smi's "GPU T.Limit" thresholds (fields 193-196): degrees relative to the T.Limit reference."""
+
+    __slots__ = ('shutdown_c', 'slowdown_c', 'gpu_max_c', 'memory_max_c',)
+    shutdown_c: int
+    slowdown_c: int
+    gpu_max_c: int
+    memory_max_c: int
+
+    def __init__(self, *, shutdown_c: int, slowdown_c: int, gpu_max_c: int = 0, memory_max_c: int = 0) -> None:
+        _set(self, 'shutdown_c', shutdown_c)
+        _set(self, 'slowdown_c', slowdown_c)
+        _set(self, 'gpu_max_c', gpu_max_c)
+        _set(self, 'memory_max_c', memory_max_c)
 
 
 class Thermal(Value):
-    __slots__ = ('temperature_gpu_c', 'temperature_memory_c', 'shutdown_threshold_c', 'slowdown_threshold_c', 'max_operating_c', 'target_temperature_c',)
+    __slots__ = ('temperature_gpu_c', 'temperature_memory_c', 'shutdown_threshold_c', 'slowdown_threshold_c', 'max_operating_c', 'target_temperature_c', 'tlimit',)
     temperature_gpu_c: int
     temperature_memory_c: int
     shutdown_threshold_c: int
     slowdown_threshold_c: int
     max_operating_c: int
     target_temperature_c: int
+    tlimit: TLimitThresholds | None
 
-    def __init__(self, *, temperature_gpu_c: int, temperature_memory_c: int = 0, shutdown_threshold_c: int = 0, slowdown_threshold_c: int = 0, max_operating_c: int = 0, target_temperature_c: int = 0) -> None:
+    def __init__(self, *, temperature_gpu_c: int, temperature_memory_c: int = 0, shutdown_threshold_c: int = 0, slowdown_threshold_c: int = 0, max_operating_c: int = 0, target_temperature_c: int = 0, tlimit: TLimitThresholds | None = None) -> None:
         _set(self, 'temperature_gpu_c', temperature_gpu_c)
         _set(self, 'temperature_memory_c', temperature_memory_c)
         _set(self, 'shutdown_threshold_c', shutdown_threshold_c)
         _set(self, 'slowdown_threshold_c', slowdown_threshold_c)
         _set(self, 'max_operating_c', max_operating_c)
         _set(self, 'target_temperature_c', target_temperature_c)
+        _set(self, 'tlimit', tlimit)
 
 
 class Fan(Value):
@@ -804,11 +844,14 @@ class Sriov(Value):
 class GpuConfig(Value):
     """Every value of one GPU after all layers, each with its resolved default."""
 
-    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'pinned', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform', 'sriov',)
+    __slots__ = ('name', 'brand', 'serial', 'board_part_number', 'gpu_part_number', 'addressing_mode', 'sparse_operation_mode', 'vbios_version', 'architecture', 'compute_capability', 'num_gpu_cores', 'inforom', 'memory', 'bar1_memory', 'pci', 'pcie', 'power', 'thermal', 'fan', 'clocks', 'clocks_throttle_reasons', 'pinned', 'supported_clocks', 'performance_state', 'utilization', 'encoder_stats', 'fbc_stats', 'ecc', 'retired_pages', 'remapped_rows', 'display', 'persistence_mode', 'compute_mode', 'mig', 'gpu_operation_mode', 'driver_model', 'accounting', 'virtualization', 'gsp_firmware', 'features', 'grace_superchip', 'topology', 'processes', 'dynamic_metrics', 'gpm', 'failure', 'xid_events', 'fabric', 'nvlink_error', 'platform', 'sriov',)
     name: str
     brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None
     serial: str | None
     board_part_number: str
+    gpu_part_number: str | None
+    addressing_mode: Literal['none', 'hmm', 'ats'] | None
+    sparse_operation_mode: Literal['enabled', 'disabled'] | None
     vbios_version: str
     architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None
     compute_capability: ComputeCapability | None
@@ -854,11 +897,14 @@ class GpuConfig(Value):
     platform: Platform | None
     sriov: Sriov
 
-    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None, sriov: Sriov = Sriov()) -> None:
+    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', gpu_part_number: str | None = None, addressing_mode: Literal['none', 'hmm', 'ats'] | None = None, sparse_operation_mode: Literal['enabled', 'disabled'] | None = None, vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None, sriov: Sriov = Sriov()) -> None:
         _set(self, 'name', name)
         _set(self, 'brand', brand)
         _set(self, 'serial', serial)
         _set(self, 'board_part_number', board_part_number)
+        _set(self, 'gpu_part_number', gpu_part_number)
+        _set(self, 'addressing_mode', addressing_mode)
+        _set(self, 'sparse_operation_mode', sparse_operation_mode)
         _set(self, 'vbios_version', vbios_version)
         _set(self, 'architecture', architecture)
         _set(self, 'compute_capability', compute_capability)
@@ -1081,6 +1127,12 @@ class Infiniband(Value):
 
 #: class -> {field: class of the nested block}
 BLOCKS: dict[type, dict[str, type]] = {
+    Power: {
+        'module': ModulePowerLimits,
+    },
+    Thermal: {
+        'tlimit': TLimitThresholds,
+    },
     ThrottleReasons: {
         'counters': ThrottleCounters,
     },

@@ -1,4 +1,4 @@
-"""The seven built-in profiles, shipped once, inside this package."""
+"""The built-in profiles, shipped once, inside this package."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from .profile import Profile
 
-BUILTIN_PROFILES = ("a100", "h100", "b200", "gb200", "gb300", "l40s", "t4")
+BUILTIN_PROFILES = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 DEFAULT_PROFILE = "h100"
 
 

@@ -53,13 +53,12 @@ RESOLVED_DEFAULTS: dict[str, Any] = {
     "Pcie.max_link_gen": 4,
     "Pcie.max_link_width": 16,
     "Pcie.current_link_gen": 4,  # the maximum where the document gives only that (``model.resolve``)
-    "Pcie.max_device_link_gen": 4,  # likewise
-    "Pcie.max_host_link_gen": 4,  # likewise
     "Pcie.current_link_width": 16,
 }
 #: fields that ``model.resolve`` derives from others of their block (so they are never None)
 DERIVED = frozenset({
     "Power.enforced_limit_mw", "Power.max_limit_mw",
+    "ModulePowerLimits.enforced_limit_mw", "ModulePowerLimits.max_limit_mw",
     "Memory.used_bytes", "Memory.free_bytes", "Bar1Memory.used_bytes", "Bar1Memory.free_bytes",
 })
 

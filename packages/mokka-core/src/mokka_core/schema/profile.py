@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from . import units
+from . import clocks, units
 
 BUS_ID_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 ROOT_COMPLEX_RE = re.compile(r"^pci[0-9a-fA-F]{4}:[0-9a-fA-F]{2}$")
@@ -237,26 +237,56 @@ class Pci(Model):
         return value.lower() if value else value
 
 
+PcieAtomic = Literal["fetchadd_32", "fetchadd_64", "swap_32", "swap_64", "cas_32", "cas_64"]
+
+
 class Pcie(Model):
     max_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
     """Maximum PCIe generation of the link (1-6)."""
     current_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
     """Current PCIe generation (1-6); default: the maximum."""
-    max_device_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
-    """The GPU's own maximum PCIe generation (nvidia-smi's Device Max); default: max_link_gen."""
-    max_host_link_gen: Annotated[int, Field(ge=0, le=6)] | None = None
-    """The host side's maximum PCIe generation (nvidia-smi's Host Max); 0: N/A, as in a VM the GPU is passed
-    through to; default: max_link_gen."""
     max_link_width: Annotated[int, Field(ge=1, le=32)] | None = None
     """Maximum PCIe link width (lanes, 1-32)."""
     current_link_width: Annotated[int, Field(ge=1, le=32)] | None = None
     """Current PCIe link width (lanes); default: the maximum."""
+    gpu_max_link_gen: Annotated[int, Field(ge=1, le=6)] | None = None
+    """Maximum PCIe generation the GPU itself supports (nvidia-smi's Device Max); default: max_link_gen."""
+    max_host_link_gen: Annotated[int, Field(ge=1, le=6)] | Literal["N/A"] | None = None
+    """Maximum PCIe generation of the host side of the link (nvidia-smi's Host Max; 1-6, or N/A: not reported,
+    as in a VM the GPU is passed through to); default: max_link_gen."""
+    atomic_caps_outbound: list[PcieAtomic] = []
+    """PCIe atomic operations the GPU can issue (nvidia-smi's Atomic Caps Outbound); empty: N/A."""
+    atomic_caps_inbound: list[PcieAtomic] = []
+    """PCIe atomic operations the GPU completes (nvidia-smi's Atomic Caps Inbound); empty: N/A."""
     replay_counter: NonNeg = 0
     """PCIe replay counter (nvmlDeviceGetPcieReplayCounter)."""
     tx_throughput_kbps: NonNeg = 0
     """PCIe transmit throughput. Unit: KB/s."""
     rx_throughput_kbps: NonNeg = 0
     """PCIe receive throughput. Unit: KB/s."""
+
+
+class ModulePowerLimits(Model):
+    """Power limits of the whole module (GPU and its Grace CPU on a superchip: nvidia-smi's Module Power Readings)."""
+
+    default_limit_mw: NonNeg
+    """Default module power limit. Unit: mW; also 2500W."""
+    enforced_limit_mw: NonNeg | None = None
+    """Enforced module power limit; default: the default limit. Unit: mW; also 2500W."""
+    min_limit_mw: NonNeg = 0
+    """Lowest module power limit that can be set. Unit: mW; also 500W."""
+    max_limit_mw: NonNeg | None = None
+    """Highest module power limit that can be set; default: the default limit. Unit: mW; also 2500W."""
+
+    @field_validator("default_limit_mw", "min_limit_mw", mode="before", json_schema_input_type=NonNeg | str)
+    @classmethod
+    def _milliwatts(cls, value: object) -> object:
+        return units.milliwatts(value)
+
+    @field_validator("enforced_limit_mw", "max_limit_mw", mode="before", json_schema_input_type=NonNeg | None | str)
+    @classmethod
+    def _optional_milliwatts(cls, value: object) -> object:
+        return units.milliwatts(value)
 
 
 class Power(Model):
@@ -278,6 +308,8 @@ class Power(Model):
     """Power state as text, e.g. P0. Accepted (nvml-mock format) but not simulated yet."""
     total_energy_consumption_mj: NonNeg = 0
     """Energy consumed since the driver loaded (nvmlDeviceGetTotalEnergyConsumption). Unit: mJ."""
+    module: ModulePowerLimits | None = None
+    """Limits of the whole module (superchips: GB200, GB300); unset: N/A."""
 
     @field_validator("default_limit_mw", "min_limit_mw", "current_draw_mw", mode="before",
                      json_schema_input_type=NonNeg | str)
@@ -299,6 +331,19 @@ class Power(Model):
         return self
 
 
+class TLimitThresholds(Model):
+    """nvidia-smi's "GPU T.Limit" thresholds (fields 193-196): degrees relative to the T.Limit reference."""
+
+    shutdown_c: int
+    """GPU Shutdown T.Limit Temp. Unit: °C."""
+    slowdown_c: int
+    """GPU Slowdown T.Limit Temp. Unit: °C."""
+    gpu_max_c: int = 0
+    """GPU Max Operating T.Limit Temp. Unit: °C."""
+    memory_max_c: int = 0
+    """Memory Max Operating T.Limit Temp (HBM boards). Unit: °C."""
+
+
 class Thermal(Model):
     temperature_gpu_c: Annotated[int, Field(ge=0, le=200)]
     """GPU core temperature (0-200); nvml-mock-ctl temp sets it. Unit: °C."""
@@ -312,6 +357,9 @@ class Thermal(Model):
     """Maximum operating temperature (GPU Max Operating Temp). Unit: °C."""
     target_temperature_c: NonNeg = 0
     """Target temperature of the thermal controller (GPU Target Temperature). Unit: °C."""
+    tlimit: TLimitThresholds | None = None
+    """Thresholds on the T.Limit scale (T.Limit boards: Hopper, Ada and newer); default: each absolute threshold
+    relative to the slowdown threshold."""
 
 
 class Fan(Model):
@@ -402,9 +450,10 @@ class ThrottleReasons(Model):
 
 class SupportedMemoryClock(Model):
     freq_mhz: NonNeg
-    """A supported memory clock. Accepted (nvml-mock format) but not simulated yet. Unit: MHz; also 1980MHz, 1.98GHz."""
+    """A supported memory clock (nvmlDeviceGetSupportedMemoryClocks). Unit: MHz; also 1980MHz, 1.98GHz."""
     graphics_clocks: list[NonNeg] = []
-    """Graphics clocks supported with this memory clock. Accepted (nvml-mock format), not simulated yet. Unit: MHz."""
+    """Graphics clocks supported with this memory clock, highest first, in equal steps from the lowest (fractional
+    steps rounded down to the MHz, as Blackwell's 7.5 MHz: 2062, 2055, 2047). Unit: MHz."""
 
     @field_validator("freq_mhz", mode="before",
                      json_schema_input_type=NonNeg | str)
@@ -412,10 +461,18 @@ class SupportedMemoryClock(Model):
     def _megahertz(cls, value: object) -> object:
         return units.megahertz(value)
 
+    @field_validator("graphics_clocks")
+    @classmethod
+    def _a_ladder(cls, value: list[int]) -> list[int]:
+        if clocks.ladder(tuple(value)) is None:
+            raise ValueError("graphics clocks are listed highest first, in equal steps down to the lowest")
+        return value
+
 
 class SupportedClocks(Model):
-    memory_clocks: list[SupportedMemoryClock] = []
-    """Supported memory clocks, each with its graphics clocks. Accepted (nvml-mock format) but not simulated yet."""
+    memory_clocks: Annotated[list[SupportedMemoryClock], Field(max_length=4)] = []
+    """Supported memory clocks (at most 4), each with its graphics clocks; none: the maximum memory clock, with the
+    graphics clocks from the maximum down to the default application clock in 15 MHz steps."""
 
 
 class Utilization(Model):
@@ -908,6 +965,13 @@ class DeviceConfig(Model):
     """Board serial number; default: derived from the profile and index."""
     board_part_number: str | None = None
     """Board part number."""
+    gpu_part_number: str | None = None
+    """GPU (chip) part number, nvidia-smi's GPU Part Number, e.g. 2330-885-A1; empty: N/A."""
+    addressing_mode: Literal["none", "hmm", "ats"] | None = None
+    """How the GPU addresses system memory (nvmlDeviceGetAddressingMode): ats on Grace (C2C), hmm where the
+    driver and kernel have HMM, none; unset: N/A."""
+    sparse_operation_mode: Mode | None = None
+    """Sparse operation mode (nvidia-smi's Sparse Operation Mode); unset: N/A."""
     vbios_version: str | None = None
     """VBIOS version."""
     architecture: Architecture | None = None
@@ -940,7 +1004,7 @@ class DeviceConfig(Model):
     """Readings held at their configured values instead of following the load model (model/physics.py);
     nvml-mock-ctl temp/power/clocks/throttle pin theirs."""
     supported_clocks: SupportedClocks | None = None
-    """Supported memory and graphics clock pairs. Accepted (nvml-mock format) but not simulated yet."""
+    """Supported memory and graphics clock pairs (nvidia-smi -q -d SUPPORTED_CLOCKS)."""
     performance_state: PState | None = None
     """Performance state P0-P15; nvml-mock-ctl pstate sets it."""
     utilization: Utilization | None = None

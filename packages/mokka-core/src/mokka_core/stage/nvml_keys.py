@@ -36,6 +36,9 @@ DEVICE_TYPES = MappingProxyType({
     "uuid": "str",
     "serial": "str",
     "board_part_number": "str",
+    "gpu_part_number": "str",
+    "addressing_mode": "i32",
+    "sparse_mode": "i32",
     "vbios_version": "str",
     "inforom.image": "str",
     "inforom.oem": "str",
@@ -60,6 +63,8 @@ DEVICE_TYPES = MappingProxyType({
     "pcie.gpu_max_gen": "u32",
     "pcie.host_max_gen": "u32",
     "pcie.current_gen": "u32",
+    "pcie.atomics_outbound": "u32",
+    "pcie.atomics_inbound": "u32",
     "pcie.max_width": "u32",
     "pcie.current_width": "u32",
     "pcie.replay_counter": "u32",
@@ -78,6 +83,10 @@ DEVICE_TYPES = MappingProxyType({
     "temperature.mem_max": "u32",
     "temperature.gpu_max": "u32",
     "temperature.tlimit": "u32",
+    "temperature.tlimit_shutdown": "i32",
+    "temperature.tlimit_slowdown": "i32",
+    "temperature.tlimit_mem_max": "i32",
+    "temperature.tlimit_gpu_max": "i32",
     "power.supported": "u32",
     "power.usage_mw": "u32",
     "power.limit_mw": "u32",
@@ -85,6 +94,10 @@ DEVICE_TYPES = MappingProxyType({
     "power.default_limit_mw": "u32",
     "power.min_limit_mw": "u32",
     "power.max_limit_mw": "u32",
+    "power.module_limit_mw": "u32",
+    "power.module_default_limit_mw": "u32",
+    "power.module_min_limit_mw": "u32",
+    "power.module_max_limit_mw": "u32",
     "power.management_mode": "u32",
     "power.energy_mj": "u64",
     "fan.count": "u32",
@@ -109,6 +122,22 @@ DEVICE_TYPES = MappingProxyType({
     "clock.video.app": "u32",
     "clock.video.default_app": "u32",
     "clock.video.boost_max": "u32",
+    "clock.supported.0.memory": "u32",
+    "clock.supported.0.graphics_lowest_khz": "u32",
+    "clock.supported.0.graphics_step_khz": "u32",
+    "clock.supported.0.graphics_rungs": "u32",
+    "clock.supported.1.memory": "u32",
+    "clock.supported.1.graphics_lowest_khz": "u32",
+    "clock.supported.1.graphics_step_khz": "u32",
+    "clock.supported.1.graphics_rungs": "u32",
+    "clock.supported.2.memory": "u32",
+    "clock.supported.2.graphics_lowest_khz": "u32",
+    "clock.supported.2.graphics_step_khz": "u32",
+    "clock.supported.2.graphics_rungs": "u32",
+    "clock.supported.3.memory": "u32",
+    "clock.supported.3.graphics_lowest_khz": "u32",
+    "clock.supported.3.graphics_step_khz": "u32",
+    "clock.supported.3.graphics_rungs": "u32",
     "clock.locked.graphics_min": "u32",
     "clock.locked.graphics_max": "u32",
     "clock.locked.memory_min": "u32",
@@ -207,7 +236,6 @@ DEVICE_TYPES = MappingProxyType({
     "fabric.auto": "u32",
     "c2c.supported": "u32",
     "c2c.enabled": "u32",
-    "addressing_mode": "u32",
     "pdi": "u64",
     "irq": "u32",
     "platform.supported": "u32",
@@ -253,6 +281,7 @@ DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "uuid": 95,
     "serial": 31,
     "board_part_number": 31,
+    "gpu_part_number": 31,
     "vbios_version": 31,
     "inforom.image": 31,
     "inforom.oem": 15,
@@ -407,6 +436,9 @@ DEVICE_NAME = "name"
 DEVICE_UUID = "uuid"
 DEVICE_SERIAL = "serial"
 DEVICE_BOARD_PART_NUMBER = "board_part_number"
+DEVICE_GPU_PART_NUMBER = "gpu_part_number"
+DEVICE_ADDRESSING_MODE = "addressing_mode"
+DEVICE_SPARSE_MODE = "sparse_mode"
 DEVICE_VBIOS_VERSION = "vbios_version"
 DEVICE_INFOROM_IMAGE = "inforom.image"
 DEVICE_INFOROM_OEM = "inforom.oem"
@@ -431,6 +463,8 @@ DEVICE_PCIE_MAX_GEN = "pcie.max_gen"
 DEVICE_PCIE_GPU_MAX_GEN = "pcie.gpu_max_gen"
 DEVICE_PCIE_HOST_MAX_GEN = "pcie.host_max_gen"
 DEVICE_PCIE_CURRENT_GEN = "pcie.current_gen"
+DEVICE_PCIE_ATOMICS_OUTBOUND = "pcie.atomics_outbound"
+DEVICE_PCIE_ATOMICS_INBOUND = "pcie.atomics_inbound"
 DEVICE_PCIE_MAX_WIDTH = "pcie.max_width"
 DEVICE_PCIE_CURRENT_WIDTH = "pcie.current_width"
 DEVICE_PCIE_REPLAY_COUNTER = "pcie.replay_counter"
@@ -449,6 +483,10 @@ DEVICE_TEMPERATURE_SLOWDOWN = "temperature.slowdown"
 DEVICE_TEMPERATURE_MEM_MAX = "temperature.mem_max"
 DEVICE_TEMPERATURE_GPU_MAX = "temperature.gpu_max"
 DEVICE_TEMPERATURE_TLIMIT = "temperature.tlimit"
+DEVICE_TEMPERATURE_TLIMIT_SHUTDOWN = "temperature.tlimit_shutdown"
+DEVICE_TEMPERATURE_TLIMIT_SLOWDOWN = "temperature.tlimit_slowdown"
+DEVICE_TEMPERATURE_TLIMIT_MEM_MAX = "temperature.tlimit_mem_max"
+DEVICE_TEMPERATURE_TLIMIT_GPU_MAX = "temperature.tlimit_gpu_max"
 DEVICE_POWER_SUPPORTED = "power.supported"
 DEVICE_POWER_USAGE_MW = "power.usage_mw"
 DEVICE_POWER_LIMIT_MW = "power.limit_mw"
@@ -456,6 +494,10 @@ DEVICE_POWER_ENFORCED_LIMIT_MW = "power.enforced_limit_mw"
 DEVICE_POWER_DEFAULT_LIMIT_MW = "power.default_limit_mw"
 DEVICE_POWER_MIN_LIMIT_MW = "power.min_limit_mw"
 DEVICE_POWER_MAX_LIMIT_MW = "power.max_limit_mw"
+DEVICE_POWER_MODULE_LIMIT_MW = "power.module_limit_mw"
+DEVICE_POWER_MODULE_DEFAULT_LIMIT_MW = "power.module_default_limit_mw"
+DEVICE_POWER_MODULE_MIN_LIMIT_MW = "power.module_min_limit_mw"
+DEVICE_POWER_MODULE_MAX_LIMIT_MW = "power.module_max_limit_mw"
 DEVICE_POWER_MANAGEMENT_MODE = "power.management_mode"
 DEVICE_POWER_ENERGY_MJ = "power.energy_mj"
 DEVICE_FAN_COUNT = "fan.count"
@@ -521,7 +563,6 @@ DEVICE_FABRIC_HEALTH_MASK = "fabric.health_mask"
 DEVICE_FABRIC_AUTO = "fabric.auto"
 DEVICE_C2C_SUPPORTED = "c2c.supported"
 DEVICE_C2C_ENABLED = "c2c.enabled"
-DEVICE_ADDRESSING_MODE = "addressing_mode"
 DEVICE_PDI = "pdi"
 DEVICE_IRQ = "irq"
 DEVICE_PLATFORM_SUPPORTED = "platform.supported"

@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING
 from ..errors import StateValueError
 from ..model.identity import legacy_irq
 from ..model.physics import readings
+from ..schema import clocks
 from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER, RANGES, SIZES, TYPES
 from .store import atomic_write
 
 if TYPE_CHECKING:
-    from ..model.config import FabricHealth
+    from ..model.config import FabricHealth, GpuConfig, Thermal
     from ..model.node import Gpu, Node
     from .surface import NvmlKeys
 
@@ -47,6 +48,8 @@ __all__ = ["FABRIC_STATE", "HEADER", "STATE_FILE_NAME", "gpu_numa_node", "nvml_b
 STATE_FILE_NAME = "mokka-nvml.state"
 
 # nvml.h enumerations
+ADDRESSING_MODE = {"none": 0, "hmm": 1, "ats": 2}  # nvmlDeviceAddressingModeType_t
+PCIE_ATOMIC = {"fetchadd_32": 1, "fetchadd_64": 2, "swap_32": 4, "swap_64": 8, "cas_32": 16, "cas_64": 32}
 BRAND = {"quadro": 1, "tesla": 2, "geforce": 5, "titan": 6, "nvidia_rtx": 13, "nvidia": 14}
 ARCH = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "ada_lovelace": 8,
         "hopper": 9, "blackwell": 10}
@@ -61,8 +64,7 @@ EVENT_REASONS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_
                  "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
 # nvmlGpuTopologyLevel_t
 TOPO_SINGLE, TOPO_NODE, TOPO_SYSTEM = 10, 40, 50
-# nvmlDeviceAddressingModeType_t; nvmlPlatformInfo_t peerType
-ADDRESSING_HMM, ADDRESSING_ATS = 1, 2
+# nvmlPlatformInfo_t peerType
 PEER_TYPE = {"": 0, "direct_connected": 1, "switch_connected": 2}
 # fabric health mask: 2-bit fields (1 true, 2 false) at 0/2/4/6, 4-bit incorrect configuration at 8
 FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
@@ -73,7 +75,7 @@ XID_FALLEN_OFF_BUS = 79
 # counters whose library default is 0: a zero is not written (smaller file, faster parse in every process)
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
                          "pcie.tx_kbps", "pcie.rx_kbps", "utilization.encoder", "utilization.decoder",
-                         "utilization.jpeg", "utilization.ofa")
+                         "utilization.jpeg", "utilization.ofa", "pcie.atomics_")
 # coherent Grace systems expose each GPU's memory as NUMA nodes after the CPUs' nodes, a block of
 # 8 per GPU (one per possible MIG partition): GB200 with 2 Grace CPUs shows GPU NUMA IDs 2, 10, 18, 26
 GPU_NUMA_NODES_PER_GPU = 8
@@ -122,13 +124,14 @@ def _health_mask(health: FabricHealth) -> int:
 
 
 def _platform(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
-    """The 13.x API's platform getters. Addressing mode: ATS where the GPU's memory is coherent with Grace
-    (C2C), else HMM (a host with HMM disabled shows None). IRQ: the line sysfs shows. PDI: a 64-bit per-GPU
+    """The 13.x API's platform getters. Addressing mode, where the profile does not state it: ATS where the
+    GPU's memory is coherent with Grace (C2C), else HMM (a host with HMM disabled shows None). IRQ: the line sysfs shows. PDI: a 64-bit per-GPU
     id, from the UUID so every process agrees. Platform info (rack position) on Blackwell and newer, from the
     profile's ``platform``."""
     grace = gpu.config.grace_superchip
     coherent = grace is not None and grace.enabled and grace.coherent_memory
-    yield "addressing_mode", ADDRESSING_ATS if coherent else ADDRESSING_HMM
+    if not gpu.config.addressing_mode:
+        yield "addressing_mode", ADDRESSING_MODE["ats" if coherent else "hmm"]
     yield "irq", legacy_irq(gpu.bus_id)
     yield "pdi", f"0x{int.from_bytes(hashlib.blake2b(gpu.uuid.encode(), digest_size=8).digest()) or 1:016x}"
     if arch >= ARCH["blackwell"]:
@@ -150,6 +153,11 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "uuid", gpu.uuid
     yield "serial", gpu.serial
     yield "board_part_number", c.board_part_number or ""
+    yield "gpu_part_number", c.gpu_part_number or ""
+    if c.addressing_mode:
+        yield "addressing_mode", ADDRESSING_MODE[c.addressing_mode]
+    if c.sparse_operation_mode:
+        yield "sparse_mode", _b(c.sparse_operation_mode)
     yield "vbios_version", c.vbios_version or ""
     if c.inforom:
         yield "inforom.image", c.inforom.image_version
@@ -176,9 +184,12 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     yield "pci.subsystem_id", f"0x{c.pci.subsystem_id:08x}"
     p = c.pcie
     yield "pcie.max_gen", p.max_link_gen
-    yield "pcie.gpu_max_gen", p.max_device_link_gen
-    yield "pcie.host_max_gen", p.max_host_link_gen
+    yield "pcie.gpu_max_gen", p.gpu_max_link_gen or p.max_link_gen
+    host_gen = p.max_link_gen if p.max_host_link_gen is None else p.max_host_link_gen
+    yield "pcie.host_max_gen", 0 if host_gen == "N/A" else host_gen
     yield "pcie.current_gen", p.current_link_gen
+    yield "pcie.atomics_outbound", sum(PCIE_ATOMIC[name] for name in set(p.atomic_caps_outbound))
+    yield "pcie.atomics_inbound", sum(PCIE_ATOMIC[name] for name in set(p.atomic_caps_inbound))
     yield "pcie.max_width", p.max_link_width
     yield "pcie.current_width", p.current_link_width
     yield "pcie.replay_counter", p.replay_counter
@@ -204,8 +215,11 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "temperature.gpu_max", t.max_operating_c
         # HBM boards report a memory max operating temperature (nvidia-smi: "Memory Max Operating Temp")
         hbm = c.memory is not None and c.memory.memory_bus_width >= 4096
-        yield "temperature.mem_max", 95 if hbm and t.shutdown_threshold_c else 0
+        mem_max = 95 if hbm and t.shutdown_threshold_c else 0
+        yield "temperature.mem_max", mem_max
         yield "temperature.tlimit", 1 if arch >= ARCH["ada"] else 0
+        if arch >= ARCH["ada"]:
+            yield from _tlimit_thresholds(t, mem_max)
 
     if c.power:
         pw = c.power
@@ -218,6 +232,11 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "power.max_limit_mw", pw.max_limit_mw
         yield "power.management_mode", _b(pw.management_mode)
         yield "power.energy_mj", pw.total_energy_consumption_mj
+        if pw.module:
+            yield "power.module_limit_mw", pw.module.enforced_limit_mw
+            yield "power.module_default_limit_mw", pw.module.default_limit_mw
+            yield "power.module_min_limit_mw", pw.module.min_limit_mw
+            yield "power.module_max_limit_mw", pw.module.max_limit_mw
     if c.fan:
         yield "fan.count", c.fan.count
         yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
@@ -233,6 +252,7 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         for domain_name, values in table.items():
             for what, value in zip(("current", "max", "app", "default_app", "boost_max"), values, strict=True):
                 yield f"clock.{domain_name}.{what}", value
+    yield from _supported_clocks(c)
     if c.clocks_throttle_reasons:
         r = c.clocks_throttle_reasons
         yield "clock.event_reasons", f"0x{sum(bit for name, bit in EVENT_REASONS.items() if name in now.reasons):x}"
@@ -305,9 +325,10 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "fabric.state", FABRIC_STATE["not_started" if f.state == "auto" else f.state]
         yield "fabric.status", 0
         yield "fabric.health_mask", f.health_mask if f.health_mask is not None else _health_mask(f.health)
-    if node.nvlink and node.nvlink.c2c_enabled:
+    # Hopper and newer report their C2C mode (Disabled without a Grace CPU)
+    if arch >= ARCH["hopper"]:
         yield "c2c.supported", 1
-        yield "c2c.enabled", 1
+        yield "c2c.enabled", _b(bool(node.nvlink and node.nvlink.c2c_enabled))
     yield from _platform(gpu, arch)
 
     if gpu.numa_node is not None:
@@ -321,6 +342,34 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "cpu_affinity", gpu.cpu_affinity
     yield "topology.levels", ",".join(str(topology_level(gpu, other)) for other in node.gpus)
     yield from _processes(gpu)
+
+
+def _supported_clocks(c: GpuConfig) -> Iterator[tuple[str, object]]:
+    """Each supported memory clock with its ladder of graphics clocks (schema/clocks.py)."""
+    listed = [(m.freq_mhz, clocks.ladder(m.graphics_clocks)) for m in c.supported_clocks.memory_clocks]
+    if not listed and c.clocks.graphics_max and c.clocks.memory_max:
+        # none listed: the maximum memory clock, graphics from the maximum down to the default application clock
+        top = c.clocks.graphics_max
+        floor = min(c.clocks.graphics_app_default or top, top)
+        listed = [(c.clocks.memory_max, clocks.Ladder(floor * 1000, 15000, (top - floor) // 15 + 1))]
+    for row, (memory, ladder) in enumerate(listed):
+        assert ladder is not None  # the schema accepts only ladders
+        at = f"clock.supported.{row}."
+        yield at + "memory", memory
+        yield at + "graphics_lowest_khz", ladder.lowest_khz
+        yield at + "graphics_step_khz", ladder.step_khz
+        yield at + "graphics_rungs", ladder.rungs
+
+
+def _tlimit_thresholds(t: Thermal, mem_max: int) -> Iterator[tuple[str, object]]:
+    """The T.Limit thresholds: the profile's, else each absolute threshold relative to the slowdown one."""
+    if t.tlimit is not None:
+        values = (t.tlimit.shutdown_c, t.tlimit.slowdown_c, t.tlimit.gpu_max_c, t.tlimit.memory_max_c)
+    else:
+        ref = t.slowdown_threshold_c or t.shutdown_threshold_c
+        values = (ref - t.shutdown_threshold_c, 0, ref - t.max_operating_c, ref - mem_max)
+    for name, value in zip(("shutdown", "slowdown", "gpu_max", "mem_max"), values, strict=True):
+        yield f"temperature.tlimit_{name}", value
 
 
 def _dynamic(gpu: Gpu) -> Iterator[tuple[str, object]]:

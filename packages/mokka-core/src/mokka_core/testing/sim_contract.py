@@ -234,7 +234,7 @@ class SimContract(ReadsContract):
         assert list(root.iterdir()) == []
 
     def test_unknown_profile_is_refused(self) -> None:
-        result = self.invoke("plan", "--profile", "h200")
+        result = self.invoke("plan", "--profile", "v100")
         assert result.exit_code != 0
         assert "available profiles" in str(result.exception) + result.output
 
