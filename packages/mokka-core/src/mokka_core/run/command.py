@@ -113,13 +113,15 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
     ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
-    record = mig_boot.boot_record(node, ctx) if mig_boot.wanted(node) and enabled(node, "gpu") else None
+    # the setter record and its library belong to the gpu surface: without it staged, nothing follows MIG
+    gpu_staged = "gpu" in instances and enabled(node, "gpu")
+    record = mig_boot.boot_record(node, ctx) if mig_boot.wanted(node) and gpu_staged else None
     if record is not None:
         ctx = ctx._replace(mig=mig_boot.partitions(record))
     plans = {name: surface.plan(node, ctx) for name, surface in instances.items() if enabled(node, name)}
     programs = {name: service for name, (_, service) in services(node, instances, root).items()}
-    if os.geteuid() == 0 and enabled(node, "gpu") and any(gpu.config.mig and gpu.config.mig.gpu_instance_profiles
-                                                          for gpu in node.gpus):
+    if os.geteuid() == 0 and gpu_staged and any(gpu.config.mig and gpu.config.mig.gpu_instance_profiles
+                                                for gpu in node.gpus):
         # what `mokka node up`'s daemon does itself: a partition nvidia-smi changes in CMD is re-staged (only
         # root can change one: the library refuses anyone else, as the driver does)
         programs[FOLLOW_SERVICE] = Service(FOLLOW_SERVICE, [sys.executable, "-m", "mokka_core.node.follow",

@@ -125,9 +125,9 @@ def _health_mask(health: FabricHealth) -> int:
 
 def _platform(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
     """The 13.x API's platform getters. Addressing mode, where the profile does not state it: ATS where the
-    GPU's memory is coherent with Grace (C2C), else HMM (a host with HMM disabled shows None). IRQ: the line sysfs shows. PDI: a 64-bit per-GPU
-    id, from the UUID so every process agrees. Platform info (rack position) on Blackwell and newer, from the
-    profile's ``platform``."""
+    GPU's memory is coherent with Grace (C2C), else HMM (a host with HMM disabled shows None). IRQ: the
+    line sysfs shows. PDI: a 64-bit per-GPU id, from the UUID so every process agrees. Platform info (rack
+    position) on Blackwell and newer, from the profile's ``platform``."""
     grace = gpu.config.grace_superchip
     coherent = grace is not None and grace.enabled and grace.coherent_memory
     if not gpu.config.addressing_mode:
