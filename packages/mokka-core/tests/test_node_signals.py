@@ -173,10 +173,11 @@ def test_surface_disable_and_enable_reconcile_supervised_services(root: Path, tm
     assert not alive(second)
 
 
-def test_mokka_node_up_cli_with_the_installed_surfaces(root: Path) -> None:
+@pytest.mark.parametrize("profile", ["h100", "t4"])  # t4: no fabric manager, whose surface stages run/
+def test_mokka_node_up_cli_with_the_installed_surfaces(root: Path, profile: str) -> None:
     before = snapshot(root)
     mokka = Path(sys.executable).with_name("mokka")
-    daemon = subprocess.Popen([str(mokka), "node", "up", "--profile", "h100", "--gpus", "2", "--root", str(root)],
+    daemon = subprocess.Popen([str(mokka), "node", "up", "--profile", profile, "--gpus", "2", "--root", str(root)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: CliRunner().invoke(app, ["node", "status", "--root", str(root), "--ready"]).exit_code == 0,

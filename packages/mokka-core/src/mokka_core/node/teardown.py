@@ -9,6 +9,7 @@ goes last, so a later ``mokka node down`` removes the rest.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import time
@@ -56,6 +57,9 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
             _unlink(root, path, done.left)
     if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
         return done
+    # the services' markers' folder: a surface may stage it (the fabric manager's), else a service made it
+    with contextlib.suppress(OSError):
+        store.run_dir.rmdir()
     if store.daemon_file not in keep:
         _unlink(root, store.daemon_file, done.left)
     for rel in reversed(run_state.created_dirs if run_state else []):
