@@ -59,6 +59,7 @@ class FakeRuntime:
         self.request_timeout = request_timeout
         self.pods, self.containers = pods or [], containers or []
         self.sessions: list[PluginSession] = []
+        self._accepted: list[Mux] = []
         self._listener: socket.socket | None = None
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -82,8 +83,10 @@ class FakeRuntime:
             self._listener = None
         with self._lock:
             sessions, self.sessions = self.sessions, []
-        for session in sessions:
-            session.mux.close()
+            accepted, self._accepted = self._accepted, []
+        # every connection, configured or not yet: one still being configured drops too
+        for mux in {id(m): m for m in [*(s.mux for s in sessions), *accepted]}.values():
+            mux.close()
         self.socket_path.unlink(missing_ok=True)
 
     def __enter__(self) -> FakeRuntime:
@@ -99,6 +102,8 @@ class FakeRuntime:
             except OSError:
                 return
             mux = Mux(conn, name="runtime")
+            with self._lock:
+                self._accepted.append(mux)
             session = PluginSession(mux=mux, plugin=mux.channel(PLUGIN_CONN))
             mux.channel(RUNTIME_CONN, functools.partial(self._serve, session))
             mux.start()
