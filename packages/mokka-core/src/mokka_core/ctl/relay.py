@@ -32,6 +32,7 @@ IN_PROCESS_ENV = ("MOKKA_CTL_IN_PROCESS", "MOKKA_CTL_VERBOSE", "MOKKA_LOCK_TIMEO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from _socket import socket
     from collections.abc import Sequence
 
 
@@ -85,11 +86,11 @@ def relay(words: Sequence[str]) -> int | None:
     return status
 
 
-def _read_answer(conn: object) -> tuple[int, bytes, bytes] | None:
+def _read_answer(conn: socket) -> tuple[int, bytes, bytes] | None:
     chunks = []
     size = 0
     while True:
-        chunk = conn.recv(1 << 16)  # type: ignore[attr-defined]
+        chunk = conn.recv(1 << 16)
         if not chunk:
             break
         chunks.append(chunk)

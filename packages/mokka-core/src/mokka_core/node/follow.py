@@ -17,19 +17,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..model.inputs import fingerprint
 from ..stage.paths import NVML_SETTINGS_FILE
 
 SERVICE = "mokka-mig-follow"
 #: a safety net beside the watcher's events
 POLL_S = 1.0
-
-
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def follow(root: Path, stop: threading.Event) -> None:
@@ -52,10 +45,10 @@ def follow(root: Path, stop: threading.Event) -> None:
     observer.daemon = True
     observer.start()
     surfaces = installed_surfaces(root=root)
-    last: tuple[int, int, int] | bool | None = False  # never seen: the first pass re-stages what is there
+    last: list[int] | bool | None = False  # never seen: the first pass re-stages what is there
     try:
         while not stop.is_set():
-            now = _signature(record)
+            now = fingerprint(record)
             if now != last:
                 last = now
                 try:
