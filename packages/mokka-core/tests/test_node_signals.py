@@ -16,6 +16,7 @@ from mokka_core.cli.mokka import app
 from mokka_core.node.runstate import RunState
 from mokka_core.node.status import node_status
 from mokka_core.node.supervise import read_pid
+from mokka_core.stage.layout import RUN_DIR, STATE_DIR
 from mokka_core.testing.consumers import missing
 from mokka_core.testing.runner import PROBE_FILE
 from mokka_core.testing.tree import tree_snapshot as snapshot
@@ -231,6 +232,23 @@ def test_sigkill_at_any_point_of_staging_then_down_leaves_nothing(root: Path, de
     time.sleep(delay_ms / 1000)
     daemon.kill()
     daemon.communicate(timeout=10)
+    result = CliRunner().invoke(app, ["node", "down", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert snapshot(root) == before
+
+
+def test_down_removes_the_temp_file_of_a_write_killed_before_its_rename(root: Path) -> None:
+    """CI: a SIGKILL between atomic_write's temp file and its rename left var/lib/mokka/.node.json.<hex>.tmp."""
+    before = snapshot(root)
+    daemon = subprocess.Popen([sys.executable, "-c", SLOW_PUBLISH, str(root)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    assert daemon.stdout is not None and daemon.stdout.readline() == "starting\n"
+    wait_for(lambda: (root / STATE_DIR).is_dir(), what="the state dir")
+    daemon.kill()
+    daemon.communicate(timeout=10)
+    (root / STATE_DIR / ".node.json.0123456789ab.tmp").write_text("")
+    (root / RUN_DIR).mkdir(exist_ok=True)
+    (root / RUN_DIR / ".kmsg.pid.ba9876543210.tmp").write_text("1\n")
     result = CliRunner().invoke(app, ["node", "down", "--root", str(root)])
     assert result.exit_code == 0, result.output
     assert snapshot(root) == before

@@ -16,7 +16,7 @@ import pytest
 
 from mokka_core.model.inputs import fingerprint
 from mokka_core.stage import store
-from mokka_core.stage.store import STATE_DIR, NodeStore, atomic_write
+from mokka_core.stage.store import STATE_DIR, NodeStore, atomic_write, write_temps
 
 PACKAGES = Path(__file__).resolve().parents[2]
 #: The only modules of product code that may rename files, and why.
@@ -128,6 +128,20 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path, mon
         atomic_write(path, "new" * 100_000)
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["state.json"]
+
+
+def test_write_temps_finds_what_a_killed_write_left_and_nothing_else(tmp_path: Path) -> None:
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, sys; from pathlib import Path; from mokka_core.stage import store\n"
+        "store.os.replace = lambda *a: os.kill(os.getpid(), 9)\n"
+        "store.atomic_write(Path(sys.argv[1]) / 'node.json', '{}')"), str(tmp_path)])
+    assert killed.returncode == -9
+    for name in (".notes.tmp", ".x.0123456789ab.tmp.bak", "node.json.0123456789ab.tmp", ".x.0123456789AB.tmp"):
+        (tmp_path / name).write_text("")
+    atomic_write(tmp_path / "daemon.json", "{}")
+    left = write_temps(tmp_path)
+    assert len(left) == 1 and left[0].name.startswith(".node.json.") and left[0].name.endswith(".tmp")
+    assert write_temps(tmp_path / "missing") == []
 
 
 def test_a_write_over_a_directory_fails_and_leaves_nothing(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..stage import staging
-from ..stage.store import NodeStore
+from ..stage.store import NodeStore, write_temps
 from .runstate import RunState
 from .supervise import Supervisor, socket_path
 
@@ -55,6 +55,9 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     for path in [*store.bookkeeping, socket_path(root)]:
         if path not in keep and path != store.daemon_file:
             _unlink(root, path, done.left)
+    for directory in (store.dir, store.run_dir):  # a write killed before its rename left its temp file
+        for temp in write_temps(directory):
+            _unlink(root, temp, done.left)
     if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
         return done
     # the services' markers' folder: a surface may stage it (the fabric manager's), else a service made it

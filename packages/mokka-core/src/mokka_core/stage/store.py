@@ -43,7 +43,7 @@ __all__ = [
     "CTL_SOCKET", "DAEMON_FILE", "FABRICMANAGER_READY", "IB_DIR", "IMEX_DIR", "KERNEL_LOG", "LOCK_FILE",
     "LOCK_TIMEOUT_S", "MANIFESTS_DIR", "NODE_FILE", "OVERLAY_FILE", "OVERRIDE_FILE", "PRELOAD_KILL_SWITCH",
     "RUN_DIR", "SNAPSHOT", "STATE_DIR", "SUPERVISORD_CONFIG", "SUPERVISORD_PID", "SUPERVISORD_SOCKET",
-    "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s", "scratch_dir",
+    "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s", "scratch_dir", "write_temps",
 ]
 
 
@@ -257,6 +257,22 @@ def scratch_dir(parent: Path, prefix: str) -> Path:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free directory name like {parent / prefix}*")
+
+
+def write_temps(directory: Path) -> list[Path]:
+    """The temp files ``atomic_write`` left in ``directory`` (``.name.<12 hex>.tmp``), killed before the rename."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [directory / name for name in names if _is_write_temp(name)]
+
+
+def _is_write_temp(name: str) -> bool:
+    """``.name.<12 hex>.tmp``: atomic_write's temp name (``_exclusive`` draws os.urandom(6).hex())."""
+    stem = name.removesuffix(".tmp")
+    return (name.startswith(".") and stem != name and len(stem) > 14 and stem[-13] == "."
+            and all(c in "0123456789abcdef" for c in stem[-12:]))
 
 
 def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o644, durable: bool = False) -> Fingerprint:
