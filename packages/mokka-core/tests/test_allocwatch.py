@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
 from mokka_core.stage.store import OVERRIDE_FILE
 from mokka_core.testing import consumers
+from mokka_core.testing.waiting import wait_for
 
 GIB = 1 << 30
 
@@ -220,14 +221,6 @@ def test_nvidia_smi_lists_the_allocated_containers(root: Path, kubelet: FakeKube
     assert used is not None
     mib = {used >> 20, -(-used >> 20)}  # 535 truncates, 550 rounds up
     assert gpus[1].findtext("fb_memory_usage/used") in {f"{m} MiB" for m in mib}
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def test_descriptor_set_matches_the_protos(tmp_path: Path) -> None:

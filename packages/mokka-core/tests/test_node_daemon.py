@@ -26,19 +26,12 @@ from mokka_core.testing.runner import (
     StaticSurface,
 )
 from mokka_core.testing.tree import tree_snapshot as snapshot
+from mokka_core.testing.waiting import wait_for
 
 
 def settings(root: Path, **kw) -> NodeSettings:
     kw.setdefault("spec", NodeSpec(profile="h100", gpus=4))
     return NodeSettings(root=root, supervise=False, **kw)
-
-
-def wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def probe(root: Path) -> dict:

@@ -20,18 +20,9 @@ from mokka_core.stage.layout import RUN_DIR, STATE_DIR
 from mokka_core.testing.consumers import missing
 from mokka_core.testing.runner import PROBE_FILE
 from mokka_core.testing.tree import tree_snapshot as snapshot
+from mokka_core.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e  # real processes and a real supervisord
-
-
-
-
-def wait_for(predicate, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s")
-        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:

@@ -23,6 +23,7 @@ import pytest
 
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.testing import consumers
+from mokka_core.testing.waiting import wait_for
 
 API = "nri.pkg.api.v1alpha1"
 
@@ -327,14 +328,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def test_concurrent_create_container_requests(runtime: Any, plugin_factory: Any) -> None:

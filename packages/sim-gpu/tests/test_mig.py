@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.procdevices import host_majors
 from mokka_core.testing import consumers
 from mokka_core.testing.runner import DaemonRunner
+from mokka_core.testing.waiting import wait_for
 from mokka_sim_gpu.surface import GpuSurface
 
 CAPS = "proc/driver/nvidia/capabilities"
@@ -147,14 +147,6 @@ def test_nvidia_smi_partition_is_followed_by_the_node_daemon(tmp_path: Path) -> 
         run("mig", "-i", "0", "-dgi")
         wait_for(lambda: capability_files(root) == [] and cap_nodes(root) == {})
     assert not root.exists() or not any(root.rglob("*access"))  # teardown leaves no capability behind
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def h100_booting(tmp_path: Path, layout: str) -> Path:

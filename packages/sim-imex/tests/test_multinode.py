@@ -19,8 +19,9 @@ from mokka_core.stage.staging import stage_wave
 from mokka_core.stage.surface import StageContext
 from mokka_core.testing.consumers import ConsumerUnavailable, missing, nvidia_smi
 from mokka_core.testing.nvml import stage_nvml_view
+from mokka_core.testing.waiting import wait_for
 from mokka_sim_imex.surface import ImexSurface
-from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port, wait_for
+from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port
 
 CLUSTER_UUID = "0c6a3e1d-7b2f-4e58-9a41-d2f0b8c6e5a7"
 CLIQUE = 32766
@@ -67,7 +68,7 @@ def answers(cluster: dict, names: list[str] = NAMES) -> dict[str, str]:
 
 
 def settle(cluster: dict, expected: dict[str, str]) -> dict[str, str]:
-    wait_for(lambda: answers(cluster, list(expected)) == expected, timeout=20)
+    wait_for(lambda: answers(cluster, list(expected)) == expected, what="every node's answers")
     return answers(cluster, list(expected))
 
 

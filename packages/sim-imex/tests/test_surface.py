@@ -13,9 +13,10 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import procdevices
 from mokka_core.stage.staging import stage_wave, teardown
 from mokka_core.stage.surface import CharDevice, StageContext
+from mokka_core.testing.waiting import wait_for
 from mokka_sim_imex.config import CONFIG_FILE
 from mokka_sim_imex.surface import CAPABILITY_FILE, CHANNEL_COUNT, PROC_DEVICES_FILE, ImexSurface
-from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port, wait_for
+from mokka_sim_imex.testing import Daemons, configure, ctl_q, free_port
 
 
 def stage(root: Path, failed: bool = False) -> ImexSurface:
@@ -61,7 +62,7 @@ def test_single_node_daemon_is_ready_and_ctl_says_so(tmp_path: Path, daemons: Da
     (service,) = surface.services(node, StageContext(root=tmp_path))
     assert service.command[-1] == str(tmp_path / CONFIG_FILE)
     proc = daemons.start(service.command)
-    assert wait_for(lambda: ctl_q(config).returncode == 0)
+    wait_for(lambda: ctl_q(config).returncode == 0, what="imex-ctl -q answering")
     result = ctl_q(config)
     assert result.stdout == "READY\n"
     out = daemons.stop(proc)
@@ -84,7 +85,7 @@ def test_two_single_node_domains_on_one_machine_are_both_ready(tmp_path: Path, d
     addresses = {line for config in configs for line in config.read_text().splitlines() if "NODE_IP" in line}
     assert len(addresses) == 2 and "MOKKA_NODE_IP=127.0.0.1" not in addresses
     for config in configs:
-        assert wait_for(lambda config=config: ctl_q(config).stdout == "READY\n"), ctl_q(config)
+        wait_for(lambda config=config: ctl_q(config).stdout == "READY\n", what=f"{config} READY")
 
 
 def test_failed_daemon_is_never_ready(tmp_path: Path, daemons: Daemons) -> None:
@@ -94,7 +95,7 @@ def test_failed_daemon_is_never_ready(tmp_path: Path, daemons: Daemons) -> None:
     (service,) = surface.services(node, StageContext(root=tmp_path))
     assert "--failed" in service.command
     daemons.start(service.command)
-    assert wait_for(lambda: ctl_q(config).stdout.startswith("NOT_READY 0/1"), timeout=10)
+    wait_for(lambda: ctl_q(config).stdout.startswith("NOT_READY 0/1"), what="NOT_READY 0/1")
     assert ctl_q(config).returncode == 1
 
 

@@ -6,8 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .config import CONFIG_FILE, NODES_CONFIG_FILE, render_config, render_nodes_config
@@ -29,15 +27,6 @@ def configure(root: Path, me: str, peers: list[str], server_port: int, cmd_port:
 def ctl_q(config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mokka_sim_imex.ctl", "-q", "-c", str(config)],
                           capture_output=True, text=True, timeout=30)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 class Daemons:
