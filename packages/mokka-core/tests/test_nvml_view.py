@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import random
 import re
 import stat
 import subprocess
@@ -12,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from mokka_core.model.apply import apply
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.builtin import BUILTIN_PROFILES
+from mokka_core.stage import nvml_view
 from mokka_core.stage.native import native_dir
 from mokka_core.stage.nvml_view import HEADER, nvml_bus_id, render_nvml_state, write_nvml_state
+from mokka_core.stage.surface import NvmlKeys
 from mokka_core.testing import consumers
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -310,3 +315,42 @@ def test_the_pci_bus_is_below_the_driver() -> None:
     assert all(failed[f"device.{i}.lost"] == "1" for i in range(8))
     events = sorted((int(failed[f"event.{n}.device"]), failed[f"event.{n}.data"]) for n in range(8))
     assert events == [(i, "79") for i in range(8)] and "event.8.seq" not in failed
+
+
+def random_change(rng: random.Random, doc: dict, gpus: int) -> dict:
+    """One change of the kinds nvml-mock-ctl makes: a reading, a fault, a process, a surface's state."""
+    doc = copy.deepcopy(doc)
+    device = doc.setdefault("devices", {}).setdefault(str(rng.randrange(gpus)), {})
+    kind = rng.randrange(5)
+    if kind == 0:
+        device["thermal"] = {"temperature_gpu_c": rng.randrange(20, 90)}
+    elif kind == 1:
+        device["failure"] = {"mode": rng.choice(["healthy", "lost", "fallen_off_bus"])}
+    elif kind == 2:
+        device["processes"] = [{"pid": rng.randrange(100, 999), "name": "train", "used_memory_mib": 1024}]
+    elif kind == 3:
+        doc["surfaces"] = {rng.choice(["pci", "nvlink", "gpu"]): {"state": rng.choice(["healthy", "failed"])}}
+    else:
+        doc["surfaces"] = {"nvlink": {"enabled": rng.random() < 0.5}}
+    return doc
+
+
+@pytest.mark.parametrize("profile", ["h100", "gb200"])
+def test_the_block_memo_renders_what_a_fresh_render_does(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device blocks are reused across renders where a GPU's inputs are the same: never a stale block."""
+    rng = random.Random(profile)
+    base = NodeSpec(profile=profile, gpus=8).resolve()
+    memo = nvml_view._BlockMemo()
+    doc: dict = {}
+    reused = 0
+    for step in range(60):
+        doc = random_change(rng, doc, 8)
+        node = apply(base, doc)
+        contributed = [NvmlKeys(devices={rng.randrange(8): (("nvlink.0.state", rng.randrange(2)),)})]
+        monkeypatch.setattr(nvml_view, "_BLOCKS", memo)
+        before = len(memo.blocks) if memo.frame is not None else 0
+        remembered = render_nvml_state(node, contributed)
+        reused += before and len(memo.blocks) == before
+        monkeypatch.setattr(nvml_view, "_BLOCKS", nvml_view._BlockMemo())
+        assert remembered == render_nvml_state(node, contributed), f"step {step}: {doc}"
+    assert reused, "the memo never kept a block: the test would not see a stale one"

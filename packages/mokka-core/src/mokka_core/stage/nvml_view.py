@@ -509,31 +509,14 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
             raise StateValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
         lines.append(f"system.{key}={value}")
     root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
-    append = lines.append
-
-    def emit(prefix: str, pairs: Iterable[tuple[str, object]], replaced: Mapping[str, object]) -> None:
-        for key, value in pairs:
-            if key in replaced:
-                continue
-            if type(value) is str:
-                text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
-            elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
-                continue
-            else:
-                text = str(value)
-            problem = _problem(key, value, text)
-            if problem:
-                raise StateValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
-            append(f"{prefix}{key}={text}")
-
+    blocks = _BLOCKS.around(node)
     for gpu in node.gpus:
-        prefix = f"device.{gpu.index}."
-        mine = extra.get(gpu.index)
-        if mine:
-            emit(prefix, _device(node, gpu, root_index), mine)
-            emit(prefix, mine.items(), {})
-        else:
-            emit(prefix, _device(node, gpu, root_index), {})
+        mine = extra.get(gpu.index, {})
+        block = _kept_block(blocks, gpu, mine)
+        if block is None:
+            block = _device_block(node, gpu, root_index, mine)
+            blocks[gpu.index] = (gpu.config, mine, block)
+        lines += block
     lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     if node.surface("pci").state == "failed":  # the bus failed: every GPU fell off it, after what happened before
@@ -544,6 +527,61 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
     lines.append("end")
     return "\n".join(lines) + "\n"
+
+
+def _device_block(node: Node, gpu: Gpu, root_index: Mapping[str, int], mine: Mapping[str, object]) -> list[str]:
+    """GPU ``gpu``'s lines: its own keys, then the other surfaces' (``mine``) in place of any of the same name."""
+    prefix = f"device.{gpu.index}."
+    lines: list[str] = []
+    for key, value in (*(pair for pair in _device(node, gpu, root_index) if pair[0] not in mine), *mine.items()):
+        if type(value) is str:
+            text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
+        elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
+            continue
+        else:
+            text = str(value)
+        problem = _problem(key, value, text)
+        if problem:
+            raise StateValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
+        lines.append(f"{prefix}{key}={text}")
+    return lines
+
+
+class _BlockMemo:
+    """The device blocks of the last render, reused where a GPU's inputs are what they were.
+
+    A block is a pure function of the GPU's configuration, its contributed keys and its frame: every
+    field of the node but the GPUs, and every GPU's placement (all Gpu fields but ``config``:
+    topology levels compare placements).  Values are immutable, so the same configuration object
+    has the same values; a change made with ``nvml-mock-ctl`` replaces only the configurations it
+    touches, so one changed GPU of 72 renders one block.  ``test_nvml_view`` renders random changes
+    with and without the memo and compares.
+    """
+
+    def __init__(self) -> None:
+        self.frame: tuple[object, ...] | None = None
+        self.blocks: dict[int, tuple[object, Mapping[str, object], list[str]]] = {}
+
+    def around(self, node: Node) -> dict[int, tuple[object, Mapping[str, object], list[str]]]:
+        """The blocks of ``node``'s frame: the last render's where the frame is the same, else a new set.
+
+        Each render keeps to the set it was given, so renders in two threads never mix their blocks."""
+        frame = (*(getattr(node, name) for name in node.__slots__ if name != "gpus"),
+                 *(tuple(getattr(gpu, name) for name in gpu.__slots__ if name != "config") for gpu in node.gpus))
+        blocks = self.blocks
+        if frame != self.frame:  # tuples compare their items by identity first: cheap when nothing moved
+            blocks = {}
+            self.frame, self.blocks = frame, blocks
+        return blocks
+
+
+def _kept_block(blocks: Mapping[int, tuple[object, Mapping[str, object], list[str]]], gpu: Gpu,
+                mine: Mapping[str, object]) -> list[str] | None:
+    kept = blocks.get(gpu.index)
+    return kept[2] if kept is not None and kept[0] is gpu.config and kept[1] == mine else None
+
+
+_BLOCKS = _BlockMemo()
 
 
 @functools.lru_cache(maxsize=1 << 15, typed=True)
