@@ -111,13 +111,16 @@ def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, pre
     for surface, plan in plans.items():
         old = previous[surface]
         owned = set(old.entries) if old else set()
+        same = unchanged[surface]
         for n, entry in enumerate(plan):
+            if n in same:
+                continue  # published already, so are the directories it is in
             head, _, name = entry.path.rpartition("/")
             if head:
                 missing_dirs(head)
             if isinstance(entry, Dir):
                 missing_dirs(entry.path)
-            elif n not in unchanged[surface]:
+            else:
                 if entry.path not in owned and not os.path.lexists(f"{base}/{entry.path}"):
                     paths.append(entry.path)
                 prefix = f"{head}/." if head else "."
@@ -343,7 +346,12 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
             owned = set(old.entries) if old else set()
             manifest = Manifest(surface, dirs=list(old.dirs) if old else [])
             source_dir = os.path.join(scratch, surface)
+            same = unchanged[surface]
             for n, entry in enumerate(plan):
+                if n in same:  # published already, in directories that exist
+                    manifest.digests[entry.path] = digests[surface][n]
+                    manifest.entries.append(entry.path)
+                    continue
                 target_name = os.path.join(root, entry.path)
                 new_dirs = _make_parents(root, entry.path.rpartition("/")[0], known_dirs)
                 created_dirs.extend(new_dirs)
@@ -356,7 +364,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                     known_dirs.add(entry.path)
                     continue
                 manifest.digests[entry.path] = digests[surface][n]
-                if n in unchanged[surface] or isinstance(entry, Runtime):
+                if isinstance(entry, Runtime):
                     manifest.entries.append(entry.path)
                     continue
                 target = target_name
