@@ -331,3 +331,16 @@ def test_a_ctl_change_loads_nothing_heavy(tmp_path: Path) -> None:
                               timeout=60, env={**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
+def test_the_snapshot_text_is_the_json_of_its_record_when_its_base_text_is_reused() -> None:
+    from mokka_core.stage import snapshot as node_snapshot
+
+    base = {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory": {"total_mib": 81559}}], "quote": "a\"b"}
+    for doc in ({}, {"devices": {"0": {"thermal": {"temperature_gpu_c": 91}}}}, {"version": 1}):
+        data = {"format": 1, "override_doc": doc, "base": base, "digests": {"gpu": "ab"}}
+        assert json.loads(node_snapshot._encoded(data)) == data  # the second and third reuse base's text
+    other = {**base, "quote": "c"}
+    data = {"format": 1, "base": other}
+    assert json.loads(node_snapshot._encoded(data)) == data
+    assert json.loads(node_snapshot._encoded({"format": 1, "digests": {}})) == {"format": 1, "digests": {}}

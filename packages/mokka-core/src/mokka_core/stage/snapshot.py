@@ -171,12 +171,27 @@ def surface_ids(surfaces: Mapping[str, object]) -> list[str]:
     return sorted(ids)
 
 
+_BASE_TEXT: list[tuple[Any, str]] = []  # the last base encoded, with its text: it is the same at every ctl change
+
+
+def _encoded(data: dict[str, Any]) -> str:
+    """``data`` as compact JSON (the C encoder); the base node's text is reused while its document is
+    the same object (it is decoded once per snapshot and passed along), so a change encodes only the rest."""
+    base = data.get("base")
+    if base is None:
+        return json.dumps(data, separators=(",", ":"))
+    if not _BASE_TEXT or _BASE_TEXT[0][0] is not base:
+        _BASE_TEXT[:] = [(base, json.dumps(base, separators=(",", ":")))]
+    rest = json.dumps({key: value for key, value in data.items() if key != "base"}, separators=(",", ":"))
+    return f'{rest[:-1]},"base":{_BASE_TEXT[0][1]}}}'
+
+
 def _write(root: Path, data: dict[str, Any]) -> Fingerprint:
     """Replace the snapshot; one that cannot be written is only a cache miss (the old one is stale by then)."""
     path = NodeStore(root).snapshot
     _MEMO.pop(str(path), None)
     try:
-        return atomic_write(path, json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
+        return atomic_write(path, _encoded(data))
     except OSError as exc:
         import logging
 
