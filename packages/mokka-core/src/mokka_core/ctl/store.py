@@ -160,7 +160,7 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
         chosen = surfaces if surfaces is not None else installed_surfaces(root=root)
         now = current(root, start_empty=start_empty)
         doc: Document = {} if start_empty else now.doc
-        before = model_apply.apply(now.base, doc)
+        before = _APPLIED.apply(now.base, doc)
         changed = copy.deepcopy(doc)
         messages = []
         for step, change in enumerate(mutations):
@@ -171,11 +171,11 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
         try:
             if validate:
                 changed = normalise(checked(now.base, changed, now.path, now.base.profile_name))
-            node = model_apply.apply(now.base, changed)
+            node = _APPLIED.apply(now.base, changed)
             rebased = _rebased_fault_clocks(root, now.base, before, node)
             if rebased:
                 changed = rebased_document(changed, rebased)
-                node = model_apply.apply(now.base, changed)
+                node = _APPLIED.apply(now.base, changed)
         except (ConfigError, model_apply.ApplyError) as exc:
             lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
@@ -189,6 +189,25 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
         snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
                       result.digests, base_json=now.base_json)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
+
+
+class _LastApplied:
+    """``model.apply`` of the last document over the last base: the node a change starts from is the
+    one the change before it made (nodes are immutable values, so sharing one is safe)."""
+
+    def __init__(self) -> None:
+        self.last: tuple[Node, Document, Node] | None = None
+
+    def apply(self, base: Node, doc: Document) -> Node:
+        last = self.last
+        if last is not None and last[0] is base and last[1] == doc:
+            return last[2]
+        node = model_apply.apply(base, doc)
+        self.last = (base, copy.deepcopy(doc), node)
+        return node
+
+
+_APPLIED = _LastApplied()
 
 
 def _applied(base: Node, doc: Document) -> Node:

@@ -81,6 +81,7 @@ ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encod
 GPU_NUMA_NODES_PER_GPU = 8
 
 
+@functools.lru_cache(maxsize=4096)
 def nvml_bus_id(bus_id: str) -> str:
     """``0000:1a:00.0`` -> ``00000000:1A:00.0`` (NVML's 8-digit, upper-case form)."""
     domain, bus, rest = bus_id.split(":")
