@@ -279,6 +279,18 @@ MK_API nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t de
     return NVML_SUCCESS;
 }
 
+/* The kernel module answers the protected/unprotected split from its allocator whatever the CC mode
+ * (open-gpu-kernel-modules conf_compute_api.c, GET_VIDMEM_SIZE): with CC off nothing is protected (as the
+ * usage above) and all of the framebuffer is unprotected. nvml.h: Ampere and newer. */
+MK_API nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, nvmlConfComputeMemSizeInfo_t *memInfo) {
+    DEV(device);
+    NONNULL(memInfo);
+    if (D->architecture < NVML_DEVICE_ARCH_AMPERE) NOTSUP();
+    memInfo->protectedMemSizeKib = 0;
+    memInfo->unprotectedMemSizeKib = D->mem_total >> 10;
+    return NVML_SUCCESS;
+}
+
 /* ------------------------------------------------------------- thermal */
 
 MK_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int *temp) {
@@ -350,6 +362,15 @@ MK_API nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t de
     return NVML_SUCCESS;
 }
 
+/* server boards draw from the host's supply: AC, never the battery or undersized-supply states of mobile and
+ * external GPUs (nvml.h's NVML_POWER_SOURCE_*) */
+MK_API nvmlReturn_t nvmlDeviceGetPowerSource(nvmlDevice_t device, nvmlPowerSource_t *powerSource) {
+    DEV(device);
+    NONNULL(powerSource);
+    *powerSource = NVML_POWER_SOURCE_AC;
+    return NVML_SUCCESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode) {
     DEV(device);
     NONNULL(mode);
@@ -375,16 +396,6 @@ MK_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstat
 /* the deprecated name of the same reading (calling it from C would warn under the 13.x header) */
 MK_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *p) {
     return nvmlDeviceGetPerformanceState(device, p);
-}
-
-MK_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size) {
-    DEV(device);
-    NONNULL(pstates);
-    unsigned n = size / sizeof *pstates; /* nvml.h: size is in bytes */
-    if (n < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    pstates[0] = NVML_PSTATE_0;
-    for (unsigned i = 1; i < n; i++) pstates[i] = NVML_PSTATE_UNKNOWN;
-    return NVML_SUCCESS;
 }
 
 /* ----------------------------------------------------------------- fan */
@@ -417,21 +428,11 @@ MK_API nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsigned in
 
 /* -------------------------------------------------------------- clocks */
 
-static int clk_index(nvmlClockType_t t) {
-    switch (t) {
-    case NVML_CLOCK_GRAPHICS: return 0;
-    case NVML_CLOCK_SM: return 1;
-    case NVML_CLOCK_MEM: return 2;
-    case NVML_CLOCK_VIDEO: return 3;
-    default: return -1;
-    }
-}
-
 #define CLK_GETTER(fn, arr)                                                \
     MK_API nvmlReturn_t fn(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock) { \
         DEV(device);                                                       \
         NONNULL(clock);                                                    \
-        int i = clk_index(type);                                           \
+        int i = mk_clock_index(type);                                      \
         if (i < 0) return NVML_ERROR_INVALID_ARGUMENT;                     \
         if (!D->arr[i]) NOTSUP();                                          \
         *clock = D->arr[i];                                                \
@@ -446,7 +447,7 @@ CLK_GETTER(nvmlDeviceGetMaxCustomerBoostClock, clk_boost)
 MK_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t type, nvmlClockId_t id, unsigned int *clock) {
     DEV(device);
     NONNULL(clock);
-    int i = clk_index(type);
+    int i = mk_clock_index(type);
     if (i < 0) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned v;
     switch (id) {
@@ -458,19 +459,6 @@ MK_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t type
     }
     if (!v) NOTSUP();
     *clock = v;
-    return NVML_SUCCESS;
-}
-
-MK_API nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, nvmlClockType_t type, nvmlPstates_t pstate,
-                                                    unsigned int *minClockMHz, unsigned int *maxClockMHz) {
-    DEV(device);
-    NONNULL(minClockMHz);
-    NONNULL(maxClockMHz);
-    int i = clk_index(type);
-    if (i < 0) return NVML_ERROR_INVALID_ARGUMENT;
-    if (pstate != NVML_PSTATE_0 || !D->clk_max[i]) NOTSUP();
-    *minClockMHz = D->clk_cur[i] < D->clk_max[i] ? D->clk_cur[i] : D->clk_max[i];
-    *maxClockMHz = D->clk_max[i];
     return NVML_SUCCESS;
 }
 

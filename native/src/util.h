@@ -20,6 +20,16 @@ unsigned mk_topo_level(const struct mk_snap *s, uint32_t a, uint32_t b);
 unsigned mk_topo_nvlinks(const struct mk_snap *s, uint32_t a, uint32_t b);
 
 static inline nvmlDevice_t mk_handle(uint32_t idx) { return &mk_g_handles[idx]; }
+/* the position of a clock type in the clk_* arrays ([graphics, sm, mem, video]), -1 for any other */
+static inline int mk_clock_index(nvmlClockType_t t) {
+    switch (t) {
+    case NVML_CLOCK_GRAPHICS: return 0;
+    case NVML_CLOCK_SM: return 1;
+    case NVML_CLOCK_MEM: return 2;
+    case NVML_CLOCK_VIDEO: return 3;
+    default: return -1;
+    }
+}
 
 /* MIG device handles: one per (GPU, GPU instance id, compute instance id); what they name is node state
  * (the compute instances of `mig.compute_instances`), so a handle of a destroyed instance stops resolving */
