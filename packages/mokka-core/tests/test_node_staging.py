@@ -54,3 +54,22 @@ def test_unchanged_entries_keep_their_inode_and_changed_ones_are_replaced(tmp_pa
     (tmp_path / "x/same").unlink()  # removed behind our back: the next restage puts it back
     stage_wave({"a": [File("x/same", "1"), File("x/changes", "2")]}, tmp_path)
     assert (tmp_path / "x/same").read_text() == "1"
+
+
+def test_entry_digests_follow_what_each_entry_publishes(tmp_path: Path) -> None:
+    from mokka_core.stage.staging import entry_digest
+    from mokka_core.stage.surface import CharDevice, Copy, Symlink
+
+    assert entry_digest(File("a", "x")) == entry_digest(File("b", "x"))  # the path is the manifest's key, not content
+    assert entry_digest(File("a", "x")) != entry_digest(File("a", "x", 0o600))
+    assert entry_digest(Symlink("a", "x")) != entry_digest(File("a", "x"))  # equal tuples, different entries
+    assert entry_digest(CharDevice("a", 195, 0)) != entry_digest(CharDevice("a", 195, 1))
+    big = "y" * 100_000
+    assert entry_digest(File("a", big)) == entry_digest(File("a", big)) != entry_digest(File("a", big + "z"))
+    source = tmp_path / "source"
+    source.write_text("1")
+    first = entry_digest(Copy("a", source))
+    source.write_text("22")  # the same entry, a changed source: a new digest
+    assert entry_digest(Copy("a", source)) != first
+    source.unlink()
+    assert entry_digest(Copy("a", source)) == ""

@@ -23,16 +23,11 @@ from . import mig_boot, mig_partition, snapshot, staging
 from .native import native_dir
 from .store import NodeStore, atomic_write
 from .surface import (
-    CharDevice,
     ConsumerNeeds,
-    Copy,
-    Dir,
     Entry,
-    File,
     Service,
     StageContext,
     Surface,
-    Symlink,
     discover,
 )
 
@@ -174,24 +169,12 @@ class Interrupted(MokkaError):
 
 
 def plan_digest(plan: list[Entry]) -> str:
+    """One digest of a whole plan: each entry's type, path and ``staging.entry_digest``, in order; a copy
+    whose source cannot be read makes it new every time, so staging reports the error."""
     digest = hashlib.sha256()
     for entry in plan:
-        digest.update(type(entry).__name__.encode() + b"\0" + entry.path.encode() + b"\0")
-        if isinstance(entry, File):
-            digest.update(f"{entry.mode:o}\0".encode() + entry.data())
-        elif isinstance(entry, Copy):
-            try:
-                st = os.stat(entry.source)
-                digest.update(f"{entry.source}\0{st.st_size}\0{st.st_mtime_ns}\0{entry.mode}".encode())
-            except OSError:
-                digest.update(os.urandom(16))  # unreadable source: always restage, so staging reports it
-        elif isinstance(entry, Symlink):
-            digest.update(entry.target.encode())
-        elif isinstance(entry, CharDevice):
-            digest.update(f"{entry.major}:{entry.minor}:{entry.mode:o}".encode())
-        elif isinstance(entry, Dir):
-            digest.update(f"{entry.mode:o}".encode())
-        digest.update(b"\n")
+        published = staging.entry_digest(entry) or os.urandom(16).hex()
+        digest.update(f"{type(entry).__name__}\0{entry.path}\0{published}\n".encode())
     return digest.hexdigest()
 
 

@@ -11,6 +11,7 @@ replaces its own files atomically and removes the ones its new plan dropped.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -72,7 +73,7 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]
     root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
     previous = {surface: Manifest.load(root, surface) for surface in plans}
-    digests = {surface: [_entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
+    digests = {surface: [entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
                  for surface, plan in plans.items()}
     scratch = scratch_dir(root, SCRATCH_PREFIX)
@@ -174,6 +175,27 @@ def recover(root: Path) -> list[str]:
     return still
 
 
+_DIGESTS: dict[tuple[type, Entry], str] = {}  # small entries' digests: a restage plans most of them again
+_DIGEST_MEMO_MAX_BYTES = 4096
+_DIGEST_MEMO_ENTRIES = 1 << 16
+
+
+def entry_digest(entry: Entry) -> str:
+    """What an entry publishes (type, mode, content or target), without its path; "" for a copy whose
+    source cannot be read (it never matches, so building it reports the error)."""
+    if type(entry) is Copy:  # its source may change under the same entry
+        return _entry_digest(entry)
+    if type(entry) is File and len(entry.content) > _DIGEST_MEMO_MAX_BYTES:
+        return _entry_digest(entry)
+    key = (type(entry), entry)  # the type too: NamedTuples of the same fields compare equal
+    found = _DIGESTS.get(key)
+    if found is None:
+        if len(_DIGESTS) >= _DIGEST_MEMO_ENTRIES:
+            _DIGESTS.clear()
+        found = _DIGESTS[key] = _entry_digest(entry)
+    return found
+
+
 def _entry_digest(entry: Entry) -> str:
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{type(entry).__name__}\0{getattr(entry, 'mode', '')}\0".encode())
@@ -196,9 +218,23 @@ def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest 
     """Indices of entries already published with the same content: a restage leaves them alone."""
     if old is None or not old.digests:
         return set()
-    return {n for n, entry in enumerate(plan)
-            if not isinstance(entry, Dir) and old.digests.get(entry.path) == digests[n]
-            and os.path.lexists(os.path.join(root, entry.path))}
+    recorded = old.digests
+    same = [n for n, entry in enumerate(plan) if not isinstance(entry, Dir) and recorded.get(entry.path) == digests[n]]
+    listed: dict[str, frozenset[str]] = {}  # each directory is listed once, not each entry stat'ed
+    base = str(root)
+    kept = set()
+    for n in same:
+        head, _, name = plan[n].path.rpartition("/")
+        names = listed.get(head)
+        if names is None:
+            try:
+                names = frozenset(os.listdir(f"{base}/{head}" if head else base))
+            except OSError:
+                names = frozenset()
+            listed[head] = names
+        if name in names:  # still there (a dangling link too): one removed behind our back is published again
+            kept.add(n)
+    return kept
 
 
 def _materialise_all(plans: dict[str, list[Entry]], scratch: str, skip: dict[str, set[int]]) -> None:
@@ -281,6 +317,7 @@ def teardown_all(root: Path) -> list[str]:
     return list(manifests)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _normal_relative(path: str) -> bool:
     """Relative, normalised (no ``.``/``..``/empty parts, no trailing slash): string checks only, it is hot."""
     return bool(path) and path[0] != "/" and posixpath.normpath(path) == path and path != ".." \
