@@ -21,6 +21,8 @@ class Value:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other: object) -> bool:
+        if other is self:  # immutable: shared parts of two nodes compare without a walk
+            return True
         if type(other) is not type(self):
             return NotImplemented
         return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
