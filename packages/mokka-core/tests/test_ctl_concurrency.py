@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from mokka_core.ctl.cli import execute
 from mokka_core.testing.runner import ProbeSurface
+from mokka_core.testing.waiting import wait_for
 root, gpu, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for n in range(count):
     assert execute(["--root", str(root), "xid", gpu, str(100 + n)], surfaces={"probe": ProbeSurface()}) == 0
@@ -92,6 +93,7 @@ def test_a_reader_sees_100_successive_changes_without_torn_values(root: Path) ->
             latencies.append(time.monotonic() - started)
             # visible the moment the command returns
             assert json.loads((root / PROBE_FILE).read_text())["gpus"]["0"]["temperature_c"] == 20 + n
+        wait_for(lambda: seen[-1] == 120, what="the reader's view of the last change")
     finally:
         stop.set()
         thread.join()
