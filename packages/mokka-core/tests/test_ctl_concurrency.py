@@ -17,6 +17,7 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.node.settings import NodeSettings
 from mokka_core.stage import nodefile
 from mokka_core.testing.runner import PROBE_FILE, DaemonRunner, ProbeSurface
+from mokka_core.testing.waiting import wait_for
 
 STEP = 2**29  # half a GiB per change
 
@@ -37,7 +38,6 @@ import sys
 from pathlib import Path
 from mokka_core.ctl.cli import execute
 from mokka_core.testing.runner import ProbeSurface
-from mokka_core.testing.waiting import wait_for
 root, gpu, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for n in range(count):
     assert execute(["--root", str(root), "xid", gpu, str(100 + n)], surfaces={"probe": ProbeSurface()}) == 0
