@@ -1,6 +1,7 @@
 /* mig.c: MIG partitioning: GPU-instance profiles (state file, `mig_profile` rows), GPU and compute
  * instances (node state in the setter record: `mig.gpu_instances`, `mig.compute_instances`), and
  * their handles. An NVML area, writing through settings.c; the MIG device handles are util.c's. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,17 +113,8 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
     return NVML_SUCCESS;
 }
 
-MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
-                                                         nvmlGpuInstanceProfileInfo_v2_t *info) {
-    DEV(device);
-    NONNULL(info);
-    unsigned version = info->version;
-    if (version != nvmlGpuInstanceProfileInfo_v2 && version != nvmlGpuInstanceProfileInfo_v3)
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (D->mig_current != 1) NOTSUP(); /* MIG off: no profiles (nvidia-smi mig -lgip lists none) */
-    if (profile >= MK_GI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
-    const struct mk_mig_profile *p = profile_by_index(D, profile);
-    if (!p) NOTSUP();
+/* a profile row into the caller's versioned info (v2 or v3, the version already checked) */
+static void fill_profile_v(const struct mk_mig_profile *p, nvmlGpuInstanceProfileInfo_v2_t *info, unsigned version) {
     if (version == nvmlGpuInstanceProfileInfo_v3) {
         nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)info;
         memset(v3, 0, sizeof *v3);
@@ -135,6 +127,40 @@ MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, un
         FILL_PROFILE(info, p);
         snprintf(info->name, sizeof info->name, "MIG %s", p->name);
     }
+}
+
+#define PROFILE_INFO_VERSION(info, version) do {                                                    \
+        (version) = (info)->version;                                                                \
+        if ((version) != nvmlGpuInstanceProfileInfo_v2 && (version) != nvmlGpuInstanceProfileInfo_v3) \
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;                                            \
+    } while (0)
+
+MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                         nvmlGpuInstanceProfileInfo_v2_t *info) {
+    DEV(device);
+    NONNULL(info);
+    unsigned version;
+    PROFILE_INFO_VERSION(info, version);
+    if (D->mig_current != 1) NOTSUP(); /* MIG off: no profiles (nvidia-smi mig -lgip lists none) */
+    if (profile >= MK_GI_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    const struct mk_mig_profile *p = profile_by_index(D, profile);
+    if (!p) NOTSUP();
+    fill_profile_v(p, info, version);
+    return NVML_SUCCESS;
+}
+
+/* the same by profile id (19 for 1g.10gb) instead of NVML_GPU_INSTANCE_PROFILE_* */
+MK_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId,
+                                                             nvmlGpuInstanceProfileInfo_v2_t *info) {
+    DEV(device);
+    NONNULL(info);
+    unsigned version;
+    PROFILE_INFO_VERSION(info, version);
+    if (D->mig_current != 1) NOTSUP();
+    unsigned row;
+    const struct mk_mig_profile *p = profile_by_id(D, profileId, &row);
+    if (!p) return NVML_ERROR_INVALID_ARGUMENT;
+    fill_profile_v(p, info, version);
     return NVML_SUCCESS;
 }
 
@@ -584,6 +610,16 @@ MK_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeI
     info->id = computeInstance->id;
     info->profileId = D->mig_ci[at + 2];
     info->placement = (nvmlComputeInstancePlacement_t){D->mig_ci[at + 3], mk_ci_slices(D->mig_ci[at + 2])};
+    return NVML_SUCCESS;
+}
+
+/* the export older binaries call: its struct ends before `placement` (added with _v2), so that stays unwritten */
+MK_API nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info) {
+    NONNULL(info);
+    nvmlComputeInstanceInfo_t full;
+    nvmlReturn_t r = nvmlComputeInstanceGetInfo_v2(computeInstance, &full);
+    if (r != NVML_SUCCESS) return r;
+    memcpy(info, &full, offsetof(nvmlComputeInstanceInfo_t, placement));
     return NVML_SUCCESS;
 }
 

@@ -39,7 +39,8 @@ def rendered(shape: str = "h100", n: int | None = None) -> tuple[tuple[str, str]
     node = NodeSpec(profile=shape, gpus=n or GPUS.get(shape)).resolve()
     if node.gpus[0].config.fabric is not None:
         node = apply(node, {"all": {"fabric": {"state": "completed"}}})
-    ctx = render.with_nvml(render.context(Path("/nonexistent"), booted_ms=0), node, render.installed_surfaces())
+    ctx = render.context(Path("/nonexistent"), booted_ms=0)
+    ctx = render.with_contributions(ctx, node, render.installed_surfaces())
     text = render_nvml_state(node, ctx.nvml)
     lines = text.splitlines()
     assert lines[0] == HEADER and lines[-1] == "end"

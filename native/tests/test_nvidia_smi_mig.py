@@ -116,6 +116,38 @@ def test_capacity_and_permission_through_the_api(lib_dir, state_file):
     assert p.returncode == 0, p.stderr
 
 
+def test_profile_info_by_id_and_the_legacy_compute_instance_info(lib_dir, state_file):
+    """``…ProfileInfoByIdV`` takes the profile id (nvml.h); the pre-_v2 ``nvmlComputeInstanceGetInfo`` export
+    fills a struct that ends before ``placement``, so it must not write past ``profileId``."""
+    st = state_file("h100", n=1, overrides={"device.0.mig.current": 1, "device.0.mig.pending": 1})
+    body = textwrap.dedent("""
+        import ctypes
+        L = ctypes.CDLL("libnvidia-ml.so.1"); assert L.nvmlInit_v2() == 0
+        d = ctypes.c_void_p(); assert L.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(d)) == 0
+        for version, size in ((2, 152), (3, 152)):  # nvmlGpuInstanceProfileInfo_v2/_v3 (same size)
+            by_id = (ctypes.c_uint * (size // 4))(size | version << 24)
+            by_index = (ctypes.c_uint * (size // 4))(size | version << 24)
+            assert L.nvmlDeviceGetGpuInstanceProfileInfoByIdV(d, 9, by_id) == 0          # 3g.40gb's id
+            assert L.nvmlDeviceGetGpuInstanceProfileInfoV(d, 2, by_index) == 0           # NVML_..._3_SLICE
+            assert bytes(by_id) == bytes(by_index) and by_id[1] == 9
+        assert L.nvmlDeviceGetGpuInstanceProfileInfoByIdV(d, 77, by_id) == 2                # no such id
+        by_id[0] = 152 | 9 << 24
+        assert L.nvmlDeviceGetGpuInstanceProfileInfoByIdV(d, 9, by_id) == 25                # VERSION_MISMATCH
+        gi, ci = ctypes.c_void_p(), ctypes.c_void_p()
+        assert L.nvmlDeviceCreateGpuInstance(d, 9, ctypes.byref(gi)) == 0
+        assert L.nvmlGpuInstanceCreateComputeInstance(gi, 2, ctypes.byref(ci)) == 0         # 3c.3g.40gb
+        full = (ctypes.c_uint * 10)(*[0xAAAAAAAA] * 10)
+        legacy = (ctypes.c_uint * 10)(*[0xAAAAAAAA] * 10)
+        assert L.nvmlComputeInstanceGetInfo_v2(ci, full) == 0
+        assert L.nvmlComputeInstanceGetInfo(ci, legacy) == 0
+        assert list(legacy[:6]) == list(full[:6])            # device, gpuInstance (pointers), id, profileId
+        assert list(full[6:8]) == [0, 3] and list(legacy[6:]) == [0xAAAAAAAA] * 4
+    """)
+    p = subprocess.run([sys.executable, "-c", body], env=nvml_env(lib_dir, st), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
 def test_concurrent_creators_each_get_their_own_instance(lib_dir, state_file):
     st = state_file("h100", n=1, overrides={"device.0.mig.current": 1, "device.0.mig.pending": 1})
     create = textwrap.dedent("""

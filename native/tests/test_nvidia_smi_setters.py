@@ -84,3 +84,14 @@ def test_setters_need_root(smi, lib_dir, state_file, open_dir):
     assert "Failed to set power management limit for GPU 00000000:1B:00.0: Insufficient Permissions" in denied.stdout
     assert "GPU reset unavailable: Insufficient Permissions" in run("-r", "-i", "0", user="65534").stdout
     assert rows(run(QUERY, "--format=csv,noheader").stdout)[0][1] == "700.00 W"
+
+
+def test_accounting_mode_holds_across_processes(smi, lib_dir, state_file):
+    run = smi_in(smi, lib_dir, state_file("h100", n=2))
+    query = ("--query-gpu=index,accounting.mode", "--format=csv,noheader")
+    assert rows(run(*query).stdout) == [["0", "Disabled"], ["1", "Disabled"]]  # qx-h100.xml
+    done = run("-i", "0", "-am", "1")
+    assert done.returncode == 0 and "Enabled Accounting Mode for GPU 00000000:1B:00.0." in done.stdout, done.stdout
+    assert rows(run(*query).stdout) == [["0", "Enabled"], ["1", "Disabled"]]
+    assert run("-i", "0", "-am", "0").returncode == 0
+    assert rows(run(*query).stdout)[0] == ["0", "Disabled"]

@@ -31,7 +31,7 @@ from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
 from mokka_core.schema.merge import merge_all
 from mokka_core.schema.profile import DeviceConfig
 from mokka_core.stage import nodefile, snapshot
-from mokka_core.stage.render import build_plans, context, installed_surfaces, plan_digest, with_nvml
+from mokka_core.stage.render import build_plans, context, installed_surfaces, plan_digest, with_contributions
 from mokka_core.stage.store import OVERRIDE_FILE, SNAPSHOT
 from mokka_core.stage.surface import Surface
 from mokka_core.testing.runner import DaemonRunner, ProbeSurface, nvml_surface
@@ -83,7 +83,7 @@ def parse(root: Path, words: tuple[str, ...]) -> Any:
 
 
 def digests(node: Any, chosen: dict[str, Surface], root: Path) -> dict[str, str]:
-    ctx = with_nvml(context(root), node, chosen)  # pure: the same node renders the same plans
+    ctx = with_contributions(context(root), node, chosen)  # pure: the same node renders the same plans
     return {name: plan_digest(plan) for name, plan in build_plans(node, chosen, ctx).items()}
 
 

@@ -43,11 +43,13 @@ def test_a_partition_made_in_cmd_shows_in_the_capabilities_and_goes() -> None:
         f"cat {CAPS}/gi1/access", "ls /dev/nvidia-caps",
         f"{smi} mig -i 0 -dci >/dev/null", f"{smi} mig -i 0 -dgi >/dev/null",
         WAIT.format(test=f"[ ! -e {CAPS}/gi1/access ]"),
-        f"echo left: $(find {CAPS} -name access | wc -l) $(ls /dev/nvidia-caps | wc -l)",  # directories stay
+        f"echo left: $(find {CAPS} -name access | wc -l) $(ls /dev/nvidia-caps 2>/dev/null | wc -l)",
+        "echo dirs: $(ls /proc/driver/nvidia/capabilities)",  # the GPU instance's directories went with it
     ]), "--profile", "h100")
     assert "DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n" in out, out
     assert "nvidia-cap1\nnvidia-cap12\nnvidia-cap13\nnvidia-cap2\n" in out
     assert "left: 0 0" in out
+    assert "dirs: mig\n" in out
 
 
 def test_a_profile_with_a_layout_boots_partitioned(tmp_path: Path) -> None:

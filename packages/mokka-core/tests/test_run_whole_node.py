@@ -49,6 +49,35 @@ def test_dmi_names_the_simulated_machine() -> None:
     assert out.splitlines() == ["NVIDIA", "DGXH100", "../../devices/virtual/dmi/id"]
 
 
+#: major of each driver name in /proc/devices (awk, as nv-dev-create.sh reads it), then each node's major
+#: (stat), for the names the gpu surface (nvidia.ko, nvidia-uvm.ko) and the imex surface register
+DEVICES_SCRIPT = """
+for name in nvidia nvidiactl nvidia-uvm nvidia-caps nvidia-caps-imex-channels; do
+  awk -v name=$name '$2 == name { print name, $1 }' /proc/devices
+done
+for node in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-caps/nvidia-cap512 \\
+            /dev/nvidia-caps-imex-channels/channel0; do
+  printf '%s %d\\n' $node 0x$(stat -c %t $node)
+done
+"""
+
+
+@pytest.mark.parametrize("delivery", ["run", "shim"])
+def test_proc_devices_names_the_majors_of_the_nodes_in_dev(delivery: str) -> None:
+    """The container toolkit and nvidia-modprobe find a driver's major in /proc/devices, then use /dev by it."""
+    if os.geteuid() != 0:
+        pytest.skip("staged device nodes are character devices only for root")
+    done = subprocess.run([sys.executable, "-m", "mokka_core", delivery, "--profile", "gb200", "--", "sh", "-c",
+                           DEVICES_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = dict(line.split() for line in done.stdout.splitlines())
+    assert found["nvidia"] == found["nvidiactl"] == found["/dev/nvidia0"] == found["/dev/nvidiactl"] == "195"
+    assert found["nvidia-uvm"] == found["/dev/nvidia-uvm"]
+    assert found["nvidia-caps"] == found["/dev/nvidia-caps/nvidia-cap512"]
+    assert found["nvidia-caps-imex-channels"] == found["/dev/nvidia-caps-imex-channels/channel0"]
+    assert len({found["nvidia-uvm"], found["nvidia-caps"], found["nvidia-caps-imex-channels"], "195"}) == 4
+
+
 def test_numa_nodes_name_host_cpus_and_agree_with_pci_and_nvml() -> None:
     smi = consumers.require("nvidia-smi", "550")
     node = NodeSpec(profile="h100").resolve()

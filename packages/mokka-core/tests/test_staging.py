@@ -101,5 +101,33 @@ def test_restage_replaces_and_drops(root: Path) -> None:
     assert snapshot(root) == before
 
 
+def test_restage_removes_the_directories_its_plan_dropped(root: Path) -> None:
+    """A destroyed GPU instance takes its ``gi<G>/`` and ``ci<C>/`` directories with it."""
+    caps = "proc/driver/nvidia/capabilities"
+    unpartitioned = [File(f"{caps}/mig/config", "1"), Dir("dev/nvidia-caps", 0o755)]
+    stage_wave({"a": unpartitioned}, root)
+    before = snapshot(root)
+    stage_wave({"a": [*unpartitioned, File(f"{caps}/gpu0/mig/gi1/access", "12"), Dir(f"{caps}/gpu0/mig/gi2/ci0"),
+                      File(f"{caps}/gpu0/mig/gi1/ci0/access", "13")]}, root)
+    stage_wave({"a": unpartitioned}, root)
+    assert snapshot(root) == before
+    assert teardown(root, "a")
+    assert sorted(p.name for p in root.iterdir()) == ["etc"]
+
+
+def test_restage_keeps_dropped_directories_that_are_not_only_its_own(root: Path) -> None:
+    (root / "sys/host").mkdir(parents=True)  # there before staging: never the surface's
+    stage_wave({"a": [File("sys/host/x/a", "1"), File("sys/mine/a", "1"), File("sys/shared/a", "1")],
+                "b": [File("sys/shared/b", "2")]}, root)
+    (root / "sys/mine/someone-elses").write_text("")
+    stage_wave({"a": [File("sys/other", "1")]}, root)
+    assert (root / "sys/host").is_dir() and not (root / "sys/host/x").exists()
+    assert (root / "sys/mine/someone-elses").exists()  # in use: stays, still a's to remove once empty
+    assert (root / "sys/shared/b").exists()
+    (root / "sys/mine/someone-elses").unlink()
+    assert teardown(root, "a") and teardown(root, "b")
+    assert sorted(p.name for p in (root / "sys").iterdir()) == ["host"]
+
+
 def test_teardown_of_unstaged_surface_is_a_no_op(root: Path) -> None:
     assert teardown(root, "nothing") is False

@@ -84,7 +84,7 @@ def renders(profile: str, root: Path) -> list[str]:
     ctx = render.context(root, booted_ms=1_700_000_000_000)
 
     def text(node: Node) -> str:
-        return render_nvml_state(node, render.with_nvml(ctx, node, installed).nvml)
+        return render_nvml_state(node, render.with_contributions(ctx, node, installed).nvml)
 
     texts = []
     for surfaces in SURFACES:

@@ -25,6 +25,7 @@ from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.procdevices import host_majors
 from mokka_core.testing import consumers
 from mokka_core.testing.runner import DaemonRunner
+from mokka_core.testing.tree import tree_snapshot
 from mokka_core.testing.waiting import wait_for
 from mokka_sim_gpu.surface import GpuSurface
 
@@ -102,7 +103,21 @@ def test_ctl_partition_appears_in_every_capability_and_goes_with_it(node) -> Non
     assert capability_files(root) == ["gpu0/mig/gi7/access", "gpu0/mig/gi7/ci0/access"]
     assert ctl("reset") == 0  # clears what NVML set, the partition with it
     assert capability_files(root) == []
-    assert cap_nodes(root) == {}  # the directory stays until teardown, as nvidia-modprobe's does
+    assert cap_nodes(root) == {}
+
+
+@needs_library
+def test_destroyed_instances_leave_the_tree_as_it_was_unpartitioned(node) -> None:
+    root, ctl = node
+    assert ctl("mig", "0", "on") == 0 and ctl("mig", "1", "on") == 0
+    unpartitioned = tree_snapshot(root)
+    assert ctl("mig", "0", "create", "3g.40gb,1g.10gb,1g.10gb") == 0
+    assert ctl("mig", "1", "create", "7g.80gb") == 0
+    assert (root / CAPS / "gpu1/mig/gi0/ci0").is_dir() and (root / "dev/nvidia-caps").is_dir()
+    assert ctl("mig", "0", "destroy", "all") == 0
+    assert ctl("mig", "1", "destroy", "0") == 0
+    assert not (root / CAPS / "gpu0").exists() and not (root / CAPS / "gpu1").exists()
+    assert tree_snapshot(root) == unpartitioned
 
 
 @needs_library

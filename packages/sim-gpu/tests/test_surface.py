@@ -13,7 +13,8 @@ import pytest
 from mokka_core.errors import MokkaError
 from mokka_core.model.spec import NodeSpec
 from mokka_core.schema.builtin import builtin_text
-from mokka_core.stage import nvidia_smi, paths
+from mokka_core.stage import nvidia_smi, paths, procdevices
+from mokka_core.stage.mig_partition import ComputeInstance, GpuInstance
 from mokka_core.stage.store import STATE_DIR
 from mokka_core.stage.surface import CharDevice, Copy, StageContext
 from mokka_sim_gpu.library import built_library
@@ -56,6 +57,41 @@ def test_device_numbers(make_node, native_dir: Path) -> None:
         "dev/nvidia0": (195, 0), "dev/nvidia1": (195, 1), "dev/nvidiactl": (195, 255),
         "dev/nvidia-modeset": (195, 254), "dev/nvidia-uvm": (509, 0), "dev/nvidia-uvm-tools": (509, 1),
     }
+
+
+def char_section(text: str) -> dict[str, int]:
+    """name -> major in a /proc/devices text, read as nv-dev-create.sh and the container toolkit read it."""
+    lines = text.split("\n\nBlock devices:")[0].splitlines()[1:]
+    return {line.split()[1]: int(line.split()[0]) for line in lines}
+
+
+@pytest.mark.parametrize(("driver", "names"), [
+    ("550.163.01", ["nvidia", "nvidiactl", "nvidia-caps", "nvidia-uvm"]),
+    ("535.247.01", ["nvidia-frontend", "nvidia-caps", "nvidia-uvm"]),  # before 550.40: one frontend region
+])
+def test_proc_devices_names_the_majors_of_the_staged_device_nodes(native_dir: Path, tmp_path: Path, driver: str,
+                                                                  names: list[str]) -> None:
+    profile = tmp_path / "mine.yaml"
+    profile.write_text(builtin_text("h100").replace('driver_version: "550.163.01"', f'driver_version: "{driver}"'))
+    imex = (procdevices.host_majors().imex_channels, "nvidia-caps-imex-channels")  # the imex surface's line
+    ctx = StageContext(root=Path("/"), native_dir=native_dir, char_majors=(imex,))
+    plan = GpuSurface().plan(NodeSpec(profile_file=profile, gpus=2).resolve(), ctx)
+    (text,) = [e.content for e in plan if e.path == "proc/devices"]
+    assert isinstance(text, str)
+    host = Path("/proc/devices").read_text()
+    assert all(line in text for line in host.splitlines() if "nvidia" not in line)  # the host's drivers stay
+    majors = char_section(text)
+    assert sorted(name for name in majors if name.startswith("nvidia")) == sorted([*names, imex[1]])
+    assert list(majors.values()) == sorted(majors.values())  # in major order, as the kernel prints them
+    devices = {e.path: e.major for e in plan if isinstance(e, CharDevice)}
+    gpu_region = "nvidia" if "nvidia" in majors else "nvidia-frontend"
+    assert devices["dev/nvidia0"] == devices["dev/nvidia1"] == majors[gpu_region] == 195
+    assert devices["dev/nvidiactl"] == majors.get("nvidiactl", majors[gpu_region])
+    assert devices["dev/nvidia-uvm"] == devices["dev/nvidia-uvm-tools"] == majors["nvidia-uvm"]
+    partition = {0: (GpuInstance(id=1, row=0, start=0, compute=(ComputeInstance(0, 0, 0, 0),)),)}
+    partitioned = GpuSurface().plan(NodeSpec(profile_file=profile, gpus=2).resolve(), ctx._replace(mig=partition))
+    caps = [e for e in partitioned if isinstance(e, CharDevice) and e.path.startswith("dev/nvidia-caps/")]
+    assert len(caps) == 4 and {e.major for e in caps} == {majors["nvidia-caps"]}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")

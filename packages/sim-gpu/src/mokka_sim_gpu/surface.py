@@ -4,7 +4,8 @@ States (read from the node state):
 
 - enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
-  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; the kernel log of the
+  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; their majors (and the other
+  surfaces') in ``/proc/devices``; the kernel log of the
   node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service; the MIG capabilities of the
   partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from mokka_core.stage.surface import Entry, Service, StageContext, Surface
 
-from .device_nodes import device_node_entries
+from .device_nodes import char_majors, device_node_entries, proc_devices_entries
 from .kernel_log import READY, kernel_log_entries
 from .kernel_objects import kernel_object_entries
 from .library import library_entries, state_file_entries
@@ -48,9 +49,12 @@ class GpuSurface(Surface):
         entries += kernel_object_entries(node)
         if node.driver_loaded:
             entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
-            entries += mig_cap_entries(node, ctx)
+            entries += mig_cap_entries(node, ctx) + proc_devices_entries(node, ctx)
             entries += kernel_log_entries(node)
         return entries
+
+    def char_majors(self, node: Node, ctx: StageContext) -> tuple[tuple[int, str], ...]:
+        return char_majors(node) if node.driver_loaded and node.surface("gpu").enabled else ()
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see :mod:`.kmsg`)."""

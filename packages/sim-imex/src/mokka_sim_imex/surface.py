@@ -3,7 +3,8 @@
 What a GB200/GB300 node with the IMEX driver bits and the ``nvidia-imex`` package looks like:
 ``/dev/nvidia-caps-imex-channels/channel<i>`` (char devices on the ``nvidia-caps-imex-channels``
 major), the ``fabric-imex-mgmt`` capability (its proc file and ``/dev/nvidia-caps`` node),
-a substitute ``/proc/devices`` naming both majors (for the DRA driver's ``altProcDevices``),
+a substitute ``/proc/devices`` naming both majors (for the DRA driver's ``altProcDevices``; where the
+gpu surface is staged too, ``/proc/devices`` itself names the channels' major: ``char_majors``),
 and ``/etc/nvidia-imex/{config.cfg,nodes_config.cfg}`` for the daemon.
 """
 
@@ -53,12 +54,18 @@ class ImexSurface(Surface):
         entries.append(File(CAPABILITY_FILE,
                             f"DeviceFileMinor: {IMEX_MGMT_MINOR}\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
                             mode=0o444))
-        entries.append(File(PROC_DEVICES_FILE, procdevices.render(text, majors, source), mode=0o444))
+        entries.append(File(PROC_DEVICES_FILE, procdevices.render(text, majors.lines(), source), mode=0o444))
         entries.append(Dir(CONFIG_DIR))
         address = loopback_address(ctx.root)
         entries.append(File(CONFIG_FILE, render_config(ctx.root, node_ip=address)))
         entries.append(File(NODES_CONFIG_FILE, render_nodes_config([address])))
         return entries
+
+    def char_majors(self, node: Node, ctx: StageContext) -> tuple[tuple[int, str], ...]:
+        """The channels' major (``nvidia-caps``, which the management node uses too, is the driver's line)."""
+        from mokka_core.stage import procdevices
+
+        return ((procdevices.host_majors().imex_channels, procdevices.IMEX_CHANNELS_NAME),)
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         from .config import CONFIG_FILE

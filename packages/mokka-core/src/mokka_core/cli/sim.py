@@ -59,7 +59,7 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         node = spec.resolve()
         ctx = render.context(root or Path("/"), booted_ms=None if root else 0)
         if name == "gpu":
-            ctx = render.with_nvml(ctx, node, render.installed_surfaces())
+            ctx = render.with_contributions(ctx, node, render.installed_surfaces())
         return surface_cls(), ctx, node
 
     @app.command()

@@ -34,7 +34,7 @@ from ..model.spec import NodeSpec
 from ..stage import mig_boot, nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR, say_once, user_cache
-from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_nvml
+from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_contributions
 from ..stage.staging import stage_wave
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
@@ -112,7 +112,7 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     spec, node = rooted, apply(base, doc)
     installed = discover() if surfaces is None else dict(surfaces)
     instances = {name: cls() for name, cls in installed.items()}
-    ctx = with_nvml(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
+    ctx = with_contributions(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     # the setter record and its library belong to the gpu surface: without it staged, nothing follows MIG
     gpu_staged = "gpu" in instances and enabled(node, "gpu")
     record = mig_boot.boot_record(node, ctx) if mig_boot.wanted(node) and gpu_staged else None

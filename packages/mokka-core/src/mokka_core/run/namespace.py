@@ -28,8 +28,8 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   (``newinstance,ptmxmode=0666,mode=0620``, as runc mounts it).
 - ``proc/<dir>`` (``proc/driver``): the same merge: a tmpfs over the real
   directory, the real entries bound back, the staged ones bound in (live).
-- ``proc/<file>`` (``proc/modules``): bound over the real file (``/proc/modules``
-  as the node's modules plus the host's others).  procfs cannot
+- ``proc/<file>`` (``proc/modules``, ``proc/devices``): bound over the real file (``/proc/modules``
+  as the node's modules plus the host's others; ``/proc/devices`` is staged with the host's lines).  procfs cannot
   gain new names (and refuses to be an overlay layer), so a file the running
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
   falls back to the preload shim for it.
@@ -50,7 +50,7 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
 What changes under the root while CMD runs (``nvml-mock-ctl``) shows wherever a
 staged *directory* is bound: the NVML state file, ``/dev``, ``/sys/devices/pci*``,
 ``/sys/module/nvidia*``, ``/proc/driver/nvidia``.  Entries placed one by one are
-fixed when CMD starts: ``/proc/modules``, the links in ``/sys/bus/pci/devices``.
+fixed when CMD starts: ``/proc/modules``, ``/proc/devices``, the links in ``/sys/bus/pci/devices``.
 
 Without root everything runs in a user namespace that maps only the caller's ids;
 staged device nodes are then empty regular files (creating a node needs real root).

@@ -1,16 +1,19 @@
-"""The dynamic majors of the NVIDIA capability devices, and the substitute ``/proc/devices`` naming them.
+"""The dynamic majors of the NVIDIA capability devices, and ``/proc/devices`` with the node's drivers in it.
 
 ``nvidia-caps`` (MIG and IMEX management capabilities, ``/dev/nvidia-caps/nvidia-cap<M>``) and
 ``nvidia-caps-imex-channels`` get dynamic majors; the majors are chosen from the host's file so that
 the gpu surface (MIG capability nodes) and the imex surface (channels, management node) agree.
-The kernel's ``/proc/devices`` cannot be written, so the DRA driver reads an alternative file
-(``altProcDevices``) to learn the majors: the host's text with our two majors added at the end of
-the character section, any earlier lines for those names dropped.
+The kernel's ``/proc/devices`` cannot be written, so :func:`render` makes the file a node shows there:
+the host's text with the lines the node's drivers register (each surface's ``char_majors``) in the
+character section, in major order as the kernel prints them (``fs/char_dev.c``: ``"%3d %s"``).
+The host's own lines for those names and its NVIDIA driver's lines on those majors are dropped: on
+the node, the simulated driver is the one loaded.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,6 +34,10 @@ MINIMAL_PROC_DEVICES = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\
 class Majors(NamedTuple):
     imex_channels: int
     caps: int
+
+    def lines(self) -> list[tuple[int, str]]:
+        """Both as ``(major, name)`` lines for :func:`render`."""
+        return [(self.imex_channels, IMEX_CHANNELS_NAME), (self.caps, CAPS_NAME)]
 
 
 def host_proc_devices() -> tuple[str, str]:
@@ -66,22 +73,35 @@ def choose_majors(host_text: str, source: str) -> Majors:
     return Majors(imex_channels=free[0], caps=free[1])
 
 
-def render(host_text: str, majors: Majors, source: str) -> str:
-    """The host text with our majors at the end of the character section (idempotent)."""
-    for field, value in (("imex_channels", majors.imex_channels), ("caps", majors.caps)):
-        if not 1 <= value <= MAX_MAJOR:
-            raise ConfigError(source, [(field, f"major must be 1..{MAX_MAJOR}, got {value}")])
-    if majors.imex_channels == majors.caps:
-        raise ConfigError(source, [("caps", f"must differ from the imex channels major {majors.imex_channels}")])
+def render(host_text: str, registered: Iterable[tuple[int, str]], source: str) -> str:
+    """The host text with the ``(major, name)`` lines ``registered`` in its character section (idempotent)."""
+    ours = list(dict.fromkeys(registered))
+    majors_by_name: dict[str, int] = {}
+    for major, name in ours:
+        if not 1 <= major <= MAX_MAJOR:
+            raise ConfigError(source, [(name, f"major must be 1..{MAX_MAJOR}, got {major}")])
+        if majors_by_name.setdefault(name, major) != major:
+            raise ConfigError(source, [(name, f"registered on two majors, {majors_by_name[name]} and {major}")])
+    if CAPS_NAME in majors_by_name and majors_by_name.get(IMEX_CHANNELS_NAME) == majors_by_name[CAPS_NAME]:
+        raise ConfigError(source, [("caps", f"must differ from the imex channels major {majors_by_name[CAPS_NAME]}")])
+    our_majors = {major for major, _ in ours}
+    dropped = set()
+    for n, major, name in _char_lines(host_text, source):
+        if name in majors_by_name or (major in our_majors and name.startswith("nvidia")):
+            dropped.add(n)
+        elif major in our_majors:
+            raise ConfigError(source, [(f"line {n + 1}", f"major {major} is {name!r}'s on this host, "
+                                        "and the node's NVIDIA driver needs it")])
     lines = host_text.splitlines()
-    ours = {n for n, _, name in _char_lines(host_text, source) if name in (IMEX_CHANNELS_NAME, CAPS_NAME)}
-    kept = [line for n, line in enumerate(lines) if n not in ours]
-    block = kept.index(BLOCK_HEADER) if BLOCK_HEADER in kept else len(kept)
-    end = block
-    while end > 0 and not kept[end - 1].strip():
+    kept = [line for n, line in enumerate(lines) if n not in dropped]
+    start = kept.index(CHAR_HEADER) + 1
+    end = kept.index(BLOCK_HEADER) if BLOCK_HEADER in kept else len(kept)
+    while end > start and not kept[end - 1].strip():
         end -= 1  # keep the blank line before "Block devices:"
-    added = [f"{majors.imex_channels:3d} {IMEX_CHANNELS_NAME}", f"{majors.caps:3d} {CAPS_NAME}"]
-    return "\n".join([*kept[:end], *added, *kept[end:]]) + "\n"
+    section = [(int(line.split()[0]), line) for line in kept[start:end] if line.strip()]
+    section += [(major, f"{major:3d} {name}") for major, name in ours]
+    section.sort(key=lambda item: item[0])  # stable: a major's own lines keep their order
+    return "\n".join([*kept[:start], *(line for _, line in section), *kept[end:]]) + "\n"
 
 
 def _char_lines(text: str, source: str) -> list[tuple[int, int, str]]:

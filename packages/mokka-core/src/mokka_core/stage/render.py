@@ -109,17 +109,22 @@ def context(root: Path, booted_ms: int | None = None) -> StageContext:
     return StageContext(root=root, native_dir=native_dir(), booted_ms=booted, mig=mig_partition.partitions(root))
 
 
-def with_nvml(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
-    """``ctx`` with every other surface's keys for the NVML state file the gpu surface writes."""
+def with_contributions(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
+    """``ctx`` with what every other surface gives the gpu surface to stage: its keys for the NVML state
+    file, and (enabled ones) their ``/proc/devices`` lines."""
     contributed = []
+    char_majors: list[tuple[int, str]] = []
     for name, surface in surfaces.items():
         if name == "gpu":
             continue
         try:
             contributed.append(surface.nvml(node, ctx))
+            if enabled(node, name):
+                char_majors += surface.char_majors(node, ctx)
         except Exception as exc:
-            raise staging.StagingError(name, f"NVML keys failed: {type(exc).__name__}: {exc}") from exc
-    return ctx._replace(nvml=tuple(contributed))
+            raise staging.StagingError(name, f"contribution to the gpu surface failed: {type(exc).__name__}: "
+                                             f"{exc}") from exc
+    return ctx._replace(nvml=tuple(contributed), char_majors=tuple(char_majors))
 
 
 def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
@@ -196,7 +201,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
             and not surface.reads & touched and name in staged and name in old}
     if "gpu" in wanted and "gpu" not in kept:
-        ctx = with_nvml(ctx, node, surfaces)
+        ctx = with_contributions(ctx, node, surfaces)
     boot = None  # the record of a node that comes up partitioned (``mig.layout``), published with the wave
     if "gpu" in wanted and "gpu" not in staged and mig_boot.wanted(node):
         boot = mig_boot.boot_record(node, ctx)

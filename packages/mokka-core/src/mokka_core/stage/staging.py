@@ -5,7 +5,8 @@ filesystem, so publishing is a series of ``rename`` calls).  Only when every pla
 of the wave has been built is anything published; a failure while publishing
 rolls back what was already moved.  Each surface's manifest lists exactly what
 it created, so teardown removes that and nothing else.  Re-staging a surface
-replaces its own files atomically and removes the ones its new plan dropped.
+replaces its own files atomically and removes the ones its new plan dropped, and the
+directories it created that the new plan no longer holds (once empty).
 """
 
 from __future__ import annotations
@@ -431,8 +432,23 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
         if old is not None:
             for rel in set(old.entries) - set(manifest.entries):
                 _remove(root / rel)
+            _remove_unplanned_dirs(root, manifest, plans[surface])
         manifest.save(root)
     return manifests
+
+
+def _remove_unplanned_dirs(root: Path, manifest: Manifest, plan: list[Entry]) -> None:
+    """Remove the directories this surface created that its new plan no longer holds, where empty."""
+    planned: set[str] = set()
+    for entry in plan:
+        path = entry.path if isinstance(entry, Dir) else posixpath.dirname(entry.path)
+        while path and path not in planned:
+            planned.add(path)
+            path = posixpath.dirname(path)
+    unplanned = [rel for rel in manifest.dirs if rel not in planned]
+    if unplanned:
+        removed = set(unplanned) - set(_remove_empty_dirs(root, unplanned))
+        manifest.dirs = [rel for rel in manifest.dirs if rel not in removed]
 
 
 def _move_into_place(source: str, target: str) -> None:

@@ -126,6 +126,8 @@ class StageContext(NamedTuple):
     booted_ms: int = 0
     #: the other surfaces' contributions to the NVML state file (for the gpu surface, which writes it)
     nvml: tuple[NvmlKeys, ...] = ()
+    #: the other enabled surfaces' ``/proc/devices`` lines (for the gpu surface, the driver, which stages it)
+    char_majors: tuple[tuple[int, str], ...] = ()
     #: each GPU's MIG partition (by GPU index), as the NVML setter record holds it: what the C library
     #: made (nvidia-smi, ``nvml-mock-ctl mig``, the profile's boot layout); ``stage.mig_partition``
     mig: Mapping[int, tuple[GpuInstance, ...]] = MappingProxyType({})
@@ -150,6 +152,11 @@ class Surface(ABC):
     def nvml(self, node: Node, ctx: StageContext) -> NvmlKeys:
         """The keys this surface contributes to the NVML state file (default: none); pure, like the plan."""
         return NvmlKeys()
+
+    def char_majors(self, node: Node, ctx: StageContext) -> tuple[tuple[int, str], ...]:
+        """The ``(major, name)`` lines this surface's driver registers in ``/proc/devices`` (default: none);
+        its staged device nodes are on these majors.  Pure, like the plan."""
+        return ()
 
     def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
         """What a consumer process of this node needs from this surface (default: nothing)."""

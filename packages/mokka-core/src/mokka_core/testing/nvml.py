@@ -37,6 +37,6 @@ def stage_nvml_view(root: Path, node: Node, *, follow_fabric_manager: bool = Fal
             shutil.copy2(path, target)
     if not follow_fabric_manager and any(gpu.config.fabric is not None for gpu in node.gpus):
         node = apply(node, {"all": {"fabric": {"state": "completed"}}})
-    ctx = render.with_nvml(render.context(root, booted_ms=0), node, render.installed_surfaces())
+    ctx = render.with_contributions(render.context(root, booted_ms=0), node, render.installed_surfaces())
     (root / NVML_STATE_FILE).write_text(render_nvml_state(node, ctx.nvml))
     return lib_dir
