@@ -16,6 +16,8 @@ all ones, as on a GPU that fell off the bus.
 
 from __future__ import annotations
 
+import functools
+
 from mokka_core.model.numa import parse_cpulist
 from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
@@ -46,7 +48,17 @@ def device_dir(fn: PciFunction) -> str:
 
 
 def function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
-    """The device directory of one function and its links."""
+    """The device directory of one function and its links.  Remembered (functions are frozen values):
+    a change to one GPU of 72 builds one function's directory again, not 864."""
+    return list(_function_entries(fn, nr_cpus))
+
+
+@functools.lru_cache(maxsize=2048)
+def _function_entries(fn: PciFunction, nr_cpus: int) -> tuple[Entry, ...]:
+    return tuple(_build_function_entries(fn, nr_cpus))
+
+
+def _build_function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
     base = device_dir(fn)
     f = fn.function
     attrs = {

@@ -440,11 +440,11 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
 def _remove_unplanned_dirs(root: Path, manifest: Manifest, plan: list[Entry]) -> None:
     """Remove the directories this surface created that its new plan no longer holds, where empty."""
     planned: set[str] = set()
-    for entry in plan:
-        path = entry.path if isinstance(entry, Dir) else posixpath.dirname(entry.path)
+    for entry in plan:  # plan paths are normalised (_check_plans): parents by string, it is hot
+        path = entry.path if type(entry) is Dir else entry.path.rpartition("/")[0]
         while path and path not in planned:
             planned.add(path)
-            path = posixpath.dirname(path)
+            path = path.rpartition("/")[0]
     unplanned = [rel for rel in manifest.dirs if rel not in planned]
     if unplanned:
         removed = set(unplanned) - set(_remove_empty_dirs(root, unplanned))
