@@ -1,6 +1,6 @@
 /* Mokka mock NVML: the snapshot model every file shares (never exported).
  * Layers, each file using only those below it (tests/test_static_code.py):
- *   log.c, dynamic.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
+ *   log.c, dynamic.c, failure.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
 #ifndef MOKKA_H
 #define MOKKA_H
 
@@ -174,6 +174,12 @@ struct mk_device {
     uint32_t dyn_power, dyn_power_base, dyn_power_var;
     uint32_t dyn_util, dyn_util_pattern, dyn_util_gpu_min, dyn_util_gpu_max, dyn_util_mem_min, dyn_util_mem_max,
         dyn_util_burst_period;
+    /* a failure each process starts after calls on the GPU (failure.c); 0: none */
+    uint32_t fail_mode, fail_probability_ppb, fail_xid;
+    uint64_t fail_after_calls, fail_seed;
+    /* GPU performance monitoring (misc.c), confidential computing */
+    uint32_t gpm_supported, gpm_pcie_tx, gpm_pcie_rx;
+    uint32_t cc_supported;
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from mokka_core.cli.mokka import app, profile_app
+from mokka_core.errors import ConfigError
 from mokka_core.schema import reference
 from mokka_core.schema.profile import Profile
 
@@ -77,7 +78,8 @@ def test_the_reference_lists_every_key_once_with_its_readers() -> None:
     assert all(key.readers for key in keys)
     by_path = {key.path: key for key in keys}
     assert by_path["infiniband.rate_gbps"].readers.startswith("ib:")
-    assert by_path["device_defaults.failure.after_calls"].readers == "nothing yet"
+    assert by_path["device_defaults.fan.target_speed_percent"].readers == "nothing yet"
+    assert by_path["device_defaults.failure.after_calls"].readers.startswith("gpu: each process's NVML")
 
 
 def test_describe_prints_description_type_default_unit_and_an_example() -> None:
@@ -119,14 +121,29 @@ def test_profile_help_promises_only_commands_that_exist() -> None:
 def test_keys_accepted_but_not_simulated_warn_naming_file_and_path(write_profile, caplog) -> None:
     from mokka_core.schema.loader import load_profile
 
-    path = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: {fp8_support: "
-                                                   "true}\n  failure: {mode: healthy, after_calls: 3}\n", 1))
+    edit = "  fan: {count: 0, target_speed_percent: 40}\n  failure: {mode: healthy, after_calls: 3}\n"
+    path = write_profile(lambda text: text.replace("  fan: {count: 0}\n", edit, 1))
     with caplog.at_level("WARNING"):
         load_profile(path)
     assert [record.getMessage() for record in caplog.records] == [
-        f"{path}: device_defaults.failure.after_calls: accepted but not simulated yet (nothing reads it)",
-        f"{path}: device_defaults.features: accepted but not simulated yet (nothing reads it)",
+        f"{path}: device_defaults.fan.target_speed_percent: accepted but not simulated yet (nothing reads it)",
     ]
+
+
+@pytest.mark.parametrize("flag", ["fp8_support", "transformer_engine", "nvlink_c2c"])
+def test_feature_flags_no_nvml_call_shows_are_refused_naming_file_and_key(write_profile, flag: str) -> None:
+    from mokka_core.schema.loader import load_profile
+
+    path = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: {"
+                                                   f"confidential_compute: true, {flag}: false}}\n", 1))
+    with pytest.raises(ConfigError) as caught:
+        load_profile(path)
+    message = str(caught.value)
+    assert f"{path}: device_defaults.features.{flag}: refused: " in message
+    assert ("nvlink.c2c_enabled" if flag == "nvlink_c2c" else "consumers derive it from the") in message
+    fine = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: "
+                                                   "{confidential_compute: true}\n", 1), name="fine.yaml")
+    assert load_profile(fine).device_defaults.features.confidential_compute is True
 
 
 def test_the_built_in_profiles_use_only_simulated_keys(caplog) -> None:
