@@ -180,6 +180,7 @@ struct mk_device {
     /* GPU performance monitoring (misc.c), confidential computing */
     uint32_t gpm_supported, gpm_pcie_tx, gpm_pcie_rx;
     uint32_t cc_supported;
+    int32_t fan_target;       /* target fan speed, %; -1: the fan speed */
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */

@@ -197,6 +197,7 @@ static void device_defaults(struct mk_device *d) {
     d->driver_model = -1;
     d->addressing_mode = d->sparse_mode = -1;
     d->gom_current = d->gom_pending = -1;
+    d->fan_target = -1;
     d->ecc_supported = 1;
     d->accounting_buffer = 4000;
     d->brand = NVML_BRAND_NVIDIA;

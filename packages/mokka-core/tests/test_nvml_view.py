@@ -328,7 +328,7 @@ def test_a_delayed_failure_is_left_to_nvml(tmp_path: Path) -> None:
     assert "device.0.failure.mode" not in kv
 
 
-def test_gpm_and_operation_mode(tmp_path: Path) -> None:
+def test_gpm_operation_mode_conf_compute_and_target_fan_speed(tmp_path: Path) -> None:
     def keys(profile: str, override: str = "") -> dict[str, str]:
         path = tmp_path / "override.yaml"
         path.write_text("version: 1\n" + override)
@@ -340,7 +340,10 @@ def test_gpm_and_operation_mode(tmp_path: Path) -> None:
     assert "device.0.gpm.supported" not in ampere  # GPM is Hopper and later
     assert "device.0.gpu_operation_mode.current" not in hopper  # N/A on every capture's board
     edited = keys("a100", "all:\n  gpm: {supported: true, pcie_rx_mib_per_sec: 100}\n"
-                  "  gpu_operation_mode: {current: compute}\n  features: {confidential_compute: true}\n")
+                  "  gpu_operation_mode: {current: compute}\n  features: {confidential_compute: true}\n"
+                  "  fan: {count: 1, speed_percent: 30, target_speed_percent: 45}\n")
     assert (edited["device.0.gpm.supported"], edited["device.0.gpm.pcie_rx_mib_per_sec"]) == ("1", "100")
     assert (edited["device.0.gpu_operation_mode.current"], edited["device.0.gpu_operation_mode.pending"]) == ("1", "1")
     assert edited["device.0.conf_compute.supported"] == "1"
+    assert (edited["device.0.fan.speed"], edited["device.0.fan.target_speed"]) == ("30", "45")
+    assert "device.0.fan.target_speed" not in ampere

@@ -305,7 +305,7 @@ class Power(Model):
     current_draw_mw: NonNeg = 0
     """Power draw (nvmlDeviceGetPowerUsage); nvml-mock-ctl power sets it. Unit: mW; also 700W, 450.5W."""
     power_state: str | None = None
-    """Power state as text, e.g. P0. Accepted (nvml-mock format) but not simulated yet."""
+    """Refused (an error): the power state is the P-state; set performance_state instead."""
     total_energy_consumption_mj: NonNeg = 0
     """Energy consumed since the driver loaded (nvmlDeviceGetTotalEnergyConsumption). Unit: mJ."""
     module: ModulePowerLimits | None = None
@@ -322,6 +322,13 @@ class Power(Model):
     @classmethod
     def _optional_milliwatts(cls, value: object) -> object:
         return units.milliwatts(value)
+
+    @field_validator("power_state", mode="before")
+    @classmethod
+    def _refused(cls, value: object) -> object:
+        if value is not None:
+            raise ValueError("refused: the power state is the P-state; set performance_state instead (drop the key)")
+        return value
 
     @model_validator(mode="after")
     def _limits(self) -> Power:
@@ -368,7 +375,7 @@ class Fan(Model):
     speed_percent: Annotated[int, Field(ge=0, le=100)] | Literal["N/A"] = "N/A"
     """Fan speed, 0-100, or N/A (no fan). Unit: %."""
     target_speed_percent: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Target fan speed, 0-100. Accepted (nvml-mock format) but not simulated yet. Unit: %."""
+    """Speed the fan control aims at, 0-100 (nvmlDeviceGetTargetFanSpeed); unset: the fan speed. Unit: %."""
 
     @field_validator("speed_percent", mode="before")
     @classmethod

@@ -281,6 +281,7 @@ DEVICE_TYPES = MappingProxyType({
     "gpm.supported": "u32",
     "gpm.pcie_tx_mib_per_sec": "u32",
     "gpm.pcie_rx_mib_per_sec": "u32",
+    "fan.target_speed": "i32",
     "conf_compute.supported": "u32",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
@@ -617,6 +618,7 @@ DEVICE_FAILURE_XID = "failure.xid"
 DEVICE_GPM_SUPPORTED = "gpm.supported"
 DEVICE_GPM_PCIE_TX_MIB_PER_SEC = "gpm.pcie_tx_mib_per_sec"
 DEVICE_GPM_PCIE_RX_MIB_PER_SEC = "gpm.pcie_rx_mib_per_sec"
+DEVICE_FAN_TARGET_SPEED = "fan.target_speed"
 DEVICE_CONF_COMPUTE_SUPPORTED = "conf_compute.supported"
 LINK_STATE = "state"
 LINK_REMOTE_TYPE = "remote_type"

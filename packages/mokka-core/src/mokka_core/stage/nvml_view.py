@@ -244,6 +244,8 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     if c.fan:
         yield "fan.count", c.fan.count
         yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
+        if c.fan.target_speed_percent is not None:
+            yield "fan.target_speed", c.fan.target_speed_percent
 
     if c.clocks and now.clocks:
         k, current = c.clocks, now.clocks
