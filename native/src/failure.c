@@ -41,7 +41,10 @@ void mk_failure_apply(struct mk_snap *s) {
             atomic_store(&calls[i], 0);
             continue;
         }
-        if (!atomic_load(&started_at[i])) continue;
+        if (!atomic_load(&started_at[i])) {
+            if (d->lost == 0) d->lost = MK_LOST_LATER; /* the handle checks count its calls */
+            continue;
+        }
         if (d->fail_mode != MK_FAIL_ECC) {
             d->lost = 1;
             continue;

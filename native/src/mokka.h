@@ -85,7 +85,7 @@ struct mk_device {
     char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     int32_t brand, architecture, cc_major, cc_minor;
     uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;
-    int32_t lost;             /* 1: GPU_IS_LOST for everything on this device */
+    int32_t lost;             /* 1: GPU_IS_LOST for everything on this device; MK_LOST_LATER: a delayed failure may start */
     /* pci */
     char bus_id[32];
     uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
@@ -211,5 +211,6 @@ struct nvmlDevice_st {
     uint64_t reserved[2];
 };
 #define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
+#define MK_LOST_LATER (-1)         /* `lost` of a GPU whose delayed failure has not started (failure.c sets it) */
 
 #endif

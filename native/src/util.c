@@ -23,12 +23,15 @@ nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src) {
     return NVML_SUCCESS;
 }
 
-void mk_failure_count(struct mk_snap **s, uint32_t i) {
-    if (mk_failure_call(&(*s)->dev[i], i) != 2) return;
-    mk_refresh_slow(mk_now_coarse(), 1);
-    struct mk_snap *now = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
-    if (now && i < now->ndev) *s = now;
-    if ((*s)->dev[i].fail_mode != MK_FAIL_ECC) (*s)->dev[i].lost = 1; /* also where no new snapshot came */
+int mk_failure_count(struct mk_snap **s, uint32_t i) {
+    int lost_mode = (*s)->dev[i].fail_mode != MK_FAIL_ECC;
+    int started = mk_failure_call(&(*s)->dev[i], i);
+    if (started == 2) {
+        mk_refresh_slow(mk_now_coarse(), 1);
+        struct mk_snap *now = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+        if (now && i < now->ndev) *s = now;
+    }
+    return started && lost_mode; /* lost even where no new snapshot came (the file is being rewritten) */
 }
 
 uint64_t mk_now_us(void) {

@@ -68,14 +68,15 @@ static inline int mk_handle_valid(nvmlDevice_t h) {
     return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 && off / sizeof(struct nvmlDevice_st) < MK_MAX_DEVICES;
 }
 
-/* A call on GPU i of *s whose failure starts after calls (failure.c): counts it, and where this call started
- * the failure publishes the failed snapshot and points *s at it. */
-void mk_failure_count(struct mk_snap **s, uint32_t i);
+/* A call on GPU i of *s whose failure starts after calls (failure.c): counts it; where this call started the
+ * failure, publishes the failed snapshot and points *s at it. 1: the GPU is lost now. */
+int mk_failure_count(struct mk_snap **s, uint32_t i);
 
-/* GPU i of snapshot *s is lost (marked lost, or its delayed failure starts with this call). */
+/* GPU i of snapshot *s is lost (marked lost, or its delayed failure has started). */
 static inline int mk_lost(struct mk_snap **s, uint32_t i) {
-    if (__builtin_expect((*s)->dev[i].fail_mode != 0, 0)) mk_failure_count(s, i);
-    return (*s)->dev[i].lost != 0;
+    int32_t lost = (*s)->dev[i].lost;
+    if (__builtin_expect(lost == 0, 1)) return 0;
+    return lost == MK_LOST_LATER ? mk_failure_count(s, i) : lost > 0;
 }
 
 /* The device of a valid handle in snapshot *s: GPU_IS_LOST when it is gone or lost. */

@@ -326,6 +326,10 @@ def test_a_delayed_failure_is_left_to_nvml(tmp_path: Path) -> None:
     assert kv["device.5.remapped_rows.failure"] == "0" and "device.5.ecc.volatile.uncorrected.dram" not in kv
     assert not any(key.startswith("event.") for key in kv)  # the Xid comes from NVML when the failure starts
     assert "device.0.failure.mode" not in kv
+    from mokka_core.ctl.report import gpu_summary  # nvml-mock-ctl status says what is coming
+
+    assert [gpu_summary(node.gpus[i])["faults"] for i in (2, 5, 0)] == [
+        ["fallen_off_bus after NVML calls"], ["ecc_uncorrectable after NVML calls"], []]
 
 
 def test_gpm_operation_mode_conf_compute_and_target_fan_speed(tmp_path: Path) -> None:
