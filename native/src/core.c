@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "failure.h"
 #include "util.h"
 
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -168,7 +169,7 @@ MK_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
     NONNULL(device);
     struct mk_snap *s = mk_snapshot();
     if (index >= s->ndev) return NVML_ERROR_INVALID_ARGUMENT;
-    if (s->dev[index].lost) return NVML_ERROR_GPU_IS_LOST;
+    if (mk_lost(&s, index)) return NVML_ERROR_GPU_IS_LOST;
     *device = mk_handle(index);
     return NVML_SUCCESS;
 }
@@ -187,7 +188,7 @@ static nvmlReturn_t by_string(const char *q, nvmlDevice_t *device, int field) {
                 : field == 1 ? (d->serial[0] && strcmp(d->serial, q) == 0)
                              : mk_bus_match(q, d);
         if (hit) {
-            if (d->lost) return NVML_ERROR_GPU_IS_LOST;
+            if (mk_lost(&s, i)) return NVML_ERROR_GPU_IS_LOST;
             *device = mk_handle(i);
             return NVML_SUCCESS;
         }
@@ -225,6 +226,7 @@ struct nvmlEventSet_st {
     pthread_mutex_t mu;
     uint64_t last_seq;                    /* events with seq <= last_seq are not delivered */
     uint64_t types[MK_MAX_DEVICES];       /* registered event types per device */
+    uint64_t failure_epoch;               /* delayed failures started by then are not delivered (failure.c) */
 };
 #define MK_EVSET_MAGIC 0x45564B4Du
 
@@ -237,6 +239,7 @@ MK_API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     pthread_mutex_init(&e->mu, NULL);
     mk_refresh_slow(mk_now_coarse(), 1);
     e->last_seq = mk_snapshot()->max_seq;
+    e->failure_epoch = mk_failure_epoch();
     *set = e;
     return NVML_SUCCESS;
 }
@@ -289,6 +292,26 @@ static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsign
             data->device = mk_handle(ev->device);
             data->eventType = ev->type;
             data->eventData = ev->data;
+            if (v2) {
+                data->gpuInstanceId = 0xFFFFFFFFu;
+                data->computeInstanceId = 0xFFFFFFFFu;
+            }
+            return NVML_SUCCESS;
+        }
+        /* the Xid of a delayed failure this process started since: once per set, in the order they started */
+        uint64_t at = 0, first = 0;
+        uint32_t which = 0, xid = 0;
+        for (uint32_t i = 0; i < s->ndev; i++) {
+            uint32_t code = mk_failure_xid(s, i, set->failure_epoch, &at);
+            if (code && (set->types[i] & nvmlEventTypeXidCriticalError) && (!xid || at < first))
+                which = i, xid = code, first = at;
+        }
+        if (xid) {
+            set->failure_epoch = first;
+            pthread_mutex_unlock(&set->mu);
+            data->device = mk_handle(which);
+            data->eventType = nvmlEventTypeXidCriticalError;
+            data->eventData = xid;
             if (v2) {
                 data->gpuInstanceId = 0xFFFFFFFFu;
                 data->computeInstanceId = 0xFFFFFFFFu;

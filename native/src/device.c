@@ -423,7 +423,12 @@ MK_API nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int f
     return NVML_SUCCESS;
 }
 MK_API nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsigned int fan, unsigned int *speed) {
-    return nvmlDeviceGetFanSpeed_v2(device, fan, speed);
+    DEV(device);
+    NONNULL(speed);
+    if (!D->fan_count) NOTSUP();
+    if (fan >= D->fan_count) return NVML_ERROR_INVALID_ARGUMENT;
+    *speed = D->fan_target >= 0 ? (unsigned)D->fan_target : D->fan_speed;
+    return NVML_SUCCESS;
 }
 
 /* -------------------------------------------------------------- clocks */

@@ -301,3 +301,27 @@ MK_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, n
     info->processSamplesCount = n;
     return NVML_SUCCESS;
 }
+
+/* ------------------------------------------------------------- confidential computing */
+
+/* The GPUs are capable when every GPU is (features.confidential_compute); CC mode itself stays off:
+ * no confidential VM on the host, so the environment is unavailable and the feature disabled. */
+MK_API nvmlReturn_t nvmlSystemGetConfComputeCapabilities(nvmlConfComputeSystemCaps_t *capabilities) {
+    if (atomic_load(&mk_g_refcount) <= 0) return NVML_ERROR_UNINITIALIZED;
+    NONNULL(capabilities);
+    struct mk_snap *S = mk_snapshot();
+    unsigned capable = S->ndev > 0;
+    for (uint32_t i = 0; i < S->ndev; i++) capable &= S->dev[i].cc_supported != 0;
+    capabilities->cpuCaps = NVML_CC_SYSTEM_CPU_CAPS_NONE;
+    capabilities->gpusCaps = capable ? NVML_CC_SYSTEM_GPUS_CC_CAPABLE : NVML_CC_SYSTEM_GPUS_CC_NOT_CAPABLE;
+    return NVML_SUCCESS;
+}
+
+MK_API nvmlReturn_t nvmlSystemGetConfComputeState(nvmlConfComputeSystemState_t *state) {
+    if (atomic_load(&mk_g_refcount) <= 0) return NVML_ERROR_UNINITIALIZED;
+    NONNULL(state);
+    state->environment = NVML_CC_SYSTEM_ENVIRONMENT_UNAVAILABLE;
+    state->ccFeature = NVML_CC_SYSTEM_FEATURE_DISABLED;
+    state->devToolsMode = NVML_CC_SYSTEM_DEVTOOLS_MODE_OFF;
+    return NVML_SUCCESS;
+}

@@ -1,6 +1,6 @@
 /* Mokka mock NVML: the snapshot model every file shares (never exported).
  * Layers, each file using only those below it (tests/test_static_code.py):
- *   log.c, dynamic.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
+ *   log.c, dynamic.c, failure.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
 #ifndef MOKKA_H
 #define MOKKA_H
 
@@ -85,7 +85,7 @@ struct mk_device {
     char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     int32_t brand, architecture, cc_major, cc_minor;
     uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;
-    int32_t lost;             /* 1: GPU_IS_LOST for everything on this device */
+    int32_t lost;             /* 1: GPU_IS_LOST for everything on this device; MK_LOST_LATER: a delayed failure may start */
     /* pci */
     char bus_id[32];
     uint32_t pci_device_id, pci_subsystem_id, pci_base_class, pci_sub_class;
@@ -174,6 +174,13 @@ struct mk_device {
     uint32_t dyn_power, dyn_power_base, dyn_power_var;
     uint32_t dyn_util, dyn_util_pattern, dyn_util_gpu_min, dyn_util_gpu_max, dyn_util_mem_min, dyn_util_mem_max,
         dyn_util_burst_period;
+    /* a failure each process starts after calls on the GPU (failure.c); 0: none */
+    uint32_t fail_mode, fail_probability_ppb, fail_xid;
+    uint64_t fail_after_calls, fail_seed;
+    /* GPU performance monitoring (misc.c), confidential computing */
+    uint32_t gpm_supported, gpm_pcie_tx, gpm_pcie_rx;
+    uint32_t cc_supported;
+    int32_t fan_target;       /* target fan speed, %; -1: the fan speed */
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */
@@ -204,5 +211,6 @@ struct nvmlDevice_st {
     uint64_t reserved[2];
 };
 #define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
+#define MK_LOST_LATER (-1)         /* `lost` of a GPU whose delayed failure has not started (failure.c sets it) */
 
 #endif

@@ -171,7 +171,7 @@ MK_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGp
     if ((unsigned)level > NVML_TOPOLOGY_SYSTEM) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned n = 0;
     for (uint32_t j = 0; j < S->ndev; j++) {
-        if (j == device->index || S->dev[j].lost) continue;
+        if (j == device->index || S->dev[j].lost > 0) continue;
         if (mk_topo_level(S, device->index, j) <= (unsigned)level) {
             if (deviceArray && n < *count) deviceArray[n] = mk_handle(j);
             n++;

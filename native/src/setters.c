@@ -70,6 +70,16 @@ MK_API nvmlReturn_t nvmlDeviceSetEccMode(nvmlDevice_t device, nvmlEnableState_t 
     return write_checked(device, set, 1);
 }
 
+/* GPU operation mode: pending until the GPU is reset, on the boards that have one (gom_current ≥ 0) */
+MK_API nvmlReturn_t nvmlDeviceSetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t mode) {
+    DEV(device);
+    if (D->gom_current < 0) NOTSUP();
+    if ((unsigned)mode > NVML_GOM_LOW_DP) return NVML_ERROR_INVALID_ARGUMENT;
+    struct mk_setting set[1];
+    put(&set[0], "gpu_operation_mode.pending", mode);
+    return write_checked(device, set, 1);
+}
+
 /* clock domains as `clk_*[]` indexes them */
 enum { CLK_GRAPHICS, CLK_SM, CLK_MEMORY };
 
@@ -160,7 +170,7 @@ MK_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     return r;
 }
 
-/* GPU reset: refused while processes use the GPU; applies the pending ECC and MIG modes and clears
+/* GPU reset: refused while processes use the GPU; applies the pending ECC, MIG and operation modes and clears
  * the volatile ECC counts. */
 static const char *const volatile_ecc[] = {
 #define LOC(kind, loc) "ecc.volatile." kind "." loc
@@ -174,10 +184,12 @@ static const char *const volatile_ecc[] = {
 nvmlReturn_t mk_reset_gpu(nvmlDevice_t device) {
     DEV(device);
     if (D->nproc > 0) return NVML_ERROR_IN_USE;
-    struct mk_setting set[2 + sizeof volatile_ecc / sizeof volatile_ecc[0]];
+    struct mk_setting set[3 + sizeof volatile_ecc / sizeof volatile_ecc[0]];
     size_t n = 0;
     put(&set[n++], "ecc.current", D->ecc_pending);
     if (D->mig_current >= 0) put(&set[n++], "mig.current", (unsigned)D->mig_pending);
+    if (D->gom_current >= 0)
+        put(&set[n++], "gpu_operation_mode.current", (unsigned)(D->gom_pending < 0 ? D->gom_current : D->gom_pending));
     for (size_t i = 0; i < sizeof volatile_ecc / sizeof volatile_ecc[0]; i++) put(&set[n++], volatile_ecc[i], 0);
     return write_checked(device, set, n);
 }

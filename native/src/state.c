@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "failure.h"
 #include "log.h"
 #include "state.h"
 
@@ -196,6 +197,7 @@ static void device_defaults(struct mk_device *d) {
     d->driver_model = -1;
     d->addressing_mode = d->sparse_mode = -1;
     d->gom_current = d->gom_pending = -1;
+    d->fan_target = -1;
     d->ecc_supported = 1;
     d->accounting_buffer = 4000;
     d->brand = NVML_BRAND_NVIDIA;
@@ -458,6 +460,7 @@ _Atomic uint64_t mk_g_next_check;
 static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
 struct file_sig { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; };
 static struct file_sig cur_sig, bad_sig;
+static uint64_t cur_failure_epoch; /* the failures started in this process that cur_sig's snapshot shows */
 static struct file_sig settings_sig, bad_settings_sig; /* valid = 0: no setter record */
 static char settings_path[4096 + 16];
 static int last_errno_logged;
@@ -630,7 +633,7 @@ static void load_locked(uint64_t now) {
     last_errno_logged = 0;
     int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
     if (cur_sig.valid && cur_sig.dev == st.st_dev && cur_sig.ino == st.st_ino && cur_sig.mtime_ns == mt &&
-        cur_sig.size == st.st_size && sig_eq(settings_sig, settings_now()))
+        cur_sig.size == st.st_size && sig_eq(settings_sig, settings_now()) && cur_failure_epoch == mk_failure_epoch())
         return;
     if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
         bad_sig.size == st.st_size)
@@ -645,6 +648,8 @@ static void load_locked(uint64_t now) {
     mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
     if (ok) {
         apply_settings(s);
+        cur_failure_epoch = mk_failure_epoch();
+        mk_failure_apply(s);
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "failure.h"
 #include "util.h"
 
 _Atomic int mk_g_refcount;
@@ -20,6 +21,17 @@ nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src) {
     if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
     memcpy(dst, src, n + 1);
     return NVML_SUCCESS;
+}
+
+int mk_failure_count(struct mk_snap **s, uint32_t i) {
+    int lost_mode = (*s)->dev[i].fail_mode != MK_FAIL_ECC;
+    int started = mk_failure_call(&(*s)->dev[i], i);
+    if (started == 2) {
+        mk_refresh_slow(mk_now_coarse(), 1);
+        struct mk_snap *now = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+        if (now && i < now->ndev) *s = now;
+    }
+    return started && lost_mode; /* lost even where no new snapshot came (the file is being rewritten) */
 }
 
 uint64_t mk_now_us(void) {
@@ -87,7 +99,8 @@ nvmlDevice_t mk_mig_handle(uint32_t dev, uint32_t gi, uint32_t ci) {
 nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m) {
     if (atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0) return NVML_ERROR_UNINITIALIZED;
     if (!mk_is_mig_handle(h) || h->magic == 0) return NVML_ERROR_INVALID_ARGUMENT;
-    nvmlReturn_t r = mk_dev_in(m->S = mk_snapshot(), mk_handle(h->index), &m->D);
+    m->S = mk_snapshot();
+    nvmlReturn_t r = mk_dev_in(&m->S, mk_handle(h->index), &m->D);
     if (r != NVML_SUCCESS) return r;
     m->gi = (unsigned)h->reserved[0];
     m->ci = (unsigned)h->reserved[1];

@@ -78,14 +78,25 @@ static inline int mk_handle_valid(nvmlDevice_t h) {
     return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 && off / sizeof(struct nvmlDevice_st) < MK_MAX_DEVICES;
 }
 
-/* The device of a valid handle in snapshot S: GPU_IS_LOST when it is gone or marked lost. */
-static inline nvmlReturn_t mk_dev_in(struct mk_snap *S, nvmlDevice_t h, struct mk_device **d) {
+/* A call on GPU i of *s whose failure starts after calls (failure.c): counts it; where this call started the
+ * failure, publishes the failed snapshot and points *s at it. 1: the GPU is lost now. */
+int mk_failure_count(struct mk_snap **s, uint32_t i);
+
+/* GPU i of snapshot *s is lost (marked lost, or its delayed failure has started). */
+static inline int mk_lost(struct mk_snap **s, uint32_t i) {
+    int32_t lost = (*s)->dev[i].lost;
+    if (__builtin_expect(lost == 0, 1)) return 0;
+    return lost == MK_LOST_LATER ? mk_failure_count(s, i) : lost > 0;
+}
+
+/* The device of a valid handle in snapshot *s: GPU_IS_LOST when it is gone or lost. */
+static inline nvmlReturn_t mk_dev_in(struct mk_snap **s, nvmlDevice_t h, struct mk_device **d) {
     uint32_t i = h->index;
-    if (__builtin_expect(S == NULL || i >= S->ndev, 0))
+    if (__builtin_expect(*s == NULL || i >= (*s)->ndev, 0))
         return NVML_ERROR_GPU_IS_LOST;
-    if (__builtin_expect(S->dev[i].lost != 0, 0))
+    if (__builtin_expect(mk_lost(s, i), 0))
         return NVML_ERROR_GPU_IS_LOST;
-    *d = &S->dev[i];
+    *d = &(*s)->dev[i];
     return NVML_SUCCESS;
 }
 
@@ -96,7 +107,7 @@ static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_
     if (__builtin_expect(!mk_handle_valid(h), 0))
         return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_snap *S = mk_snapshot();
-    nvmlReturn_t r = mk_dev_in(S, h, d);
+    nvmlReturn_t r = mk_dev_in(&S, h, d);
     if (r == NVML_SUCCESS) *s = S;
     return r;
 }
@@ -108,7 +119,7 @@ static inline nvmlReturn_t mk_dev2(nvmlDevice_t h1, nvmlDevice_t h2, struct mk_s
     if (r != NVML_SUCCESS) return r;
     if (__builtin_expect(!mk_handle_valid(h2), 0))
         return NVML_ERROR_INVALID_ARGUMENT;
-    return mk_dev_in(*s, h2, d2);
+    return mk_dev_in(s, h2, d2);
 }
 
 #define DEV(h)                                         \

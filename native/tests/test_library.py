@@ -399,3 +399,37 @@ def test_process_utilization(lib_dir, state_file):
         info.version = 0
         assert L.nvmlDeviceGetProcessesUtilizationInfo(d, ctypes.byref(info)) == 25
     """)
+
+
+def test_conf_compute_capable_only_where_every_gpu_is(lib_dir, state_file):
+    body = """
+        class Caps(ctypes.Structure):
+            _fields_ = [("cpu", U), ("gpus", U)]
+        class State(ctypes.Structure):
+            _fields_ = [("environment", U), ("feature", U), ("devtools", U)]
+        assert L.nvmlInit_v2() == 0
+        c, s = Caps(9, 9), State(9, 9, 9)
+        assert L.nvmlSystemGetConfComputeCapabilities(ctypes.byref(c)) == 0
+        assert L.nvmlSystemGetConfComputeState(ctypes.byref(s)) == 0
+        assert (s.environment, s.feature, s.devtools) == (0, 0, 0)   # CC mode off: no confidential VM
+        print(c.cpu, c.gpus)
+    """
+    every = {f"device.{i}.conf_compute.supported": 1 for i in range(8)}
+    assert run(lib_dir, state_file("h100", overrides=every), body).stdout.split() == ["0", "1"]
+    some = every | {"device.7.conf_compute.supported": None}
+    assert run(lib_dir, state_file("h100", overrides=some), body).stdout.split() == ["0", "0"]
+
+
+def test_target_fan_speed(lib_dir, state_file):
+    body = """
+        assert L.nvmlInit_v2() == 0
+        d, v = h(0)[1], U()
+        r = L.nvmlDeviceGetTargetFanSpeed(d, 0, ctypes.byref(v))
+        s = U(); L.nvmlDeviceGetFanSpeed_v2(d, 0, ctypes.byref(s))
+        print(r, v.value, s.value, L.nvmlDeviceGetTargetFanSpeed(d, 1, ctypes.byref(v)))
+    """
+    fan = {"device.0.fan.count": 1, "device.0.fan.speed": 30}
+    assert run(lib_dir, state_file("h100", overrides=fan | {"device.0.fan.target_speed": 45}), body).stdout.split() == [
+        "0", "45", "30", "2"]
+    assert run(lib_dir, state_file("h100", overrides=fan), body).stdout.split()[:2] == ["0", "30"]  # unset: the speed
+    assert run(lib_dir, state_file("h100"), body).stdout.split()[0] == "3"  # no fans (every capture): N/A

@@ -191,3 +191,26 @@ def test_garbled_state_never_crashes(smi, lib_dir, state_file, text):
     p = run_smi(smi, lib_dir, state_file(text=text), ["-q"])
     assert p.returncode == 9, (p.returncode, p.stdout, p.stderr)
     assert p.stderr.count("mokka-nvml:") == 1
+
+
+def test_a_delayed_failure_takes_the_gpu_away_in_the_middle_of_a_query_loop(smi, lib_dir, state_file):
+    # failure.after_calls counts this nvidia-smi process's calls: -q -l 1 prints the GPU healthy, then lost
+    failure = {"mode": 2, "after_calls": 300, "probability_ppb": 10**9, "seed": 0, "xid": 79}
+    st = state_file("h100", n=1, overrides={f"device.0.failure.{k}": v for k, v in failure.items()})
+    p = run_smi(smi, lib_dir, st, ["-q", "-l", "1"], timeout=30)
+    out = p.stdout + p.stderr
+    iterations = out.split("\nTimestamp ")
+    assert len(iterations) >= 3, out
+    assert "NVIDIA H100" in iterations[1] and "GPU is lost" not in iterations[0] + iterations[1]
+    assert p.returncode == 15 and "GPU is lost" in iterations[-1]
+
+
+def test_dmon_gpm_metrics_on_hopper_and_none_before(smi, lib_dir, state_file):
+    # GPM needs two samples: the first line shows "-" (as on a real H100), the later ones the rates
+    args = ["dmon", "--gpm-metrics", "2,20", "-c", "4", "-i", "0"]
+    p = run_smi(smi, lib_dir, state_file("h100", overrides={"device.0.utilization.gpu": 70}), args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    header, last = p.stdout.splitlines()[0], p.stdout.splitlines()[-1].split()
+    assert header.split()[-2:] == ["id=2", "id=20"] and last[-2:] == ["70", "2048"]  # SM util %, PCIe TX MiB/s
+    p = run_smi(smi, lib_dir, state_file("a100"), args)
+    assert p.returncode == 0 and p.stdout.splitlines()[-1].split()[-2:] == ["-", "-"]

@@ -149,3 +149,21 @@ def test_supported_pstates_through_pynvml(lib_dir, state_file):
             assert N.nvmlDeviceGetSupportedPerformanceStates(h) == [N.NVML_PSTATE_0]
         gc.collect()
     """)
+
+
+def test_gpm_as_a_profiler_reads_it(lib_dir, state_file):
+    st = state_file("h100", overrides={"device.0.utilization.gpu": 60, "device.0.gpm.pcie_rx_mib_per_sec": 512})
+    run(lib_dir, st, """
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        assert N.nvmlGpmQueryDeviceSupport(h).isSupportedDevice == 1
+        a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
+        N.nvmlGpmSampleGet(h, a); time.sleep(0.2); N.nvmlGpmSampleGet(h, b)
+        g = N.c_nvmlGpmMetricsGet_t()
+        g.version, g.numMetrics, g.sample1, g.sample2 = N.NVML_GPM_METRICS_GET_VERSION, 2, a, b
+        g.metrics[0].metricId, g.metrics[1].metricId = N.NVML_GPM_METRIC_SM_UTIL, N.NVML_GPM_METRIC_PCIE_RX_PER_SEC
+        N.nvmlGpmMetricsGet(g)
+        assert [(m.nvmlReturn, round(m.value, 6)) for m in g.metrics[:2]] == [(0, 60.0), (0, 512.0)]
+        N.nvmlGpmSampleFree(a); N.nvmlGpmSampleFree(b)
+        N.nvmlShutdown()
+    """)

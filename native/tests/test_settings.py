@@ -123,6 +123,35 @@ def test_mig_mode(lib_dir, state_file):
     nvml(lib_dir, t4, "assert L.nvmlDeviceSetMigMode(h(0), 1, ctypes.byref(ctypes.c_int())) == 3")  # no MIG: N/A
 
 
+def test_gpu_operation_mode_pending_until_reset_where_the_board_has_one(lib_dir, state_file):
+    def gom_body(expect_gom: str) -> str:
+        return textwrap.dedent("""
+            uuid = bytes.fromhex("c4fe3e6cc98f6c4ea327ee696e12f7c4")
+            t = ctypes.POINTER(ctypes.c_void_p)()
+            assert L.nvmlInternalGetExportTable(ctypes.byref(t), uuid) == 0
+            reset = ctypes.CFUNCTYPE(ctypes.c_int, U, ctypes.POINTER(ctypes.c_void_p))(t[168])
+            def gom(i):
+                c, p = U(), U(); r = L.nvmlDeviceGetGpuOperationMode(h(i), ctypes.byref(c), ctypes.byref(p))
+                return r, c.value, p.value
+        """) + textwrap.dedent(expect_gom)
+    # every capture's board reports N/A: NOT_SUPPORTED for the getter and the setter
+    nvml(lib_dir, state_file("h100"), gom_body("""
+        assert gom(0)[0] == 3 and L.nvmlDeviceSetGpuOperationMode(h(0), 1) == 3
+    """))
+    record(state_file("h100")).unlink(missing_ok=True)
+    st = state_file("h100", overrides={"device.0.gpu_operation_mode.current": 0,
+                                       "device.0.gpu_operation_mode.pending": 0})
+    out = nvml(lib_dir, st, gom_body("""
+        assert gom(0) == (0, 0, 0)
+        assert L.nvmlDeviceSetGpuOperationMode(h(0), 3) == 2               # no such mode
+        assert L.nvmlDeviceSetGpuOperationMode(h(0), 1) == 0               # compute: pending
+        print(gom(0))
+        assert reset(1, (ctypes.c_void_p * 1)(h(0))) == 0
+        print(gom(0))
+    """))
+    assert out.splitlines() == ["(0, 0, 1)", "(0, 1, 1)"]
+
+
 def test_clocks_locked_and_reset(lib_dir, state_file):
     st = state_file("h100")
     out = nvml(lib_dir, st, """

@@ -354,3 +354,44 @@ def test_the_block_memo_renders_what_a_fresh_render_does(profile: str, monkeypat
         monkeypatch.setattr(nvml_view, "_BLOCKS", nvml_view._BlockMemo())
         assert remembered == render_nvml_state(node, contributed), f"step {step}: {doc}"
     assert reused, "the memo never kept a block: the test would not see a stale one"
+
+
+def test_a_delayed_failure_is_left_to_nvml(tmp_path: Path) -> None:
+    override = tmp_path / "override.yaml"
+    override.write_text("version: 1\ndevices:\n  '2':\n    failure: {mode: fallen_off_bus, after_calls: 7, seed: -1}\n"
+                        "  '5':\n    failure: {mode: ecc_uncorrectable, probability: 0.25, xid: {code: 94}}\n")
+    node = NodeSpec(profile="h100", override_file=override).resolve()
+    kv = dict(line.split("=", 1) for line in render_nvml_state(node).splitlines() if "=" in line)
+    assert kv["device.2.lost"] == "0" and node.gpus[2].failure_mode == "healthy"  # until the calls start it
+    assert [kv[f"device.2.failure.{k}"] for k in ("mode", "after_calls", "probability_ppb", "seed", "xid")] == [
+        "2", "7", "1000000000", str((1 << 64) - 1), "79"]
+    assert [kv[f"device.5.failure.{k}"] for k in ("mode", "after_calls", "probability_ppb", "seed", "xid")] == [
+        "3", "0", "250000000", "0", "94"]
+    assert kv["device.5.remapped_rows.failure"] == "0" and "device.5.ecc.volatile.uncorrected.dram" not in kv
+    assert not any(key.startswith("event.") for key in kv)  # the Xid comes from NVML when the failure starts
+    assert "device.0.failure.mode" not in kv
+    from mokka_core.ctl.report import gpu_summary  # nvml-mock-ctl status says what is coming
+
+    assert [gpu_summary(node.gpus[i])["faults"] for i in (2, 5, 0)] == [
+        ["fallen_off_bus after NVML calls"], ["ecc_uncorrectable after NVML calls"], []]
+
+
+def test_gpm_operation_mode_conf_compute_and_target_fan_speed(tmp_path: Path) -> None:
+    def keys(profile: str, override: str = "") -> dict[str, str]:
+        path = tmp_path / "override.yaml"
+        path.write_text("version: 1\n" + override)
+        node = NodeSpec(profile=profile, override_file=path if override else None).resolve()
+        return dict(line.split("=", 1) for line in render_nvml_state(node).splitlines() if "=" in line)
+
+    hopper, ampere = keys("h100"), keys("a100")
+    assert (hopper["device.0.gpm.supported"], hopper["device.0.gpm.pcie_tx_mib_per_sec"]) == ("1", "2048")
+    assert "device.0.gpm.supported" not in ampere  # GPM is Hopper and later
+    assert "device.0.gpu_operation_mode.current" not in hopper  # N/A on every capture's board
+    edited = keys("a100", "all:\n  gpm: {supported: true, pcie_rx_mib_per_sec: 100}\n"
+                  "  gpu_operation_mode: {current: compute}\n  features: {confidential_compute: true}\n"
+                  "  fan: {count: 1, speed_percent: 30, target_speed_percent: 45}\n")
+    assert (edited["device.0.gpm.supported"], edited["device.0.gpm.pcie_rx_mib_per_sec"]) == ("1", "100")
+    assert (edited["device.0.gpu_operation_mode.current"], edited["device.0.gpu_operation_mode.pending"]) == ("1", "1")
+    assert edited["device.0.conf_compute.supported"] == "1"
+    assert (edited["device.0.fan.speed"], edited["device.0.fan.target_speed"]) == ("30", "45")
+    assert "device.0.fan.target_speed" not in ampere

@@ -92,7 +92,7 @@ def test_unknown_key_in_profile_is_a_warning(write_profile, caplog) -> None:
     path = write_profile(lambda t: t.replace("  num_gpu_cores: 16896", "  num_gpu_cores: 16896\n  sparkle: true"))
     profile = load_profile(path)
     assert profile.device_defaults.num_gpu_cores == 16896
-    assert "device_defaults.sparkle: unknown key ignored" in caplog.text
+    assert f"{path}: device_defaults.sparkle: unknown key ignored" in caplog.text  # names the file and the path
 
 
 def test_unknown_key_in_override_is_an_error(tmp_path: Path) -> None:

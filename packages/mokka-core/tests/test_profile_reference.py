@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from mokka_core.cli.mokka import app, profile_app
+from mokka_core.errors import ConfigError
 from mokka_core.schema import reference
 from mokka_core.schema.profile import Profile
 
@@ -77,7 +78,7 @@ def test_the_reference_lists_every_key_once_with_its_readers() -> None:
     assert all(key.readers for key in keys)
     by_path = {key.path: key for key in keys}
     assert by_path["infiniband.rate_gbps"].readers.startswith("ib:")
-    assert by_path["device_defaults.failure.after_calls"].readers == "nothing yet"
+    assert by_path["device_defaults.failure.after_calls"].readers.startswith("gpu: each process's NVML")
 
 
 def test_describe_prints_description_type_default_unit_and_an_example() -> None:
@@ -116,20 +117,41 @@ def test_profile_help_promises_only_commands_that_exist() -> None:
         assert CliRunner().invoke(app, ["profile", command, "--help"]).exit_code == 0, command
 
 
-def test_keys_accepted_but_not_simulated_warn_naming_file_and_path(write_profile, caplog) -> None:
+def test_every_key_is_read_or_refused_none_accepted_and_ignored() -> None:
+    keys = reference.all_keys()
+    assert not [key.path for key in keys if "not simulated" in key.description or key.readers == "nothing yet"]
+    refused = {key.path for key in keys if key.readers.startswith("nobody")}
+    assert refused == {"device_defaults.power.power_state", *(f"device_defaults.features.{flag}" for flag in (
+        "transformer_engine", "fp4_support", "fp6_support", "fp8_support", "nvlink_c2c", "decompression_engine",
+        "fifth_gen_tensor_cores"))}
+
+
+def test_a_refused_power_state_names_file_key_and_the_key_to_use(write_profile) -> None:
     from mokka_core.schema.loader import load_profile
 
-    path = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: {fp8_support: "
-                                                   "true}\n  failure: {mode: healthy, after_calls: 3}\n", 1))
-    with caplog.at_level("WARNING"):
+    path = write_profile(lambda text: text.replace("  power: {", "  power: {power_state: P0, ", 1))
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(path))}: device_defaults.power.power_state: refused: .*"
+                                          "set performance_state instead"):
         load_profile(path)
-    assert [record.getMessage() for record in caplog.records] == [
-        f"{path}: device_defaults.failure.after_calls: accepted but not simulated yet (nothing reads it)",
-        f"{path}: device_defaults.features: accepted but not simulated yet (nothing reads it)",
-    ]
 
 
-def test_the_built_in_profiles_use_only_simulated_keys(caplog) -> None:
+@pytest.mark.parametrize("flag", ["fp8_support", "transformer_engine", "nvlink_c2c"])
+def test_feature_flags_no_nvml_call_shows_are_refused_naming_file_and_key(write_profile, flag: str) -> None:
+    from mokka_core.schema.loader import load_profile
+
+    path = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: {"
+                                                   f"confidential_compute: true, {flag}: false}}\n", 1))
+    with pytest.raises(ConfigError) as caught:
+        load_profile(path)
+    message = str(caught.value)
+    assert f"{path}: device_defaults.features.{flag}: refused: " in message
+    assert ("nvlink.c2c_enabled" if flag == "nvlink_c2c" else "consumers derive it from the") in message
+    fine = write_profile(lambda text: text.replace("device_defaults:\n", "device_defaults:\n  features: "
+                                                   "{confidential_compute: true}\n", 1), name="fine.yaml")
+    assert load_profile(fine).device_defaults.features.confidential_compute is True
+
+
+def test_the_built_in_profiles_load_without_a_warning(caplog) -> None:
     from mokka_core.schema.builtin import BUILTIN_PROFILES, builtin_text
     from mokka_core.schema.loader import load_profile_text
 

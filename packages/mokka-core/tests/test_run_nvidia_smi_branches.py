@@ -49,6 +49,7 @@ MODES = {
     "topo": "topo -m",
     "nvlink": "nvlink -s",
     "dmon": "dmon -c 1",
+    "gpm": "dmon --gpm-metrics 2,10,20 -c 3 -i 0",  # GPM needs two samples: the first line shows "-"
     "pmon": "pmon -c 1",
 }
 BAD = ("Function Not Found", "Unknown Error", "Uninitialized", "Segmentation fault", "core dumped")
@@ -111,3 +112,6 @@ def test_every_mode_prints_no_broken_output(branch: str, profile: str, mode: str
         assert len(rows) == gpus and all(row.count(", ") == len(WIDE_FIELDS) - 1 for row in rows), out
     if mode == "query":
         assert "Driver Model\n        Current                           : N/A" in out
+    if mode == "gpm":  # Hopper and later answer the GPM API: SM %, DRAM bandwidth %, PCIe TX 2048 MiB/s
+        hopper = profile in ("h100", "h200", "b200", "gb200", "gb300")
+        assert out.splitlines()[-1].split()[-3:] == (["0", "0", "2048"] if hopper else ["-", "-", "-"]), out

@@ -21,6 +21,8 @@ def gpu_summary(gpu: Gpu) -> dict[str, Any]:
     faults = []
     if gpu.failure_mode != "healthy":
         faults.append(gpu.failure_mode)
+    if gpu.delayed_failure:  # healthy here: each process's NVML starts it after its calls (failure.after_calls)
+        faults.append(f"{gpu.delayed_failure} after NVML calls")
     if config.nvlink_error and config.nvlink_error.rate:
         faults.append(f"nvlink_errors={config.nvlink_error.rate:g}/s")
     if config.fabric and any(v for k, v in encode(config.fabric.health).items() if k != "incorrect_configuration"):

@@ -13,9 +13,9 @@ from .value import Value
 __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
     "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
-    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GraceSuperchip", "GspFirmware",
-    "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "ModulePowerLimits", "Nvlink",
-    "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power",
+    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GpuOperationMode", "GraceSuperchip",
+    "GspFirmware", "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "ModulePowerLimits",
+    "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power",
     "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList", "RetiredPages",
     "SessionStats", "Sram", "SramCounts", "SramSources", "Sriov", "SupportedClocks", "SupportedMemoryClock",
     "System", "TLimitThresholds", "TemperatureDynamics", "Thermal", "ThrottleCounters", "ThrottleReasons",
@@ -543,6 +543,16 @@ class Mig(Value):
         _set(self, 'layout', layout)
 
 
+class GpuOperationMode(Value):
+    __slots__ = ('current', 'pending',)
+    current: Literal['all_on', 'compute', 'low_dp'] | None
+    pending: Literal['all_on', 'compute', 'low_dp'] | None
+
+    def __init__(self, *, current: Literal['all_on', 'compute', 'low_dp'] | None = None, pending: Literal['all_on', 'compute', 'low_dp'] | None = None) -> None:
+        _set(self, 'current', current)
+        _set(self, 'pending', pending)
+
+
 class CurrentPending(Value):
     __slots__ = ('current', 'pending',)
     current: str
@@ -584,22 +594,22 @@ class GspFirmware(Value):
 
 
 class Features(Value):
-    __slots__ = ('transformer_engine', 'fp4_support', 'fp6_support', 'fp8_support', 'confidential_compute', 'nvlink_c2c', 'decompression_engine', 'fifth_gen_tensor_cores',)
-    transformer_engine: bool
-    fp4_support: bool
-    fp6_support: bool
-    fp8_support: bool
+    __slots__ = ('confidential_compute', 'transformer_engine', 'fp4_support', 'fp6_support', 'fp8_support', 'nvlink_c2c', 'decompression_engine', 'fifth_gen_tensor_cores',)
     confidential_compute: bool
-    nvlink_c2c: bool
-    decompression_engine: bool
-    fifth_gen_tensor_cores: bool
+    transformer_engine: bool | None
+    fp4_support: bool | None
+    fp6_support: bool | None
+    fp8_support: bool | None
+    nvlink_c2c: bool | None
+    decompression_engine: bool | None
+    fifth_gen_tensor_cores: bool | None
 
-    def __init__(self, *, transformer_engine: bool = False, fp4_support: bool = False, fp6_support: bool = False, fp8_support: bool = False, confidential_compute: bool = False, nvlink_c2c: bool = False, decompression_engine: bool = False, fifth_gen_tensor_cores: bool = False) -> None:
+    def __init__(self, *, confidential_compute: bool = False, transformer_engine: bool | None = None, fp4_support: bool | None = None, fp6_support: bool | None = None, fp8_support: bool | None = None, nvlink_c2c: bool | None = None, decompression_engine: bool | None = None, fifth_gen_tensor_cores: bool | None = None) -> None:
+        _set(self, 'confidential_compute', confidential_compute)
         _set(self, 'transformer_engine', transformer_engine)
         _set(self, 'fp4_support', fp4_support)
         _set(self, 'fp6_support', fp6_support)
         _set(self, 'fp8_support', fp8_support)
-        _set(self, 'confidential_compute', confidential_compute)
         _set(self, 'nvlink_c2c', nvlink_c2c)
         _set(self, 'decompression_engine', decompression_engine)
         _set(self, 'fifth_gen_tensor_cores', fifth_gen_tensor_cores)
@@ -879,7 +889,7 @@ class GpuConfig(Value):
     persistence_mode: Literal['enabled', 'disabled']
     compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process']
     mig: Mig
-    gpu_operation_mode: CurrentPending
+    gpu_operation_mode: GpuOperationMode
     driver_model: CurrentPending
     accounting: Accounting
     virtualization: Virtualization
@@ -897,7 +907,7 @@ class GpuConfig(Value):
     platform: Platform | None
     sriov: Sriov
 
-    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', gpu_part_number: str | None = None, addressing_mode: Literal['none', 'hmm', 'ats'] | None = None, sparse_operation_mode: Literal['enabled', 'disabled'] | None = None, vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: CurrentPending = CurrentPending(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None, sriov: Sriov = Sriov()) -> None:
+    def __init__(self, *, name: str = 'NVIDIA GPU', brand: Literal['nvidia', 'tesla', 'quadro', 'geforce', 'titan', 'nvidia_rtx'] | None = None, serial: str | None = None, board_part_number: str = '', gpu_part_number: str | None = None, addressing_mode: Literal['none', 'hmm', 'ats'] | None = None, sparse_operation_mode: Literal['enabled', 'disabled'] | None = None, vbios_version: str = '', architecture: Literal['kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'ada_lovelace', 'hopper', 'blackwell'] | None = None, compute_capability: ComputeCapability | None = None, num_gpu_cores: int | None = None, inforom: Inforom = Inforom(), memory: Memory | None = None, bar1_memory: Bar1Memory | None = None, pci: Pci = Pci(), pcie: Pcie = Pcie(), power: Power | None = None, thermal: Thermal | None = None, fan: Fan = Fan(), clocks: Clocks = Clocks(), clocks_throttle_reasons: ThrottleReasons = ThrottleReasons(), pinned: tuple[Literal['temperature', 'power', 'clocks', 'throttle'], ...] = (), supported_clocks: SupportedClocks = SupportedClocks(), performance_state: str = 'P0', utilization: Utilization = Utilization(), encoder_stats: SessionStats = SessionStats(), fbc_stats: SessionStats = SessionStats(), ecc: Ecc = Ecc(), retired_pages: RetiredPages = RetiredPages(), remapped_rows: RemappedRows = RemappedRows(), display: Display = Display(), persistence_mode: Literal['enabled', 'disabled'] = 'disabled', compute_mode: Literal['default', 'exclusive_thread', 'prohibited', 'exclusive_process'] = 'default', mig: Mig = Mig(), gpu_operation_mode: GpuOperationMode = GpuOperationMode(), driver_model: CurrentPending = CurrentPending(), accounting: Accounting = Accounting(), virtualization: Virtualization = Virtualization(), gsp_firmware: GspFirmware = GspFirmware(), features: Features = Features(), grace_superchip: GraceSuperchip = GraceSuperchip(), topology: Topology = Topology(), processes: tuple[Process, ...] = (), dynamic_metrics: DynamicMetrics | None = None, gpm: Gpm = Gpm(), failure: Failure = Failure(), xid_events: tuple[XidEvent, ...] = (), fabric: Fabric | None = None, nvlink_error: NvlinkError = NvlinkError(), platform: Platform | None = None, sriov: Sriov = Sriov()) -> None:
         _set(self, 'name', name)
         _set(self, 'brand', brand)
         _set(self, 'serial', serial)
@@ -1192,7 +1202,7 @@ BLOCKS: dict[type, dict[str, type]] = {
         'remapped_rows': RemappedRows,
         'display': Display,
         'mig': Mig,
-        'gpu_operation_mode': CurrentPending,
+        'gpu_operation_mode': GpuOperationMode,
         'driver_model': CurrentPending,
         'accounting': Accounting,
         'virtualization': Virtualization,

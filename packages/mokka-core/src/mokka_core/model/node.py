@@ -168,7 +168,16 @@ class Gpu(Value):
 
     @property
     def failure_mode(self) -> str:
-        return self.config.failure.mode
+        """The failure in effect now; a delayed one is "healthy" until NVML starts it (see delayed_failure)."""
+        return "healthy" if self.delayed_failure else self.config.failure.mode
+
+    @property
+    def delayed_failure(self) -> str | None:
+        """The failure mode each process's NVML starts after some calls (failure.after_calls, probability)."""
+        failure = self.config.failure
+        if failure.mode != "healthy" and (failure.after_calls or failure.probability is not None):
+            return failure.mode
+        return None
 
     @property
     def lost(self) -> bool:

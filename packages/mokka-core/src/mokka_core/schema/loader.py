@@ -19,7 +19,6 @@ from pydantic import BaseModel, ValidationError
 from ..errors import ConfigError, describe, key_path
 from .overlays import KeysOf, Override, TopologyOverlay
 from .profile import Profile
-from .reference import not_simulated
 from .yamldoc import parse_yaml, read_yaml_file
 
 __all__ = ["load_overlay", "load_override", "load_profile", "load_profile_text", "parse_yaml", "read_override",
@@ -51,8 +50,6 @@ def validate(model: type[M], data: Any, source: str, *, strict_keys: bool) -> M:
         document = model.model_validate(cleaned)
     except ValidationError as exc:
         raise ConfigError(source, _problems(exc, cleaned)) from None
-    for path in not_simulated(document):
-        log.warning("%s: %s: accepted but not simulated yet (nothing reads it)", source, path)
     return document
 
 

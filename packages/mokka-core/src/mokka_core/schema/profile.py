@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from . import clocks, units
 
@@ -305,7 +305,7 @@ class Power(Model):
     current_draw_mw: NonNeg = 0
     """Power draw (nvmlDeviceGetPowerUsage); nvml-mock-ctl power sets it. Unit: mW; also 700W, 450.5W."""
     power_state: str | None = None
-    """Power state as text, e.g. P0. Accepted (nvml-mock format) but not simulated yet."""
+    """Refused (an error): the power state is the P-state; set performance_state instead."""
     total_energy_consumption_mj: NonNeg = 0
     """Energy consumed since the driver loaded (nvmlDeviceGetTotalEnergyConsumption). Unit: mJ."""
     module: ModulePowerLimits | None = None
@@ -322,6 +322,13 @@ class Power(Model):
     @classmethod
     def _optional_milliwatts(cls, value: object) -> object:
         return units.milliwatts(value)
+
+    @field_validator("power_state", mode="before")
+    @classmethod
+    def _refused(cls, value: object) -> object:
+        if value is not None:
+            raise ValueError("refused: the power state is the P-state; set performance_state instead (drop the key)")
+        return value
 
     @model_validator(mode="after")
     def _limits(self) -> Power:
@@ -368,7 +375,7 @@ class Fan(Model):
     speed_percent: Annotated[int, Field(ge=0, le=100)] | Literal["N/A"] = "N/A"
     """Fan speed, 0-100, or N/A (no fan). Unit: %."""
     target_speed_percent: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Target fan speed, 0-100. Accepted (nvml-mock format) but not simulated yet. Unit: %."""
+    """Speed the fan control aims at, 0-100 (nvmlDeviceGetTargetFanSpeed); unset: the fan speed. Unit: %."""
 
     @field_validator("speed_percent", mode="before")
     @classmethod
@@ -705,6 +712,16 @@ class CurrentPending(Model):
     """The value after the next reset."""
 
 
+GomName = Literal["all_on", "compute", "low_dp"]
+
+
+class GpuOperationMode(Model):
+    current: GomName | None = None
+    """The mode now: all_on, compute (no graphics), low_dp (low double precision); unset: the board has none (N/A)."""
+    pending: GomName | None = None
+    """The mode after the next GPU reset (nvmlDeviceSetGpuOperationMode sets it); unset: the current one."""
+
+
 class Accounting(Model):
     mode: Mode = "disabled"
     """Whether per-process accounting is on."""
@@ -726,23 +743,45 @@ class GspFirmware(Model):
     """GSP firmware version (nvidia-smi's GSP Firmware Version)."""
 
 
+#: feature flags of nvml-mock profiles that Mokka refuses, and why: no NVML call or file shows them
+_BY_ARCH = "no NVML call shows it; consumers derive it from the architecture (nvmlDeviceGetArchitecture)"
+_BY_CC = "no NVML call shows it; consumers derive it from the compute capability (nvmlDeviceGetCudaComputeCapability)"
+REFUSED_FEATURES = {
+    "transformer_engine": _BY_ARCH,
+    "fp4_support": _BY_CC,
+    "fp6_support": _BY_CC,
+    "fp8_support": _BY_CC,
+    "decompression_engine": _BY_ARCH,
+    "fifth_gen_tensor_cores": _BY_ARCH,
+    "nvlink_c2c": "the C2C mode (nvmlDeviceGetC2cModeInfoV) follows nvlink.c2c_enabled; set that instead",
+}
+
+
 class Features(Model):
-    transformer_engine: bool = False
-    """Transformer Engine (Hopper and later). Accepted (nvml-mock format) but not simulated yet."""
-    fp4_support: bool = False
-    """FP4 tensor-core support. Accepted (nvml-mock format) but not simulated yet."""
-    fp6_support: bool = False
-    """FP6 tensor-core support. Accepted (nvml-mock format) but not simulated yet."""
-    fp8_support: bool = False
-    """FP8 tensor-core support. Accepted (nvml-mock format) but not simulated yet."""
     confidential_compute: bool = False
-    """Confidential computing support. Accepted (nvml-mock format) but not simulated yet."""
-    nvlink_c2c: bool = False
-    """NVLink-C2C to a Grace CPU. Accepted (nvml-mock format) but not simulated yet."""
-    decompression_engine: bool = False
-    """Hardware decompression engine. Accepted (nvml-mock format) but not simulated yet."""
-    fifth_gen_tensor_cores: bool = False
-    """Fifth-generation tensor cores (Blackwell). Accepted (nvml-mock format) but not simulated yet."""
+    """The GPU supports confidential computing (nvmlSystemGetConfComputeCapabilities reports the GPUs capable
+    when every GPU does; CC mode itself stays off)."""
+    transformer_engine: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the architecture."""
+    fp4_support: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the compute capability."""
+    fp6_support: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the compute capability."""
+    fp8_support: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the compute capability."""
+    nvlink_c2c: bool | None = None
+    """Refused (an error): the C2C mode follows nvlink.c2c_enabled; set that instead."""
+    decompression_engine: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the architecture."""
+    fifth_gen_tensor_cores: bool | None = None
+    """Refused (an error): no NVML call shows it; consumers derive it from the architecture."""
+
+    @field_validator(*REFUSED_FEATURES, mode="before")
+    @classmethod
+    def _refused(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None:
+            raise ValueError(f"refused: {REFUSED_FEATURES[info.field_name or '']} (drop the key)")
+        return value
 
 
 class GraceSuperchip(Model):
@@ -832,11 +871,11 @@ class DynamicMetrics(Model):
 
 class Gpm(Model):
     supported: bool | None = None
-    """Whether GPU performance monitoring is supported. Accepted (nvml-mock format) but not simulated yet."""
+    """Whether the GPU answers the NVML GPM calls (nvidia-smi dmon --gpm-metrics); unset: Hopper and later do."""
     pcie_tx_mib_per_sec: NonNeg = 2048
-    """PCIe transmit rate GPM reports. Accepted (nvml-mock format) but not simulated yet. Unit: MiB/s."""
+    """PCIe transmit rate the GPM metric PCIE_TX_PER_SEC reports. Unit: MiB/s."""
     pcie_rx_mib_per_sec: NonNeg = 2048
-    """PCIe receive rate GPM reports. Accepted (nvml-mock format) but not simulated yet. Unit: MiB/s."""
+    """PCIe receive rate the GPM metric PCIE_RX_PER_SEC reports. Unit: MiB/s."""
 
 
 class XidSpec(Model):
@@ -851,13 +890,16 @@ class Failure(Model):
     mode: FailureMode = "healthy"
     """Failure mode (nvml-mock-ctl fail sets it): lost, fallen_off_bus (0xff config, Xid 79), ecc_uncorrectable."""
     probability: Annotated[float, Field(ge=0, le=1)] | None = None
-    """Chance per NVML call that the failure starts, 0-1. Accepted (nvml-mock format) but not simulated yet."""
+    """Chance that each NVML call on the GPU (past after_calls) starts the failure, 0-1, drawn from a seeded
+    generator: the same seed starts it at the same call. Counted in each process that loads NVML; such a delayed
+    failure lives in NVML only (lspci, /proc/driver/nvidia and the kernel log keep showing the GPU healthy)."""
     after_calls: NonNeg | None = None
-    """Number of NVML calls after which the failure starts. Accepted (nvml-mock format) but not simulated yet."""
+    """NVML calls on the GPU that answer normally in each process before the failure starts (0: at once);
+    with probability, the calls after these draw. A delayed failure lives in NVML only (see probability)."""
     seed: int = 0
-    """Seed for probability. Accepted (nvml-mock format) but not simulated yet."""
+    """Seed of the per-call draws of probability."""
     xid: XidSpec | None = None
-    """Xid raised when the failure starts."""
+    """Xid raised when the failure starts (default: 79 fallen off the bus, 48 uncorrectable ECC, none for lost)."""
 
 
 class XidEvent(Model):
@@ -1027,8 +1069,8 @@ class DeviceConfig(Model):
     """Compute mode."""
     mig: Mig | None = None
     """Multi-Instance GPU mode."""
-    gpu_operation_mode: CurrentPending | None = None
-    """GPU operation mode (GOM) now and pending. Accepted (nvml-mock format) but not simulated yet."""
+    gpu_operation_mode: GpuOperationMode | None = None
+    """GPU operation mode (GOM), on the boards that have one; unset: N/A, as on every datacenter board."""
     driver_model: CurrentPending | None = None
     """Driver model now and pending (Windows only; empty on Linux)."""
     accounting: Accounting | None = None
@@ -1038,7 +1080,7 @@ class DeviceConfig(Model):
     gsp_firmware: GspFirmware | None = None
     """GSP firmware."""
     features: Features | None = None
-    """Feature flags of the architecture. Accepted (nvml-mock format) but not simulated yet."""
+    """Feature flags (only confidential_compute is read; the others are refused)."""
     grace_superchip: GraceSuperchip | None = None
     """Pairing with a Grace CPU."""
     topology: Topology | None = None
@@ -1048,7 +1090,7 @@ class DeviceConfig(Model):
     dynamic_metrics: DynamicMetrics | None = None
     """Metrics that vary over time."""
     gpm: Gpm | None = None
-    """GPU performance monitoring. Accepted (nvml-mock format) but not simulated yet."""
+    """GPU performance monitoring (the NVML GPM API)."""
     failure: Failure | None = None
     """Failure mode of the GPU."""
     xid_events: list[XidEvent] | None = None

@@ -22,7 +22,8 @@ from ..errors import MokkaError
 from .profile import DeviceConfig, DeviceEntry, Profile
 
 UNIT = re.compile(r"\s*Unit: (?P<unit>[^;]+?)(?:; also (?P<forms>.+))?\.$")
-NOT_SIMULATED = "not simulated yet"
+#: how the description of a key Mokka refuses (nvml-mock format, shown by no NVML call or file) starts
+REFUSED = "Refused (an error):"
 
 #: who reads a key, by the longest matching path prefix ("*." matches device_defaults. and devices[].)
 READERS: dict[str, str] = {
@@ -34,6 +35,11 @@ READERS: dict[str, str] = {
     "*.pci": "pci: lspci, sysfs; gpu: nvidia-smi (PCI), pynvml",
     "*.failure": "gpu: nvidia-smi, pynvml; pci: lspci (config space); the kernel log",
     "*.xid_events": "gpu: pynvml nvmlEventSetWait, the kernel log (/dev/kmsg)",
+    "*.failure.after_calls": "gpu: each process's NVML (nvidia-smi, pynvml), counting its calls on the GPU",
+    "*.failure.probability": "gpu: each process's NVML (nvidia-smi, pynvml), drawing on each call on the GPU",
+    "*.failure.seed": "gpu: each process's NVML (nvidia-smi, pynvml), drawing on each call on the GPU",
+    "*.gpm": "gpu: nvidia-smi dmon --gpm-metrics, DCGM profiling, pynvml nvmlGpm* (the NVML GPM API)",
+    "*.features": "gpu: pynvml nvmlSystemGetConfComputeCapabilities (confidential_compute); the others are refused",
     "*.fabric": "gpu: nvidia-smi -q (Fabric), pynvml nvmlDeviceGetGpuFabricInfo; fabricmanager: state auto",
     "*.nvlink_error": "nvlink: nvidia-smi nvlink -e, pynvml NVLink error counters",
     "*.processes": "gpu: nvidia-smi (Processes), pynvml process lists",
@@ -92,25 +98,6 @@ def example(path: str, profiles: Mapping[str, str]) -> str:
     return ""
 
 
-def not_simulated(document: BaseModel, prefix: str = "") -> list[str]:
-    """The key paths ``document`` sets that Mokka accepts but does not simulate yet (the loader warns)."""
-    found = []
-    for name in sorted(document.model_fields_set):
-        field = type(document).model_fields[name]
-        path = f"{prefix}{name}"
-        if NOT_SIMULATED in (field.description or ""):
-            found.append(path)
-            continue
-        value = getattr(document, name)
-        if isinstance(value, BaseModel):
-            found += not_simulated(value, f"{path}.")
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    found += not_simulated(item, f"{path}[{index}].")
-    return found
-
-
 def markdown() -> str:
     """docs/profile.md."""
     lines = ["# Profile keys", "",
@@ -155,8 +142,8 @@ def _key(path: str, field: FieldInfo) -> Key:
 
 
 def _readers(path: str, description: str) -> str:
-    if NOT_SIMULATED in description:
-        return "nothing yet"
+    if description.startswith(REFUSED):
+        return "nobody: a profile that sets it is refused"
     candidates = [path]
     for device_prefix in ("device_defaults.", "devices[]."):
         if path == device_prefix.rstrip(".[]"):

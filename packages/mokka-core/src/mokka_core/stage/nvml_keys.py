@@ -273,6 +273,16 @@ DEVICE_TYPES = MappingProxyType({
     "nvlink.nvswitch_links": "u32",
     "nvlink_error.rate_milli": "u64",
     "nvlink_error.epoch_ms": "u64",
+    "failure.mode": "u32",
+    "failure.after_calls": "u64",
+    "failure.probability_ppb": "u32",
+    "failure.seed": "u64",
+    "failure.xid": "u32",
+    "gpm.supported": "u32",
+    "gpm.pcie_tx_mib_per_sec": "u32",
+    "gpm.pcie_rx_mib_per_sec": "u32",
+    "fan.target_speed": "i32",
+    "conf_compute.supported": "u32",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
 # sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
@@ -600,6 +610,16 @@ DEVICE_NVLINK_SPEED_MBPS = "nvlink.speed_mbps"
 DEVICE_NVLINK_NVSWITCH_LINKS = "nvlink.nvswitch_links"
 DEVICE_NVLINK_ERROR_RATE_MILLI = "nvlink_error.rate_milli"
 DEVICE_NVLINK_ERROR_EPOCH_MS = "nvlink_error.epoch_ms"
+DEVICE_FAILURE_MODE = "failure.mode"
+DEVICE_FAILURE_AFTER_CALLS = "failure.after_calls"
+DEVICE_FAILURE_PROBABILITY_PPB = "failure.probability_ppb"
+DEVICE_FAILURE_SEED = "failure.seed"
+DEVICE_FAILURE_XID = "failure.xid"
+DEVICE_GPM_SUPPORTED = "gpm.supported"
+DEVICE_GPM_PCIE_TX_MIB_PER_SEC = "gpm.pcie_tx_mib_per_sec"
+DEVICE_GPM_PCIE_RX_MIB_PER_SEC = "gpm.pcie_rx_mib_per_sec"
+DEVICE_FAN_TARGET_SPEED = "fan.target_speed"
+DEVICE_CONF_COMPUTE_SUPPORTED = "conf_compute.supported"
 LINK_STATE = "state"
 LINK_REMOTE_TYPE = "remote_type"
 LINK_REMOTE_BUS_ID = "remote_bus_id"

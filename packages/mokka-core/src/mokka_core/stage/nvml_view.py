@@ -54,6 +54,7 @@ BRAND = {"quadro": 1, "tesla": 2, "geforce": 5, "titan": 6, "nvidia_rtx": 13, "n
 ARCH = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "ada_lovelace": 8,
         "hopper": 9, "blackwell": 10}
 COMPUTE_MODE = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+GOM = {"all_on": 0, "compute": 1, "low_dp": 2}  # nvmlGpuOperationMode_t
 VIRT_MODE = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
 HOST_VGPU_MODE = {"non_sriov": 0, "sriov": 1}
 FABRIC_STATE = {"not_supported": 0, "not_started": 1, "in_progress": 2, "completed": 3, "": 3}
@@ -72,6 +73,9 @@ FABRIC_CONFIG = {"not_supported": 0, "none": 1, "incorrect_sysguid": 2, "incorre
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 XID_FALLEN_OFF_BUS = 79
+XID_DBE = 48
+#: failure.mode of a delayed failure, and the Xid it raises unless the profile names one
+DELAYED_FAILURE = {"lost": (1, 0), "fallen_off_bus": (2, XID_FALLEN_OFF_BUS), "ecc_uncorrectable": (3, XID_DBE)}
 # counters whose library default is 0: a zero is not written (smaller file, faster parse in every process)
 ZERO_DEFAULT_PREFIXES = ("ecc.volatile.", "ecc.aggregate.", "violation.", "encoder.", "fbc.", "pcie.replay_counter",
                          "pcie.tx_kbps", "pcie.rx_kbps", "utilization.encoder", "utilization.decoder",
@@ -241,6 +245,8 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
     if c.fan:
         yield "fan.count", c.fan.count
         yield "fan.speed", c.fan.speed_percent if isinstance(c.fan.speed_percent, int) else 0
+        if c.fan.target_speed_percent is not None:
+            yield "fan.target_speed", c.fan.target_speed_percent
 
     if c.clocks and now.clocks:
         k, current = c.clocks, now.clocks
@@ -331,6 +337,14 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "c2c.supported", 1
         yield "c2c.enabled", _b(bool(node.nvlink and node.nvlink.c2c_enabled))
     yield from _platform(gpu, arch)
+    yield from _delayed_failure(gpu)
+    yield from _gpm(gpu, arch)
+    if c.features.confidential_compute:
+        yield "conf_compute.supported", 1
+    gom = c.gpu_operation_mode
+    if gom.current:
+        yield "gpu_operation_mode.current", GOM[gom.current]
+        yield "gpu_operation_mode.pending", GOM[gom.pending or gom.current]
 
     if gpu.numa_node is not None:
         yield "numa_node", gpu.numa_node
@@ -343,6 +357,28 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "cpu_affinity", gpu.cpu_affinity
     yield "topology.levels", ",".join(str(topology_level(gpu, other)) for other in node.gpus)
     yield from _processes(gpu)
+
+
+def _delayed_failure(gpu: Gpu) -> Iterator[tuple[str, object]]:
+    mode = gpu.delayed_failure
+    if mode is None:
+        return
+    f = gpu.config.failure
+    number, xid = DELAYED_FAILURE[mode]
+    yield "failure.mode", number
+    yield "failure.after_calls", f.after_calls or 0
+    yield "failure.probability_ppb", round(1e9 if f.probability is None else f.probability * 1e9)
+    yield "failure.seed", f.seed & (1 << 64) - 1
+    yield "failure.xid", f.xid.code if f.xid and f.xid.code else xid
+
+
+def _gpm(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
+    g = gpu.config.gpm
+    supported = g.supported if g and g.supported is not None else arch >= ARCH["hopper"]
+    if supported:
+        yield "gpm.supported", 1
+        yield "gpm.pcie_tx_mib_per_sec", g.pcie_tx_mib_per_sec if g else 2048
+        yield "gpm.pcie_rx_mib_per_sec", g.pcie_rx_mib_per_sec if g else 2048
 
 
 def _supported_clocks(c: GpuConfig) -> Iterator[tuple[str, object]]:
