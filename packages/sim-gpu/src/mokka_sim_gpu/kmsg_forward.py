@@ -20,7 +20,7 @@ from mokka_core.stage.store import KERNEL_LOG, NodeStore, atomic_write
 from .kernel_log import LogFile
 
 PROGRAM = "mokka-kmsg"
-POLL_SECONDS = 0.2
+POLL_SECONDS = 1.0  # a stat a second: an idle node stays cheap, a log watcher sees an Xid within a second
 # never created (the host has it or not); appended to, should it be a plain file
 TARGET_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
