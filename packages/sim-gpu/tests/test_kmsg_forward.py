@@ -92,6 +92,19 @@ def test_a_target_that_cannot_be_written_is_said_once_and_gets_its_records_later
     assert f"{target} takes records again" in capsys.readouterr().out
 
 
+def test_a_state_that_cannot_be_kept_does_not_repeat_a_record(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "host-kmsg"
+    target.write_bytes(b"")
+    node_log(tmp_path, XID_79, OFF_BUS)
+    (tmp_path / KERNEL_LOG_FORWARDED).mkdir()  # the state's path taken: every save fails
+    forwarder = Forwarder(tmp_path, str(target))
+    forwarder.step()
+    forwarder.step()
+    assert target.read_bytes() == host_record(XID_79) + host_record(OFF_BUS)
+    out = capsys.readouterr().out
+    assert out.count(f"cannot keep the last record written in {tmp_path / KERNEL_LOG_FORWARDED}") == 1, out
+
+
 @pytest.mark.skipif(os.environ.get("MOKKA_TEST_REAL_KMSG") != "1",
                     reason="writes to this machine's kernel log; opt in with MOKKA_TEST_REAL_KMSG=1 (root)")
 def test_the_real_kernel_takes_each_record_as_written_past_its_rate_limit(tmp_path: Path) -> None:

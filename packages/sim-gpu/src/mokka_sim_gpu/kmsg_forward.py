@@ -52,18 +52,23 @@ class Forwarder:
         self.state = NodeStore(root).kernel_log_forwarded
         self.target = target
         self.own_log = root / KERNEL_LOG
-        self._problem: str | None = None
+        self._problem: str | None = None  # the last one said
+        self._target_blocked = False
+        self.last: bytes | None = None
         try:
-            self.last: bytes | None = self.state.read_bytes() or None
+            self.last = self.state.read_bytes() or None
         except FileNotFoundError:
-            self.last = None
+            pass
+        except OSError as exc:
+            self._say(f"cannot read the last record written from {self.state} ({exc.strerror or exc}); "
+                      "writing the node's whole log")
 
     def start(self) -> None:
         """Say at start where the records go, or why they cannot."""
         try:
             os.close(os.open(self.target, TARGET_FLAGS))
         except OSError as exc:
-            self._report(exc)
+            self._blocked(exc)
         else:
             print(f"{PROGRAM}: writing the node's kernel log to the host's kernel log {self.target} too", flush=True)
 
@@ -77,21 +82,32 @@ class Forwarder:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                self._report(exc)
+                self._blocked(exc)
                 return
-            if self._problem is not None:
+            if self._target_blocked:
                 print(f"{PROGRAM}: {self.target} takes records again", flush=True)
-                self._problem = None
-            self.last = record
-            atomic_write(self.state, record)
+                self._target_blocked, self._problem = False, None
+            self.last = record  # kept here too: a state that cannot be saved must not repeat the record
+            try:
+                atomic_write(self.state, record)
+            except OSError as exc:
+                self._say(f"cannot keep the last record written in {self.state} ({exc.strerror or exc}); "
+                          "a restart may write it again")
 
     def serve(self, stop: threading.Event) -> None:
         while not stop.wait(POLL_SECONDS):
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # a record this code cannot read must not end the forwarding unsaid
+                self._say(f"forwarding failed: {type(exc).__name__}: {exc}")
 
-    def _report(self, exc: OSError) -> None:
-        problem = exc.strerror or str(exc)
+    def _blocked(self, exc: OSError) -> None:
+        self._target_blocked = True
+        self._say(f"cannot write the host's kernel log {self.target} ({exc.strerror or exc}); the node's records "
+                  f"stay in its own log {self.own_log} and are written once it can be")
+
+    def _say(self, problem: str) -> None:
+        """Say a problem once, not at every poll while it lasts."""
         if problem != self._problem:
-            print(f"{PROGRAM}: cannot write the host's kernel log {self.target} ({problem}); the node's records "
-                  f"stay in its own log {self.own_log} and are written once it can be", flush=True)
+            print(f"{PROGRAM}: {problem}", flush=True)
             self._problem = problem
