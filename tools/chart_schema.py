@@ -306,6 +306,20 @@ def build_schema() -> dict[str, Any]:
                 },
                 "Where the node is staged on the host.",
             ),
+            "kernelLog": obj(
+                {
+                    "host": {
+                        "type": "boolean",
+                        "description": "Also write every record of the node's kernel log (each Xid as the driver "
+                        "prints it, `<4>NVRM: Xid (PCI:...): 79, ...`) once to the host's /dev/kmsg, where log "
+                        "watchers (node-problem-detector, NVSentinel, journald) read the host's log: the host's "
+                        "/dev/kmsg is mounted at /host/dev/kmsg and passed as `--host-kmsg`. The node container "
+                        "then runs privileged: a container runtime lets others open only its default devices. "
+                        "Off: nothing is written to the host's log.",
+                    },
+                },
+                "The node's kernel log.",
+            ),
             "allocationWatcher": allocation_watcher_schema(),
             "nri": nri_schema(),
             "images": obj({"node": image_schema("node daemon (`mokka node up`, nvml-mock-ctl, every surface)"),
@@ -332,7 +346,7 @@ def build_schema() -> dict[str, Any]:
                                   "once the staged wave is published and its services run)."),
             "securityContext": k8s("object", "Container securityContext. Root with only CHOWN, DAC_OVERRIDE, "
                                    "FOWNER, MKNOD: staging writes root-owned host paths and creates device nodes; "
-                                   "no privileged mode is needed."),
+                                   "no privileged mode is needed (but for `kernelLog.host`)."),
             "nameOverride": {"type": "string", "description": "Replaces the chart name in object names."},
             "fullnameOverride": {"type": "string", "description": "Replaces the full object name prefix."},
             "integrations": obj(

@@ -71,6 +71,9 @@ values.schema.json edited by hand) still fails with a message that lists what is
 {{- end }}
 {{- end }}
 {{- include "mokka.validateClusterComponents" . }}
+{{- if not (kindIs "bool" .Values.kernelLog.host) }}
+{{- fail (printf "kernelLog.host: must be true or false, got %q" (toString .Values.kernelLog.host)) }}
+{{- end }}
 {{- with .Values.integrations.fakeGpuOperator.profileLabels }}
 {{- $contract := index . "fake-gpu-operator/gpu-profile" }}
 {{- if and (not (kindIs "invalid" $contract)) (ne (toString $contract) "true") }}

@@ -26,6 +26,7 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "unknown device mode": ({"nri": {"enabled": True, "deviceMode": "some"}},
                             ["nri.deviceMode", '"all", "annotated", "none"']),
     "bad namespace": ({"nri": {"namespaces": ["Team_A"]}}, ["nri.namespaces.0", "Does not match pattern"]),
+    "kernel log host not a boolean": ({"kernelLog": {"host": "yes"}}, ["kernelLog.host", "boolean"]),
 }
 
 # Without the schema the templates still refuse, with the same information.
@@ -41,6 +42,8 @@ TEMPLATE_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
                            ["allocationWatcher.interval: must be a number of seconds greater than 0, got 0"]),
     "unknown device mode": ({"nri": {"enabled": True, "deviceMode": "some"}},
                             ['nri.deviceMode: unknown device mode "some"; device modes: all, annotated, none']),
+    "kernel log host not a boolean": ({"kernelLog": {"host": "yes"}},
+                                      ['kernelLog.host: must be true or false, got "yes"']),
 }
 
 

@@ -34,6 +34,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "nodeSelector": {"mokka.dev/pool": "sim"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "integrations": {"fakeGpuOperator": {"enabled": True, "targetNamespace": "gpu-operator"}},
+        "kernelLog": {"host": True},
     },
 }
 
@@ -265,6 +266,23 @@ def test_container_is_not_privileged(helm: Helm) -> None:
     assert not security.get("privileged")
     assert security["capabilities"]["drop"] == ["ALL"]
     assert set(security["capabilities"]["add"]) == {"CHOWN", "DAC_OVERRIDE", "FOWNER", "MKNOD"}
+
+
+def test_host_kernel_log_is_opt_in_and_mounts_the_hosts_dev_kmsg(helm: Helm) -> None:
+    default = documents(helm.render())
+    assert "--host-kmsg" not in container(default)["args"]
+    assert "host-kmsg" not in {v["name"] for v in daemonset(default)["spec"]["template"]["spec"]["volumes"]}
+    docs = documents(helm.render({"kernelLog": {"host": True}}))
+    node = container(docs)
+    assert flags(node["args"], "--host-kmsg") == ["/host/dev/kmsg"]
+    assert {m["name"]: m["mountPath"] for m in node["volumeMounts"]}["host-kmsg"] == "/host/dev/kmsg"
+    volumes = {v["name"]: v for v in daemonset(docs)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["host-kmsg"]["hostPath"] == {"path": "/dev/kmsg", "type": "CharDevice"}
+    # the runtime's device rules let only a privileged container open a host device it did not add; the API
+    # server refuses privileged with allowPrivilegeEscalation false
+    security = node["securityContext"]
+    assert security["privileged"] is True and security["allowPrivilegeEscalation"] is True
+    assert security["runAsUser"] == 0 and security["readOnlyRootFilesystem"] is True
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (CHART / "examples").glob("*.yaml")))

@@ -70,6 +70,7 @@ def test_every_option_set(helm: Helm, snapshot: Callable[[str, str], None]) -> N
         "images": {"node": {"registry": "registry.example", "tag": "dev"}},
         "allocationWatcher": {"enabled": True},
         "nri": {"enabled": True, "namespaces": ["team-a"]},
+        "kernelLog": {"host": True},
     }
     docs = [d for d in strip_volatile(documents(helm.render(values))) if not d["metadata"]["name"].startswith("gpu-")]
     snapshot("gb200-every-option", dump(docs))

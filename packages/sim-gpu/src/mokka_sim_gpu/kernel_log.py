@@ -9,6 +9,7 @@ process behind them, which the driver prints as ``pid='<unknown>', name=<unknown
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.store import KERNEL_LOG, RUN_DIR
@@ -56,3 +57,26 @@ def kernel_log(node: Node) -> str:
 
 def kernel_log_entries(node: Node) -> list[Entry]:
     return [File(KERNEL_LOG, kernel_log(node), mode=0o644)]
+
+
+def records(log: bytes) -> list[bytes]:
+    return [line + b"\n" for line in log.split(b"\n") if line]
+
+
+class LogFile:
+    """The staged kernel log's records, read again only when the file changed (inode, mtime)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._records: list[bytes] = []
+
+    def records(self) -> list[bytes]:
+        try:
+            st = self.path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns)
+            if stamp != self._stamp:
+                self._records, self._stamp = records(self.path.read_bytes()), stamp
+        except FileNotFoundError:
+            self._records, self._stamp = [], None
+        return self._records

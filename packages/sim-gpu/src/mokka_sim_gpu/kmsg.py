@@ -10,7 +10,8 @@ waits for the next record, as on a real kernel; one with it gets EAGAIN at the e
 
 It serves only where the root is shown at the real paths (inside ``mokka run``, where
 /dev is the root's); elsewhere (``mokka node up --root DIR``) it idles, and on the host
-itself (root /) it never covers the host's own kernel log.
+itself (root /) it never covers the host's own kernel log.  With ``--host-kmsg`` it also
+writes the node's records to the host's kernel log (:mod:`.kmsg_forward`), wherever the root is.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from pathlib import Path
 from mokka_core.node.foreground import foreground
 from mokka_core.stage.store import KERNEL_LOG, atomic_write
 
-from .kernel_log import READY
+from .kernel_log import READY, LogFile
+from .kmsg_forward import Forwarder
 
 PROGRAM = "mokka-kmsg"
 IN_HEADER = struct.Struct("<IIQQIIII")
@@ -38,10 +40,6 @@ FUSE_INIT, FUSE_FORGET, FUSE_INTERRUPT, FUSE_DESTROY, FUSE_BATCH_FORGET = 26, 2,
 FOPEN_DIRECT_IO = 1  # every read() reaches us: one record each
 MS_NOSUID, MS_NODEV = 0x2, 0x4
 POLL_SECONDS = 0.2
-
-
-def records(log: bytes) -> list[bytes]:
-    return [line + b"\n" for line in log.split(b"\n") if line]
 
 
 class Reader:  # plain classes, not dataclasses: a service that runs on every node does not load inspect
@@ -55,22 +53,13 @@ class Reader:  # plain classes, not dataclasses: a service that runs on every no
 class Server:
     def __init__(self, fuse: int, log: Path) -> None:
         self.fuse = fuse
-        self.log = log
+        self.log = LogFile(log)
         self.readers: dict[int, Reader] = {}
         self.parked: dict[int, tuple[int, int]] = {}  # unique -> (fh, size): waiting readers
-        self._stamp: tuple[int, int] | None = None
-        self._records: list[bytes] = []
         self._next_fh = 1
 
     def current(self) -> list[bytes]:
-        try:
-            st = self.log.stat()
-            stamp = (st.st_ino, st.st_mtime_ns)
-            if stamp != self._stamp:
-                self._records, self._stamp = records(self.log.read_bytes()), stamp
-        except FileNotFoundError:
-            self._records, self._stamp = [], None
-        return self._records
+        return self.log.records()
 
     def reply(self, unique: int, payload: bytes = b"", error: int = 0) -> None:
         try:
@@ -181,7 +170,7 @@ def mount_fuse_file(target: str) -> int:
     return fuse
 
 
-def run(root: Path, stop: threading.Event, ready: threading.Event, log: object = print) -> None:
+def run(root: Path, stop: threading.Event, ready: threading.Event, host_kmsg: str | None = None) -> None:
     marker = root / READY
     if not shown_at_real_paths(root):
         print(f"{PROGRAM}: {root} is not shown at the real paths here; the kernel log stays at {root / KERNEL_LOG}")
@@ -194,6 +183,10 @@ def run(root: Path, stop: threading.Event, ready: threading.Event, log: object =
             server = Server(fuse, root / KERNEL_LOG)
             thread = threading.Thread(target=server.serve, args=(stop,), name="kmsg", daemon=True)
             thread.start()
+    if host_kmsg is not None:
+        forwarder = Forwarder(root, host_kmsg)
+        forwarder.start()
+        threading.Thread(target=forwarder.serve, args=(stop,), name="kmsg-forward", daemon=True).start()
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(marker, f"{os.getpid()}\n")
     ready.set()
@@ -206,8 +199,10 @@ def run(root: Path, stop: threading.Event, ready: threading.Event, log: object =
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=PROGRAM, description="Serve the node's kernel log at /dev/kmsg.")
     parser.add_argument("--root", type=Path, required=True, help="the staged root")
+    parser.add_argument("--host-kmsg", metavar="PATH",
+                        help="also write each record of the node's kernel log, once, to this kernel log of the host")
     args = parser.parse_args(argv)
-    raise SystemExit(foreground(PROGRAM, lambda stop, ready: run(args.root, stop, ready)))
+    raise SystemExit(foreground(PROGRAM, lambda stop, ready: run(args.root, stop, ready, args.host_kmsg)))
 
 
 if __name__ == "__main__":

@@ -57,8 +57,11 @@ class GpuSurface(Surface):
         return char_majors(node) if node.driver_loaded and node.surface("gpu").enabled else ()
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
-        """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see :mod:`.kmsg`)."""
+        """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see :mod:`.kmsg`),
+        also written to the host's kernel log where the node was asked to (``ctx.host_kmsg``)."""
         if not node.surface("gpu").active:
             return []
         command = [sys.executable, "-m", "mokka_sim_gpu.kmsg", "--root", str(ctx.root)]
+        if ctx.host_kmsg is not None:
+            command += ["--host-kmsg", ctx.host_kmsg]
         return [Service(name="mokka-kmsg", command=command, ready_path=READY)]

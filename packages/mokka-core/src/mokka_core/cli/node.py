@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -37,6 +38,11 @@ def up(
     disable: DisableOpt = [],  # noqa: B006 - typer needs a literal default
     fail: FailOpt = [],  # noqa: B006
     teardown_deadline: Annotated[float, typer.Option("--teardown-deadline", help="Seconds teardown may take.")] = 10.0,
+    host_kmsg: Annotated[Optional[Path], typer.Option(
+        "--host-kmsg", envvar="MOKKA_HOST_KMSG",
+        help="Also write every record of the node's kernel log (its Xids), once, to this kernel log of the host "
+             "(e.g. /dev/kmsg, or /host/dev/kmsg in a pod), so host log watchers see them. Default: nothing "
+             "is written outside the root.")] = None,
 ) -> None:
     """Stage the node (all surfaces or none), supervise services, re-render when the profile, overlay or
     override file changes; SIGTERM tears it down.
@@ -63,7 +69,8 @@ def up(
     from ..ctl.cli import execute_captured
 
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,
-                            teardown_deadline_s=teardown_deadline, ctl=execute_captured)
+                            teardown_deadline_s=teardown_deadline, ctl=execute_captured,
+                            host_kmsg=str(host_kmsg.absolute()) if host_kmsg else None)
     log_to_stdout("mokka-node")
     raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))
 

@@ -80,7 +80,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
             seen += _signature(record)
         log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                  ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
-        programs = _programs(node, chosen, root) if settings.supervise else {}
+        programs = _programs(node, chosen, root, settings) if settings.supervise else {}
         state.services = _owners(node, chosen, root) if settings.supervise else {}
         _record_service_files(state, programs)
         if programs and not stop_flag.is_set():
@@ -155,8 +155,8 @@ def _set_phase(root: Path, state: RunState, phase: str) -> None:
         log.warning("cannot record phase %s: %s", phase, exc)
 
 
-def _programs(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, Service]:
-    return {name: service for name, (_, service) in services(node, chosen, root).items()}
+def _programs(node: Node, chosen: Mapping[str, Surface], root: Path, settings: NodeSettings) -> dict[str, Service]:
+    return {name: service for name, (_, service) in services(node, chosen, root, settings.host_kmsg).items()}
 
 
 def _owners(node: Node, chosen: Mapping[str, Surface], root: Path) -> dict[str, str]:
@@ -250,7 +250,7 @@ def _rerender(settings: NodeSettings, root: Path, spec: NodeSpec, chosen: Mappin
         return programs
     if not settings.supervise:
         return programs
-    wanted = _programs(node, chosen, root)
+    wanted = _programs(node, chosen, root, settings)
     if wanted != programs:
         supervisor.write_config(wanted, settings.service_stop_wait_s)
         if supervisor.process is None and wanted:

@@ -30,3 +30,6 @@ class NodeSettings:
     #: runs the nvml-mock-ctl commands clients hand to the daemon's socket (``node.relay``):
     #: ``ctl.cli.execute_captured``; None: no socket, every ctl command runs in its own process
     ctl: Callable[[Sequence[str], Path], tuple[int, str, str]] | None = None
+    #: the host's kernel log (``--host-kmsg``) every record of the node's kernel log is also written to,
+    #: once; None: nothing is written outside the root
+    host_kmsg: str | None = None

@@ -26,6 +26,8 @@ FABRICMANAGER_READY = f"{RUN_DIR}/fabricmanager.ready"
 IB_DIR = f"{STATE_DIR}/ib"
 #: The node's kernel log as /dev/kmsg records (``pri,seq,usec,flags;text``), what /dev/kmsg serves.
 KERNEL_LOG = f"{STATE_DIR}/kmsg"
+#: The last record of the kernel log written to the host's kernel log (``mokka node up --host-kmsg``).
+KERNEL_LOG_FORWARDED = f"{STATE_DIR}/kmsg.forwarded"
 IMEX_DIR = f"{STATE_DIR}/imex"
 #: The node daemon runs nvml-mock-ctl commands sent here (``node.relay``, ``ctl.relay``).
 CTL_SOCKET = f"{STATE_DIR}/ctl.sock"

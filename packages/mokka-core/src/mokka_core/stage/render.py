@@ -245,10 +245,10 @@ def touched_fields(before: Node, after: Node) -> frozenset[str] | None:
     return frozenset(touched)
 
 
-def services(node: Node, surfaces: Mapping[str, Surface],
-             root: Path) -> dict[str, tuple[str, Service]]:
+def services(node: Node, surfaces: Mapping[str, Surface], root: Path,
+             host_kmsg: str | None = None) -> dict[str, tuple[str, Service]]:
     """The long-lived programs of every enabled surface, by program name: {program: (surface, service)}."""
-    ctx = context(root)
+    ctx = context(root)._replace(host_kmsg=host_kmsg)
     found: dict[str, tuple[str, Service]] = {}
     for name, surface in surfaces.items():
         if not enabled(node, name):

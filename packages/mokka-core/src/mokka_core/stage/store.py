@@ -24,6 +24,7 @@ from .layout import (  # the state directory's layout (a module of its own: see 
     IB_DIR,
     IMEX_DIR,
     KERNEL_LOG,
+    KERNEL_LOG_FORWARDED,
     LOCK_FILE,
     MANIFESTS_DIR,
     NODE_FILE,
@@ -40,8 +41,8 @@ from .layout import (  # the state directory's layout (a module of its own: see 
 )
 
 __all__ = [
-    "CTL_SOCKET", "DAEMON_FILE", "FABRICMANAGER_READY", "IB_DIR", "IMEX_DIR", "KERNEL_LOG", "LOCK_FILE",
-    "LOCK_TIMEOUT_S", "MANIFESTS_DIR", "NODE_FILE", "OVERLAY_FILE", "OVERRIDE_FILE", "PRELOAD_KILL_SWITCH",
+    "CTL_SOCKET", "DAEMON_FILE", "FABRICMANAGER_READY", "IB_DIR", "IMEX_DIR", "KERNEL_LOG", "KERNEL_LOG_FORWARDED",
+    "LOCK_FILE", "LOCK_TIMEOUT_S", "MANIFESTS_DIR", "NODE_FILE", "OVERLAY_FILE", "OVERRIDE_FILE", "PRELOAD_KILL_SWITCH",
     "RUN_DIR", "SNAPSHOT", "STATE_DIR", "SUPERVISORD_CONFIG", "SUPERVISORD_PID", "SUPERVISORD_SOCKET",
     "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s", "scratch_dir", "write_temps",
 ]
@@ -71,6 +72,11 @@ class NodeStore:
         except (OSError, ValueError, AttributeError):
             return 0
         return value if type(value) is int and value > 0 else 0
+
+    @property
+    def kernel_log_forwarded(self) -> Path:
+        """The last kernel-log record written to the host's kernel log, so that none is written twice."""
+        return self.root / KERNEL_LOG_FORWARDED
 
     @property
     def override_file(self) -> Path:
@@ -159,7 +165,8 @@ class NodeStore:
         with what they record.
         """
         return (self.surface_cache, self.snapshot, self.node_file, self.supervisord_config,
-                self.supervisord_pid, self.override_file, self.lock_file, self.ctl_socket, self.daemon_file)
+                self.supervisord_pid, self.override_file, self.lock_file, self.ctl_socket, self.daemon_file,
+                self.kernel_log_forwarded)
 
     @contextlib.contextmanager
     def lock(self, timeout_s: float | None = None) -> Iterator[None]:

@@ -131,6 +131,9 @@ class StageContext(NamedTuple):
     #: each GPU's MIG partition (by GPU index), as the NVML setter record holds it: what the C library
     #: made (nvidia-smi, ``nvml-mock-ctl mig``, the profile's boot layout); ``stage.mig_partition``
     mig: Mapping[int, tuple[GpuInstance, ...]] = MappingProxyType({})
+    #: the host's kernel log the node's kernel-log records are also written to (``mokka node up
+    #: --host-kmsg``); None: the node keeps them to itself.  Read by services, never by plans.
+    host_kmsg: str | None = None
 
 
 class Surface(ABC):
