@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from ..model.spec import NodeSpec
 
@@ -30,3 +31,5 @@ class NodeSettings:
     #: runs the nvml-mock-ctl commands clients hand to the daemon's socket (``node.relay``):
     #: ``ctl.cli.execute_captured``; None: no socket, every ctl command runs in its own process
     ctl: Callable[[Sequence[str], Path], tuple[int, str, str]] | None = None
+    #: where the node's log lines go besides the node log (``mokka node up``: stdout); None: the node log only
+    log_echo: TextIO | None = None
