@@ -68,7 +68,8 @@ def follow(root: Path, stop: threading.Event) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=SERVICE, description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")))
+    parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")),
+                        help="node root whose setter record to follow (default: $MOKKA_ROOT, else /)")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
