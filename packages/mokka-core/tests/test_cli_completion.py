@@ -40,6 +40,16 @@ def test_mokka_completes_commands_profiles_and_surfaces(tmp_path: Path) -> None:
     assert completions("mokka", ["run", "--disable", "fa"], tmp_path) == ["fabricmanager"]
 
 
+def test_node_logs_completes_the_sources_of_the_node_named(tmp_path: Path) -> None:
+    from mokka_core.stage.store import NodeStore
+
+    root = tmp_path / "root"
+    NodeStore(root).log_dir.mkdir(parents=True)
+    NodeStore(root).service_log("nv-fabricmanager").write_text("")
+    assert completions("mokka", ["node", "logs", "--root", str(root), "nv"], tmp_path) == ["nv-fabricmanager"]
+    assert completions("mokka", ["node", "logs", "--root", str(root), "mokka"], tmp_path) == ["mokka-node"]
+
+
 @pytest.mark.parametrize("sim", SIMS)
 def test_each_sim_completes_its_commands(sim: str, tmp_path: Path) -> None:
     program = f"mokka-sim-{sim}"

@@ -119,11 +119,23 @@ def status(
         raise typer.Exit(1)
 
 
+def _log_sources(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of ``mokka node logs SERVICE``: the sources of the node --root (or the default) names."""
+    from ..errors import MokkaError
+    from ..node.logstream import sources
+
+    try:
+        where = find_root(ctx.params.get("root")).absolute()
+    except MokkaError:
+        return []
+    return [name for name in sources(where) if name.startswith(incomplete)]
+
+
 @node_app.command("logs")
 def logs(
     service: Annotated[Optional[str], typer.Argument(help="Only this source's lines: a service (a supervisord "
                                                      "program), supervisord or mokka-node (default: all).",
-                                                     show_default=False)] = None,
+                                                     show_default=False, autocompletion=_log_sources)] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until interrupted "
                                          "or the node is torn down.")] = False,
     root: RootOpt = None,

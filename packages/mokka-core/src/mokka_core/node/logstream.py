@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from ..stage.store import NodeStore
+from ..stage.store import NodeStore, atomic_write
 
 DAEMON_SOURCE = "mokka-node"
 #: the node log is rotated at this size, keeping one older file (``node.log.1``)
@@ -171,9 +171,7 @@ class LogStream:
     def _rotate(self) -> None:
         """Copy, then truncate (as logrotate's copytruncate): a follower sees the file shrink, and reads on."""
         assert self._file is not None
-        import shutil
-
-        shutil.copyfile(self.store.node_log, f"{self.store.node_log}.1")
+        atomic_write(Path(f"{self.store.node_log}.1"), self.store.node_log.read_bytes())
         self._file.truncate(0)
 
     def _close_file(self) -> None:
