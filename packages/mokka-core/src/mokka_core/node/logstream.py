@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -90,18 +90,13 @@ class LogStream:
         self._lock = threading.Lock()
         self._file: TextIO | None = None
         self._tails: dict[str, _Tail] = {}
-        self._wake = threading.Event()
-        self._stopping = False
-        self._forwarder: threading.Thread | None = None
         self._observer: Any = None
 
     def open(self) -> None:
         """Start the node log (appended to: a restarted daemon keeps its predecessor's lines) and forwarding."""
         self.store.log_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.store.node_log, "a", encoding="utf-8")  # noqa: SIM115 - open until close()
-        self._observer = _observe(self.store.log_dir, self.store.node_log.name, self._wake)
-        self._forwarder = threading.Thread(target=self._forward, name="node-log-forwarder", daemon=True)
-        self._forwarder.start()
+        self._observer = _observe(self.store.log_dir, self.store.node_log.name, self._drain)
 
     def write(self, source: str, text: str) -> None:
         lines = prefixed(source, text)
@@ -127,11 +122,6 @@ class LogStream:
             self._observer.stop()
             self._observer.join(timeout=2)
             self._observer = None
-        if self._forwarder is not None:
-            self._stopping = True
-            self._wake.set()
-            self._forwarder.join(timeout=5)
-            self._forwarder = None
         self._drain(final=True)
         for tail in self._tails.values():
             tail.close()
@@ -150,21 +140,16 @@ class LogStream:
         finally:
             logging.getLogger(logger).removeHandler(handler)
 
-    def _forward(self) -> None:
-        while True:
-            self._wake.wait()
-            if self._stopping:
-                return
-            self._wake.clear()
-            self._drain()
-
     def _drain(self, final: bool = False) -> None:
         with contextlib.suppress(OSError):
             for path in sorted(self.store.log_dir.glob("*.log")):
                 if path != self.store.node_log and path.stem not in self._tails:
                     self._tails[path.stem] = _Tail(path)
         for source, tail in self._tails.items():
-            lines = tail.read_lines(final)
+            try:
+                lines = tail.read_lines(final)
+            except OSError:  # unreadable this time (a file gone bad): the next write tries again
+                continue
             if lines:
                 self.write(source, "\n".join(lines))
 
@@ -193,8 +178,9 @@ class _Handler(logging.Handler):
             self.handleError(record)
 
 
-def _observe(directory: Path, ignored: str, wake: threading.Event) -> Any:
-    """Wake the forwarder on any write in ``directory`` but the node log's own (inotify: no polling)."""
+def _observe(directory: Path, ignored: str, drain: Callable[[], None]) -> Any:
+    """``drain()`` on any write in ``directory`` but the node log's own, in the observer's one thread (inotify:
+    no polling)."""
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 
@@ -202,7 +188,7 @@ def _observe(directory: Path, ignored: str, wake: threading.Event) -> Any:
         def on_any_event(self, event: FileSystemEvent) -> None:
             if event.event_type not in ("opened", "closed_no_write") and \
                     not os.path.basename(str(event.src_path)).startswith(ignored):
-                wake.set()
+                drain()
 
     observer = Observer()
     observer.schedule(Handler(), str(directory), recursive=False)
