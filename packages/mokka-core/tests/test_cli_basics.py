@@ -23,6 +23,13 @@ def test_mokka_core_commands_print_their_version(program: str) -> None:
     assert (done.returncode, done.stdout) == (0, f"{program} {__version__}\n"), done.stderr
 
 
+def test_the_mig_follower_prints_its_version() -> None:
+    """A service `mokka run` starts as a module (``python -m mokka_core.node.follow``), not a console script."""
+    done = subprocess.run([sys.executable, "-m", "mokka_core.node.follow", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"mokka-mig-follow {__version__}\n"), done.stderr
+
+
 @pytest.mark.parametrize("sim", SIMS)
 def test_each_sim_prints_its_own_version(sim: str) -> None:
     program = BIN / f"mokka-sim-{sim}"

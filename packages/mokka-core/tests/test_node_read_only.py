@@ -21,17 +21,18 @@ from mokka_core.testing.tree import tree_snapshot
 
 pytestmark = pytest.mark.e2e
 
-#: run inside `unshare --mount`: the root bound onto itself, remounted read-only once the node is up
+#: run inside `unshare --mount`: once the node is up, the root bound onto itself and remounted read-only
+#: (bound only then: the logs the node keeps open for writing hold the mount they were opened through)
 READ_ONLY_DURING_TEARDOWN = """
 import signal, subprocess, sys, time
 root, mokka = sys.argv[1], sys.argv[2]
-subprocess.run(["mount", "--bind", root, root], check=True)
 daemon = subprocess.Popen([mokka, "node", "up", "--profile", "gb200", "--gpus", "4", "--root", root],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 deadline = time.monotonic() + 60
 while subprocess.run([mokka, "node", "status", "--root", root, "--ready"], capture_output=True).returncode:
     assert time.monotonic() < deadline and daemon.poll() is None, "node not ready"
     time.sleep(0.2)
+subprocess.run(["mount", "--bind", root, root], check=True)
 subprocess.run(["mount", "-o", "remount,bind,ro", root, root], check=True)
 daemon.send_signal(signal.SIGTERM)
 out, _ = daemon.communicate(timeout=60)

@@ -46,7 +46,7 @@ def test_every_name_is_unique_and_under_the_state_dir(tmp_path: Path) -> None:
     node = NodeStore(tmp_path)
     paths = layout_properties(node)
     named = {name: path for name, path in paths.items() if path != node.dir}
-    assert set(paths) - set(named) == {"dir", "service_log_dir"}  # the directory itself
+    assert set(paths) - set(named) == {"dir"}  # the directory itself
     assert len(set(named.values())) == len(named), named
     for name, path in paths.items():  # each property is one of the spelled names, under this root
         assert path.relative_to(tmp_path).as_posix() in constants.values(), name

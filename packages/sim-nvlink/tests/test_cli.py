@@ -1,5 +1,6 @@
 """The package installs, registers its surface, and its CLI explains itself."""
 
+from mokka_core.testing.examples import run_example, typer_examples
 from mokka_core.testing.sim_contract import SimContract
 from mokka_sim_nvlink.cli import app
 from mokka_sim_nvlink.surface import NvlinkSurface
@@ -10,6 +11,11 @@ class TestContract(SimContract):
     surface = NvlinkSurface
     # NVLink is NVML-only: without the gpu surface's NVML view, check has nothing to compare
     checks_alone = False
+    own_examples = frozenset({"links"})
+
+
+def test_the_links_example_runs(tmp_path) -> None:
+    run_example(typer_examples(app)[("links",)], tmp_path / "root", tmp_path)
 
 
 def test_check_alone_says_the_nvml_view_is_missing(tmp_path) -> None:

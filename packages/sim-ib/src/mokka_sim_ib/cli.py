@@ -50,7 +50,7 @@ def respond(root: RootOpt = None, listen: ListenOpt = "127.0.0.1:0",
 def exec_cmd(ctx: typer.Context, root: RootOpt = None, mount: MountOpt = True, shim: ShimOpt = True) -> None:
     """Run a command on the node staged under --root, shim preloaded.
 
-    Example: mokka-sim-ib exec --root /tmp/node -- ibping -c 1 -L 0x2f49
+    Example: mokka-sim-ib exec --root /tmp/node -- ibstat
     """
     from mokka_core.run.command import CommandFailed, held_signals, run_on_root
 

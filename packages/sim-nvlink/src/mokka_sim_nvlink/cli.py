@@ -21,7 +21,7 @@ def links(profile: ProfileOpt = None, profile_file: ProfileFileOpt = None, gpus:
           node_name: NodeNameOpt = None, overlay_file: OverlayFileOpt = None, failed: LinksFailedOpt = False) -> None:
     """Print the NV# matrix, every link and the fabric placement this node's NVML view must show.
 
-    Example: mokka-sim-nvlink links --profile gb200 --node-name rack1-n3 --overlay-file topology.yaml
+    Example: mokka-sim-nvlink links --profile gb200 --gpus 4
     """
     node = NodeSpec(profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
                     overlay_file=overlay_file,

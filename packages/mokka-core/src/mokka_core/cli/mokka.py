@@ -28,7 +28,6 @@ app = typer.Typer(
     help="Mokka: a driver-level NVIDIA GPU simulator. Real nvidia-smi, pynvml, lspci and lsmod see a "
     "believable GPU node built from one profile.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 profile_app = typer.Typer(help="GPU profiles: list and show the built-in ones, validate files, describe a key, "

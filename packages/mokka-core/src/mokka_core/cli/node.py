@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -14,13 +15,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..model.spec import NodeSpec, surface_settings
-from ..node.foreground import foreground, log_to_stdout
+from ..node.foreground import foreground
 from ..schema.surfaces import SURFACES
 from ..stage import staging
 from ..stage.paths import find_root
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, OverlayFileOpt, ProfileFileOpt, ProfileOpt, RootOpt
 
-node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render.",
+node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, supervise services, re-render; "
+                       "its status and its log.",
                        no_args_is_help=True)
 
 
@@ -50,6 +52,7 @@ def up(
     Example: mokka node up --profile h100 --gpus 8 --root /tmp/node
     """
     from ..node.daemon import run
+    from ..node.logstream import daemon_logging
     from ..node.settings import NodeSettings
 
     settings_by_surface = surface_settings(disable, fail)
@@ -69,9 +72,9 @@ def up(
     from ..ctl.cli import execute_captured
 
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,
-                            teardown_deadline_s=teardown_deadline, ctl=execute_captured,
+                            teardown_deadline_s=teardown_deadline, ctl=execute_captured, log_echo=sys.stdout,
                             host_kmsg=str(host_kmsg.absolute()) if host_kmsg else None)
-    log_to_stdout("mokka-node")
+    daemon_logging()
     raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))
 
 
@@ -121,6 +124,53 @@ def status(
         typer.echo("ready" if ready and report["ready"] else status_table(report))
     if no_node(report) or (ready and not report["ready"]):
         raise typer.Exit(1)
+
+
+def _log_sources(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of ``mokka node logs SERVICE``: the sources of the node --root (or the default) names."""
+    from ..errors import MokkaError
+    from ..node.logstream import sources
+
+    try:
+        where = find_root(ctx.params.get("root")).absolute()
+    except MokkaError:
+        return []
+    return [name for name in sources(where) if name.startswith(incomplete)]
+
+
+@node_app.command("logs")
+def logs(
+    service: Annotated[Optional[str], typer.Argument(help="Only this source's lines: a service (a supervisord "
+                                                     "program), supervisord or mokka-node (default: all).",
+                                                     show_default=False, autocompletion=_log_sources)] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until interrupted "
+                                         "or the node is torn down.")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Print the node's log: the daemon's lines, supervisord's and every service's, each prefixed [SOURCE].
+
+    Example: mokka node logs nv-fabricmanager --root /tmp/node
+    """
+    from ..node.logstream import read_node_log, sources
+    from ..stage.store import NodeStore
+
+    where = find_root(root).absolute()
+    if not NodeStore(where).node_log.exists():
+        typer.echo(f"mokka: no node under {where} (no node log)", err=True)
+        raise typer.Exit(1)
+    known = sources(where)
+    if service is not None and service not in known:
+        typer.echo(f"mokka: no service {service!r} in the node under {where}; there are: {', '.join(known)}",
+                   err=True)
+        raise typer.Exit(1)
+    try:
+        for line in read_node_log(where, service, follow):
+            typer.echo(line)
+    except FileNotFoundError:  # torn down since
+        typer.echo(f"mokka: no node under {where} (no node log)", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
 
 
 def signal_daemon(pid: int, timeout: float, state: Any) -> None:

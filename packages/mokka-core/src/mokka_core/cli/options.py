@@ -18,6 +18,13 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..schema.builtin import BUILTIN_PROFILES
+from ..schema.surfaces import SURFACES
+
+
+def _starting(names: tuple[str, ...] | list[str]) -> Callable[[str], list[str]]:
+    """Shell completion of one of ``names``."""
+    return lambda incomplete: [name for name in names if name.startswith(incomplete)]
+
 
 RootOpt = Annotated[
     Optional[Path],
@@ -29,7 +36,7 @@ RootOpt = Annotated[
 ProfileOpt = Annotated[
     Optional[str],
     typer.Option("--profile", "-p", envvar="MOKKA_PROFILE",
-                 help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}."),
+                 help=f"Built-in profile: {', '.join(BUILTIN_PROFILES)}.", autocompletion=_starting(BUILTIN_PROFILES)),
 ]
 ProfileFileOpt = Annotated[
     Optional[Path],
@@ -49,8 +56,10 @@ OverlayFileOpt = Annotated[
     typer.Option("--overlay-file", envvar="MOKKA_OVERLAY_FILE",
                  help="Topology overlay: cluster UUID and clique per node name."),
 ]
-DisableOpt = Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).")]
-FailOpt = Annotated[list[str], typer.Option("--fail", help="Surface to stage in its failed form (repeatable).")]
+DisableOpt = Annotated[list[str], typer.Option("--disable", help="Surface to leave out (repeatable).",
+                                               autocompletion=_starting(SURFACES))]
+FailOpt = Annotated[list[str], typer.Option("--fail", help="Surface to stage in its failed form (repeatable).",
+                                            autocompletion=_starting(SURFACES))]
 
 
 def version_option(program: str, version: Callable[[], str]) -> Any:

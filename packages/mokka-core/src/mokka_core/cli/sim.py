@@ -32,7 +32,6 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         name=f"mokka-sim-{name}",
         help=f"{summary}\n\nStages only the {name} surface of a simulated GPU node under --root.",
         no_args_is_help=True,
-        add_completion=False,
         pretty_exceptions_enable=False,
     )
 

@@ -53,7 +53,7 @@ def allocwatch_parser() -> argparse.ArgumentParser:
                         "which watches the override file)")
     p.add_argument("--once", action="store_true", help="poll once, publish, and exit (status 1 if the kubelet "
                    "did not answer)")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every poll and change (debug level)")
     return p
 
 
@@ -93,8 +93,11 @@ def nri_parser() -> argparse.ArgumentParser:
                    help="staged node root on the host (default: $MOKKA_ROOT or the cluster root)")
     p.add_argument("--socket", type=Path, default=Path(_env("NRI_SOCKET_PATH", str(DEFAULT_SOCKET))),
                    help="the runtime's NRI socket ($NRI_SOCKET_PATH; default %(default)s)")
-    p.add_argument("--plugin-name", default=_env("NRI_PLUGIN_NAME", "mokka"))
-    p.add_argument("--plugin-index", default=_env("NRI_PLUGIN_INDEX", "10"))
+    p.add_argument("--plugin-name", default=_env("NRI_PLUGIN_NAME", "mokka"),
+                   help="the name this plugin registers with the runtime ($NRI_PLUGIN_NAME; default %(default)s)")
+    p.add_argument("--plugin-index", default=_env("NRI_PLUGIN_INDEX", "10"),
+                   help="the plugin's place in the runtime's order of NRI plugins ($NRI_PLUGIN_INDEX; "
+                        "default %(default)s)")
     p.add_argument("--health-addr", default=_env("MOKKA_NRI_HEALTH_ADDR", ":8080"),
                    help="host:port of /healthz and /readyz; empty disables (default %(default)s)")
     p.add_argument("--mount-path", default=_env("MOKKA_NRI_MOUNT_PATH", "/opt/mokka"),
@@ -105,11 +108,12 @@ def nri_parser() -> argparse.ArgumentParser:
                    help="comma-separated namespaces never touched (default %(default)s)")
     p.add_argument("--opt-annotation", default=_env("MOKKA_NRI_OPT_ANNOTATION", "mokka.nvidia.com/inject"),
                    help='pod annotation: "false" opts out, "true" opts in (default %(default)s)')
-    p.add_argument("--devices-annotation", default=_env("MOKKA_NRI_DEVICES_ANNOTATION", "mokka.nvidia.com/devices"))
+    p.add_argument("--devices-annotation", default=_env("MOKKA_NRI_DEVICES_ANNOTATION", "mokka.nvidia.com/devices"),
+                   help='pod annotation: "true" or "false" overrides --devices for that pod (default %(default)s)')
     p.add_argument("--devices", choices=DEVICE_MODES, default=_env("MOKKA_NRI_DEVICES", "all"),
                    help="add /dev/nvidia*: all (unless the pod says false), annotated (only when it says "
                         "true), none (default %(default)s)")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every container event (debug level)")
     return p
 
 

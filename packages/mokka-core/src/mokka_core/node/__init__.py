@@ -4,6 +4,7 @@ Layout:
 
 * :mod:`.settings` - what a node daemon run is configured with (explicit, no globals)
 * :mod:`.supervise` - the generated supervisord config and a small client for it
+* :mod:`.logstream` - the node's one log: every source's lines prefixed, read by ``mokka node logs``
 * :mod:`.runstate` - the daemon's bookkeeping file (pid, phase), read by ``status`` and ``down``
 * :mod:`.daemon` - ``run(settings, stop_flag, ready_flag)``: the one run loop
 * :mod:`.teardown` - stop services and remove every trace of a node, even after SIGKILL

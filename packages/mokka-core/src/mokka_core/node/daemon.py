@@ -31,6 +31,7 @@ from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
 from . import runstate
+from .logstream import LogStream
 from .relay import CtlSocket
 from .runstate import RunState, process_start_ticks
 from .settings import NodeSettings
@@ -52,12 +53,21 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     root = settings.root.absolute()
     spec = nodefile.rooted(settings.spec, root)
     state = _claim(root)
+    logs = LogStream(root, settings.log_echo)
+    with logs.daemon_records():
+        _run_claimed(settings, root, spec, state, logs, stop_flag, ready_flag, surfaces)
+
+
+def _run_claimed(settings: NodeSettings, root: Path, spec: NodeSpec, state: RunState, logs: LogStream,
+                 stop_flag: threading.Event, ready_flag: threading.Event | None,
+                 surfaces: Mapping[str, Surface] | None) -> None:
     wake = threading.Event()
     observer = record_observer = None
     supervisor = Supervisor(root)
     ctl_socket = CtlSocket(root, settings.ctl) if settings.ctl is not None else None
     failed = False
     try:
+        logs.open()
         chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root, refresh=True)
         watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
         # watch before the first read, so a change made while the node comes up wakes the loop at once
@@ -109,7 +119,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
                 watcher.join(timeout=2)
         _set_phase(root, state, runstate.STOPPING)
         deadline = time.monotonic() + settings.teardown_deadline_s
-        done = teardown_node(root, deadline, supervisor, state)
+        done = teardown_node(root, deadline, supervisor, state, logs)
         if done.left:
             unfinished = (f"node not torn down completely, left: {', '.join(done.left)}; "
                           f"`mokka node down --root {root}` once the root is writable")

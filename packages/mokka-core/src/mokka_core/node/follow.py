@@ -67,8 +67,12 @@ def follow(root: Path, stop: threading.Event) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ..version import __version__
+
     parser = argparse.ArgumentParser(prog=SERVICE, description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")))
+    parser.add_argument("--version", action="version", version=f"{SERVICE} {__version__}")
+    parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")),
+                        help="node root whose setter record to follow (default: $MOKKA_ROOT, else /)")
     args = parser.parse_args(argv)
     stop = threading.Event()
 

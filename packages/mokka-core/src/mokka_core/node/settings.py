@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from ..model.spec import NodeSpec
 
@@ -33,3 +34,5 @@ class NodeSettings:
     #: the host's kernel log (``--host-kmsg``) every record of the node's kernel log is also written to,
     #: once; None: nothing is written outside the root
     host_kmsg: str | None = None
+    #: where the node's log lines go besides the node log (``mokka node up``: stdout); None: the node log only
+    log_echo: TextIO | None = None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..stage import staging
 from ..stage.store import NodeStore, write_temps
+from .logstream import LogStream
 from .runstate import RunState
 from .supervise import Supervisor, socket_path
 
@@ -31,10 +32,14 @@ class TornDown:
 
 
 def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = None,
-                  run_state: RunState | None = None) -> TornDown:
-    """Tear the node down by ``deadline`` (monotonic); says which surfaces went and what is left."""
+                  run_state: RunState | None = None, logs: LogStream | None = None) -> TornDown:
+    """Tear the node down by ``deadline`` (monotonic); says which surfaces went and what is left.
+
+    ``logs``, the daemon's log stream, forwards the services' last lines before their files go."""
     run_state = run_state or RunState.load(root)
     (supervisor or Supervisor(root)).stop(deadline)
+    if logs is not None:
+        logs.close()
     done = TornDown()
     # the services are stopped: their markers go (a killed service, or one on a root gone read-only, left them)
     for rel in run_state.service_files if run_state else []:
@@ -58,6 +63,7 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     for directory in (store.dir, store.run_dir):  # a write killed before its rename left its temp file
         for temp in write_temps(directory):
             _unlink(root, temp, done.left)
+    _remove_log_dir(root, store.log_dir, done.left)
     if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
         return done
     # the services' markers' folder: a surface may stage it (the fabric manager's), else a service made it
@@ -74,6 +80,23 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     if time.monotonic() > deadline:
         log.warning("teardown overran its deadline")
     return done
+
+
+def _remove_log_dir(root: Path, log_dir: Path, left: list[str]) -> None:
+    """The log dir holds only the node's logs and their rotated files: all of it goes."""
+    try:
+        logs = list(log_dir.iterdir())
+    except FileNotFoundError:
+        return
+    except OSError:
+        left.append(str(log_dir.relative_to(root)))
+        return
+    for path in logs:
+        _unlink(root, path, left)
+    try:
+        log_dir.rmdir()
+    except OSError:
+        left.append(str(log_dir.relative_to(root)))
 
 
 def _unlink(root: Path, path: Path, left: list[str]) -> None:

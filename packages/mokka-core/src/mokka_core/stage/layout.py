@@ -31,3 +31,7 @@ KERNEL_LOG_FORWARDED = f"{STATE_DIR}/kmsg.forwarded"
 IMEX_DIR = f"{STATE_DIR}/imex"
 #: The node daemon runs nvml-mock-ctl commands sent here (``node.relay``, ``ctl.relay``).
 CTL_SOCKET = f"{STATE_DIR}/ctl.sock"
+#: Each service's own log (``<program>.log``, rotated by supervisord) and the node's one log stream.
+LOG_DIR = f"{STATE_DIR}/log"
+#: Every line of the daemon, supervisord and the services, each prefixed ``[source] `` (``node.logstream``).
+NODE_LOG = f"{LOG_DIR}/node.log"

@@ -26,8 +26,10 @@ from .layout import (  # the state directory's layout (a module of its own: see 
     KERNEL_LOG,
     KERNEL_LOG_FORWARDED,
     LOCK_FILE,
+    LOG_DIR,
     MANIFESTS_DIR,
     NODE_FILE,
+    NODE_LOG,
     OVERLAY_FILE,
     OVERRIDE_FILE,
     PRELOAD_KILL_SWITCH,
@@ -42,9 +44,10 @@ from .layout import (  # the state directory's layout (a module of its own: see 
 
 __all__ = [
     "CTL_SOCKET", "DAEMON_FILE", "FABRICMANAGER_READY", "IB_DIR", "IMEX_DIR", "KERNEL_LOG", "KERNEL_LOG_FORWARDED",
-    "LOCK_FILE", "LOCK_TIMEOUT_S", "MANIFESTS_DIR", "NODE_FILE", "OVERLAY_FILE", "OVERRIDE_FILE", "PRELOAD_KILL_SWITCH",
-    "RUN_DIR", "SNAPSHOT", "STATE_DIR", "SUPERVISORD_CONFIG", "SUPERVISORD_PID", "SUPERVISORD_SOCKET",
-    "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s", "scratch_dir", "write_temps",
+    "LOCK_FILE", "LOCK_TIMEOUT_S", "LOG_DIR", "MANIFESTS_DIR", "NODE_FILE", "NODE_LOG", "OVERLAY_FILE", "OVERRIDE_FILE",
+    "PRELOAD_KILL_SWITCH", "RUN_DIR", "SNAPSHOT", "STATE_DIR", "SUPERVISORD_CONFIG", "SUPERVISORD_PID",
+    "SUPERVISORD_SOCKET", "SURFACE_CACHE", "NodeLocked", "NodeStore", "atomic_write", "lock_timeout_s",
+    "scratch_dir", "write_temps",
 ]
 
 
@@ -110,9 +113,17 @@ class NodeStore:
         return self.root / SUPERVISORD_SOCKET
 
     @property
-    def service_log_dir(self) -> Path:
-        """supervisord's ``childlogdir`` (services log to stdout, so nothing is written there)."""
-        return self.dir
+    def log_dir(self) -> Path:
+        """The services' logs and the node's log (``node.logstream``); teardown removes it whole."""
+        return self.root / LOG_DIR
+
+    @property
+    def node_log(self) -> Path:
+        return self.root / NODE_LOG
+
+    def service_log(self, program: str) -> Path:
+        """Where supervisord writes ``program``'s output (supervisord's own log is ``supervisord``)."""
+        return self.log_dir / f"{program}.log"
 
     @property
     def manifests_dir(self) -> Path:

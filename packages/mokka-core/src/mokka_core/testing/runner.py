@@ -165,7 +165,8 @@ class ServiceSurface(Surface):
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         code = ("import os, sys, time; p = sys.argv[1]; os.makedirs(os.path.dirname(p), exist_ok=True); "
-                "open(p, 'w').write(str(os.getpid())); time.sleep(3600)")
+                "open(p, 'w').write(str(os.getpid())); print(os.path.basename(p)[:-4] + ': sleeping', flush=True); "
+                "time.sleep(3600)")
         pid_file = str(self.pid_dir.absolute() / f"{self.program}.pid")
         return [Service(name=self.program, command=[sys.executable, "-c", code, pid_file])]
 
@@ -211,7 +212,8 @@ def serve(argv: list[str] | None = None) -> None:
     import argparse
 
     from ..model.spec import NodeSpec
-    from ..node.foreground import foreground, log_to_stdout
+    from ..node.foreground import foreground
+    from ..node.logstream import daemon_logging
 
     parser = argparse.ArgumentParser(prog="python -m mokka_core.testing.runner")
     parser.add_argument("--root", type=Path, required=True)
@@ -229,8 +231,8 @@ def serve(argv: list[str] | None = None) -> None:
     if args.broken:
         surfaces["broken"] = BrokenSurface()
     settings = NodeSettings(root=args.root, spec=NodeSpec(profile=args.profile, gpus=args.gpus),
-                            supervise=args.service is not None, ctl=execute_captured)
-    log_to_stdout("mokka-node")
+                            supervise=args.service is not None, ctl=execute_captured, log_echo=sys.stdout)
+    daemon_logging()
     sys.exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready, surfaces), errors=(Exception,)))
 
 

@@ -183,6 +183,34 @@ class SimContract(ReadsContract):
     checks_alone: ClassVar[bool] = True
     #: what of ``SERVICE_HEAVY`` this surface's services need (say why where it is set)
     service_may_load: ClassVar[frozenset[str]] = frozenset()
+    #: this package's own commands, whose help examples its own tests run (they need more than a root)
+    own_examples: ClassVar[frozenset[str]] = frozenset()
+
+    def test_every_help_example_runs(self, tmp_path: Path) -> None:
+        """The shared commands' examples, as ``--help`` shows them, in a temporary root; serve until SIGTERM."""
+        from .examples import BIN, Running, run_example, typer_examples
+        from .waiting import wait_for
+
+        examples = typer_examples(self.app)
+        shared = ("stage", "check", "teardown", "plan")
+        assert set(examples) == {(name,) for name in (*shared, "serve", *self.own_examples)}
+        program = self.app.info.name
+        assert all(example.startswith(f"{program} ") for example in examples.values()), examples
+        root = tmp_path / "root"
+        root.mkdir()
+        if not self.checks_alone:  # check compares with the gpu surface's NVML view: staged first, as people do
+            gpu = BIN / "mokka-sim-gpu"
+            if not gpu.exists():
+                pytest.skip("check needs the gpu surface staged beside it: mokka-sim-gpu is not installed")
+            subprocess.run([str(gpu), "stage", "--root", str(root), "-p", "h100"], check=True, capture_output=True)
+        for name in shared:
+            run_example(examples[(name,)], root, tmp_path)
+        serving = Running(examples[("serve",)], root, tmp_path)
+        try:
+            wait_for(lambda: serving.said("serving under"), timeout=60, what=f"{program} serve ready")
+        finally:
+            serving.stop()
+        assert any("serving under" in line for line in serving.lines), "".join(serving.lines)
 
     def test_services_start_without_heavy_imports(self, tmp_path: Path) -> None:
         node = NodeSpec(profile="gb200", gpus=4).resolve()

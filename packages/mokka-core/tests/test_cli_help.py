@@ -1,0 +1,98 @@
+"""Every argument and option of every command line we install has help text.
+
+The command lines are the console scripts of mokka-core and of every installed surface package
+(plus ``mokka-mig-follow``, a service ``mokka run`` starts as a module): typer apps are walked as
+click commands; an argparse program is run with ``--help`` and its parser taken when it parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+import pytest
+import typer
+
+#: run as ``python -m``, not installed as a console script
+MODULE_PROGRAMS = {"mokka-mig-follow": "mokka_core.node.follow:main"}
+
+
+def programs() -> dict[str, str]:
+    found = {ep.name: ep.value for ep in entry_points(group="console_scripts")
+             if ep.value.startswith(("mokka_core.", "mokka_sim_"))}
+    return {**found, **MODULE_PROGRAMS}
+
+
+def test_every_console_script_of_ours_is_found() -> None:
+    assert {"mokka", "nvml-mock-ctl", "mokka-allocwatch", "mokka-nri", "mokka-mig-follow"} <= set(programs())
+
+
+class Parsed(Exception):
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+def argparse_parser(main: Callable[..., object], program: str, monkeypatch: pytest.MonkeyPatch
+                    ) -> argparse.ArgumentParser:
+    def caught(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        raise Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", caught)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", caught)
+    monkeypatch.setattr(sys, "argv", [program, "--help"])
+    monkeypatch.setenv("MOKKA_CTL_IN_PROCESS", "1")  # nvml-mock-ctl: parse here, never hand it to a daemon
+    with pytest.raises(Parsed) as parsed:
+        main()
+    return parsed.value.parser
+
+
+def argparse_without_help(parser: argparse.ArgumentParser, where: str) -> Iterator[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if not choice.help:
+                    yield f"{where} {choice.dest} (the command)"
+            for name, sub in action.choices.items():
+                yield from argparse_without_help(sub, f"{where} {name}")
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            yield f"{where} {'/'.join(action.option_strings) or action.dest}"
+
+
+def typer_without_help(command: Any, where: str) -> Iterator[str]:
+    if not (command.help or command.short_help):
+        yield f"{where} (the command)"
+    for param in command.params:
+        if not getattr(param, "help", None):
+            yield f"{where} {'/'.join(param.opts)}"
+    for name, sub in getattr(command, "commands", {}).items():  # a group (typer's own click has no Group class)
+        yield from typer_without_help(sub, f"{where} {name}")
+
+
+@pytest.mark.parametrize("program", sorted(programs()))
+def test_every_parameter_has_help(program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module_name, function = programs()[program].split(":")
+    module = import_module(module_name)
+    app = getattr(module, "app", None)
+    if isinstance(app, typer.Typer):
+        missing = list(typer_without_help(typer.main.get_command(app), program))
+    else:
+        missing = list(argparse_without_help(argparse_parser(getattr(module, function), program, monkeypatch),
+                                             program))
+    assert not missing, f"without help text: {', '.join(missing)}"
+
+
+def test_the_walk_finds_a_parameter_without_help() -> None:
+    bare = typer.Typer()
+
+    @bare.command()
+    def cmd(name: str, count: int = typer.Option(1, "--count")) -> None:
+        """A command."""
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quiet", action="store_true")
+    assert list(typer_without_help(typer.main.get_command(bare), "bare")) == ["bare name", "bare --count"]
+    assert list(argparse_without_help(parser, "prog")) == ["prog --quiet"]
