@@ -6,6 +6,16 @@ from mokka_core.schema.builtin import builtin_text
 
 
 @pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A node's root that already holds a host file (``etc/hostname``): what staging and teardown must
+    leave as it was.  Modules whose tests start from a node file define their own."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("host\n")
+    return root
+
+
+@pytest.fixture
 def write_profile(tmp_path: Path):
     """Write a profile derived from the built-in h100 with ``edit`` applied to its YAML text."""
 

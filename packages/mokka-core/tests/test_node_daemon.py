@@ -38,14 +38,6 @@ def probe(root: Path) -> dict:
     return json.loads((root / PROBE_FILE).read_text())
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text("host\n")
-    return root
-
-
 def test_up_publishes_every_surface_and_stop_leaves_no_residue(root: Path) -> None:
     before = snapshot(root)
     with DaemonRunner(settings(root), {"probe": ProbeSurface(), "static": StaticSurface()}) as runner:

@@ -23,14 +23,6 @@ from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_core.testing.waiting import wait_for
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text("host\n")
-    return root
-
-
 def test_service_lines_are_forwarded_prefixed_across_a_rotation(root: Path) -> None:
     echo = io.StringIO()
     logs = LogStream(root, echo)

@@ -33,14 +33,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text("host\n")
-    return root
-
-
 def start(root: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "mokka_core.testing.runner", "--root", str(root), "--gpus", "2", *args],

@@ -11,14 +11,6 @@ from mokka_core.stage.surface import CharDevice, Dir, File, Symlink
 from mokka_core.testing.tree import tree_snapshot as snapshot
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text("host\n")
-    return root
-
-
 def plan_a() -> list:
     return [
         Dir("proc/driver/nvidia/gpus"),
