@@ -158,3 +158,20 @@ def test_a_restage_replaces_only_the_files_that_changed(root: Path) -> None:
         (root / OVERRIDE_FILE).write_text("devices:\n  '0': {thermal: {temperature_gpu_c: 66}}\n")
         wait_for(lambda: temp.read_text() == "66\n")
         assert fixed.stat().st_ino == fixed_inode and temp.stat().st_ino != temp_inode
+
+
+def test_watchdogs_stop_race_line_is_not_shown(tmp_path: Path) -> None:
+    """bench_node showed 'InotifyEmitter.queue_events() called when the thread is inactive' at a node's stop."""
+    import logging
+    import threading
+
+    from mokka_core.node import daemon
+
+    observer = daemon._observe([tmp_path / "profile.yaml"], threading.Event())
+    observer.stop()
+    observer.join(timeout=5)
+    inotify = logging.getLogger("watchdog.observers.inotify")
+    race = inotify.makeRecord(inotify.name, logging.ERROR, __file__, 1,
+                              "InotifyEmitter.queue_events() called when the thread is inactive", (), None)
+    other = inotify.makeRecord(inotify.name, logging.ERROR, __file__, 1, "inotify watch limit reached", (), None)
+    assert not inotify.filter(race) and inotify.filter(other)
