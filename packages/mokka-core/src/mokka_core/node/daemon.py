@@ -37,6 +37,7 @@ from .runstate import RunState, process_start_ticks
 from .settings import NodeSettings
 from .supervise import Supervisor
 from .teardown import teardown_node
+from .watch import observe
 
 log = logging.getLogger(__name__)
 
@@ -299,12 +300,6 @@ def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], sto
     return node
 
 
-def _stopped_emitter_race(record: logging.LogRecord) -> bool:
-    """Drop watchdog's "queue_events() called when the thread is inactive": its emitter logs it at ERROR
-    when a blocking read returns after ``stop()`` (a shutdown while files change); nothing is lost."""
-    return not str(record.msg).startswith("InotifyEmitter.queue_events() called when the thread is inactive")
-
-
 def _observe(paths: list[Path], wake: threading.Event) -> Any:
     """A watchdog observer that wakes the loop on any event in the directories of ``paths``.
 
@@ -313,20 +308,4 @@ def _observe(paths: list[Path], wake: threading.Event) -> Any:
     the file itself.  The loop compares the files' signatures, so noise costs a
     few ``stat`` calls and nothing more.
     """
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            if event.event_type not in ("opened", "closed_no_write"):
-                wake.set()
-
-    observer = Observer()
-    handler = Handler()
-    logging.getLogger("watchdog.observers.inotify").addFilter(_stopped_emitter_race)
-    for directory in sorted({str(p.absolute().parent) for p in paths}):
-        if os.path.isdir(directory):
-            observer.schedule(handler, directory, recursive=False)
-    observer.daemon = True
-    observer.start()
-    return observer
+    return observe((str(p.absolute().parent) for p in paths), lambda _path: wake.set())

@@ -12,11 +12,13 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from ..stage.store import NodeStore, atomic_write
+from .watch import observe
 
 DAEMON_SOURCE = "mokka-node"
 #: the node log is rotated at this size, keeping one older file (``node.log.1``)
@@ -96,7 +98,9 @@ class LogStream:
         """Start the node log (appended to: a restarted daemon keeps its predecessor's lines) and forwarding."""
         self.store.log_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.store.node_log, "a", encoding="utf-8")  # noqa: SIM115 - open until close()
-        self._observer = _observe(self.store.log_dir, self.store.node_log.name, self._drain)
+        own = self.store.node_log.name  # the node log's own writes (and its rotation) wake nothing
+        self._observer = observe([str(self.store.log_dir)],
+                                 lambda path: None if os.path.basename(path).startswith(own) else self._drain())
 
     def write(self, source: str, text: str) -> None:
         lines = prefixed(source, text)
@@ -178,25 +182,6 @@ class _Handler(logging.Handler):
             self.handleError(record)
 
 
-def _observe(directory: Path, ignored: str, drain: Callable[[], None]) -> Any:
-    """``drain()`` on any write in ``directory`` but the node log's own, in the observer's one thread (inotify:
-    no polling)."""
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            if event.event_type not in ("opened", "closed_no_write") and \
-                    not os.path.basename(str(event.src_path)).startswith(ignored):
-                drain()
-
-    observer = Observer()
-    observer.schedule(Handler(), str(directory), recursive=False)
-    observer.daemon = True
-    observer.start()
-    return observer
-
-
 def sources(root: Path) -> list[str]:
     """The sources of the node's log: the daemon, supervisord and every service that has a log file."""
     store = NodeStore(root)
@@ -217,8 +202,6 @@ def read_node_log(root: Path, source: str | None = None, follow: bool = False,
         yield from _only(source, (line.rstrip("\n") for line in older))
     if not path.exists():
         raise FileNotFoundError(path)
-    import time
-
     try:
         while True:
             yield from _only(source, tail.read_lines(final=not follow))
