@@ -34,7 +34,7 @@ from ..model.spec import NodeSpec
 from ..stage import mig_boot, nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR, say_once, user_cache
-from ..stage.render import consumer_needs, context, enabled, plan_digest, services, with_contributions
+from ..stage.render import consumer_needs, context, enabled, entry_digests, plan_digest, services, with_contributions
 from ..stage.staging import stage_wave
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
@@ -134,14 +134,16 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
     """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec (and snapshot) for nvml-mock-ctl."""
     started = time.monotonic()
     node.root.mkdir(exist_ok=True)
+    each = {name: entry_digests(plan) for name, plan in node.plans.items()}
     with _quiet_rootless_staging():
-        stage_wave(node.plans, node.root)
+        stage_wave(node.plans, node.root, each)
     if node.mig_record is not None:
         mig_boot.publish(node.root, node.mig_record)
     nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     snapshot.save(node.root, node.base, node.spec.override_file or Path(), node.override_doc, node.fingerprints,
-                  node.installed, {name: plan_digest(plan) for name, plan in node.plans.items()}, node.base_json)
+                  node.installed, {name: plan_digest(plan, each[name]) for name, plan in node.plans.items()},
+                  node.base_json)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 

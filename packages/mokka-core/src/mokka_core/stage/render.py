@@ -173,12 +173,17 @@ class Interrupted(MokkaError):
     """A stop was requested before the wave was published; nothing was."""
 
 
-def plan_digest(plan: list[Entry]) -> str:
-    """One digest of a whole plan: each entry's type, path and ``staging.entry_digest``, in order; a copy
-    whose source cannot be read makes it new every time, so staging reports the error."""
+def entry_digests(plan: list[Entry]) -> list[str]:
+    return [staging.entry_digest(entry) for entry in plan]
+
+
+def plan_digest(plan: list[Entry], digests: list[str] | None = None) -> str:
+    """One digest of a whole plan: each entry's type, path and ``staging.entry_digest`` (``digests``, where
+    the caller has them), in order; a copy whose source cannot be read makes it new every time, so staging
+    reports the error."""
     digest = hashlib.sha256()
-    for entry in plan:
-        published = staging.entry_digest(entry) or os.urandom(16).hex()
+    for entry, published in zip(plan, digests if digests is not None else entry_digests(plan), strict=True):
+        published = published or os.urandom(16).hex()
         digest.update(f"{type(entry).__name__}\0{entry.path}\0{published}\n".encode())
     return digest.hexdigest()
 
@@ -207,14 +212,15 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
         boot = mig_boot.boot_record(node, ctx)
         ctx = ctx._replace(mig=mig_boot.partitions(boot))
     plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
-    digests = {name: plan_digest(plan) for name, plan in plans.items()}
+    each = {name: entry_digests(plan) for name, plan in plans.items()}
+    digests = {name: plan_digest(plan, each[name]) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
                if force or name not in staged or old.get(name) != digests[name]}
     if stop is not None and stop.is_set():
         raise Interrupted("stopped before publishing")
     result = RenderResult(unchanged=sorted((set(plans) | kept) - set(changed)))
     if changed:
-        staging.stage_wave(changed, root)
+        staging.stage_wave(changed, root, {name: each[name] for name in changed})
         result.staged = list(changed)
     if boot is not None:
         mig_boot.publish(root, boot)

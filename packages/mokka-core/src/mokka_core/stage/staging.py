@@ -20,6 +20,7 @@ import posixpath
 import shutil
 import stat
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
@@ -69,12 +70,16 @@ def staged_surfaces(root: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
 
 
-def stage_wave(plans: dict[str, list[Entry]], root: Path) -> dict[str, Manifest]:
-    """Stage every plan or none of them."""
+def stage_wave(plans: dict[str, list[Entry]], root: Path,
+               entry_digests: Mapping[str, list[str]] | None = None) -> dict[str, Manifest]:
+    """Stage every plan or none of them.  ``entry_digests``: each plan's ``entry_digest`` list, where the
+    caller has them already (``render`` made the plans' digests from them)."""
     root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
     previous = {surface: Manifest.load(root, surface) for surface in plans}
-    digests = {surface: [entry_digest(entry) for entry in plan] for surface, plan in plans.items()}
+    known = entry_digests or {}
+    digests = {surface: list(known[surface]) if surface in known else [entry_digest(entry) for entry in plan]
+               for surface, plan in plans.items()}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
                  for surface, plan in plans.items()}
     scratch = scratch_dir(root, SCRATCH_PREFIX)
