@@ -302,6 +302,16 @@ MK_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatur
     return NVML_SUCCESS;
 }
 
+/* the 13.x form nvml.h prefers (nvitop calls it where it is exported): the same reading, one sensor */
+MK_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature) {
+    DEV(device);
+    VERSIONED(temperature, nvmlTemperature_v1);
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!D->temp_gpu && !D->dyn_temp) NOTSUP();
+    temperature->temperature = (int)mk_temperature(S, D);
+    return NVML_SUCCESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t t, unsigned int *temp) {
     DEV(device);
     NONNULL(temp);

