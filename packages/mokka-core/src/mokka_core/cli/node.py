@@ -131,8 +131,9 @@ def _log_sources(ctx: typer.Context, incomplete: str) -> list[str]:
     from ..errors import MokkaError
     from ..node.logstream import sources
 
+    given = ctx.params.get("root")  # as typed: completion parses without converting
     try:
-        where = find_root(ctx.params.get("root")).absolute()
+        where = find_root(Path(given) if given else None).absolute()
     except MokkaError:
         return []
     return [name for name in sources(where) if name.startswith(incomplete)]
