@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,6 +44,7 @@ class Services:
         self.services = dict(services)
         self.log_path = log_path  # None: the services write to our stdout and stderr
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._held: list[int] = []  # write ends of the held services' gates (``mokka_core.run.prestart``)
 
     def __enter__(self) -> Services:
         return self
@@ -50,8 +52,12 @@ class Services:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, before_exec: Callable[[], None] | None = None) -> None:
-        """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace)."""
+    def start(self, before_exec: Callable[[], None] | None = None, *, held: bool = False) -> None:
+        """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace).
+
+        ``held``: each starts its interpreter and imports its module, then waits for :meth:`release`
+        (:mod:`mokka_core.run.prestart`), so that start-up overlaps what the caller does meanwhile.
+        """
 
         parent = os.getpid()
         libc()  # loaded here once, not in every child between fork and exec
@@ -67,16 +73,37 @@ class Services:
         try:
             for name, service in sorted(self.services.items()):
                 env = {**os.environ, "MOKKA_ROOT": str(self.root.absolute()), **service.environment}
+                command, gate = list(service.command), None
+                if held:
+                    gate, release = os.pipe2(os.O_CLOEXEC)
+                    self._held.append(release)
+                    command = [sys.executable, "-m", "mokka_core.run.prestart", str(gate), "--", *command]
                 try:
                     self.processes[name] = subprocess.Popen(
-                        service.command, env=env, start_new_session=True, preexec_fn=prepare,
+                        command, env=env, start_new_session=True, preexec_fn=prepare,
+                        pass_fds=() if gate is None else (gate,),
                         stdout=output, stderr=subprocess.STDOUT if output is not None else None)
                 except (OSError, subprocess.SubprocessError) as exc:
                     raise ServiceFailed(f"service {name} could not start: {exc}") from None
+                finally:
+                    if gate is not None:
+                        os.close(gate)
                 log.debug("started %s (pid %d)", name, self.processes[name].pid)
         finally:
             if output is not None:
                 output.close()
+
+    def release(self) -> None:
+        """Let the held services run (see :meth:`start`)."""
+        for release in self._held:
+            with contextlib.suppress(BrokenPipeError):  # it exited already: wait_ready says so
+                os.write(release, b"1")
+        self._close_gates()
+
+    def _close_gates(self) -> None:
+        for release in self._held:
+            os.close(release)
+        self._held = []
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S, interrupted: Callable[[], bool] = lambda: False,
                    seen_from: Path = Path("/")) -> None:
@@ -120,6 +147,7 @@ class Services:
     def stop(self, wait: float = STOP_WAIT_S) -> None:
         """SIGTERM every service's process group, wait up to ``wait`` seconds, then SIGKILL what is left."""
         started = time.monotonic()
+        self._close_gates()  # a held service never let go exits on its own
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
         left = _wait_for_exits(list(self.processes.values()), wait)
