@@ -178,3 +178,14 @@ def test_readings_move_together_and_status_agrees_with_nvidia_smi() -> None:
         assert (gpu["temperature_c"], gpu["sm_clock_mhz"]) == (int(row[0]), int(float(row[2])))
         assert abs(gpu["power_w"] - float(row[1])) < 0.01
     assert re.search(r"hw_thermal_slowdown", json.dumps(status["gpus"][0]["throttle"]))
+
+
+def test_dmesg_reads_the_nodes_boot_not_the_hosts() -> None:
+    """With no Xid raised yet, the node's kernel log holds the driver's loading lines: util-linux dmesg reads
+    them from /dev/kmsg (on an empty /dev/kmsg it would fall back to syslog(2): the host's log)."""
+    out = mokka_run("--profile", "h100", "--", "dmesg")
+    lines = [line.split("] ", 1)[1] for line in out.splitlines()]
+    assert lines[0] == "nvidia: loading out-of-tree module taints kernel."
+    assert lines[2].startswith("NVRM: loading NVIDIA UNIX ") and "Kernel Module  550.163.01  " in lines[2]
+    assert lines[-1].startswith("nvidia-uvm: Loaded the UVM driver, major device number ")
+    assert len(lines) == 5, out

@@ -23,12 +23,15 @@ from mokka_core.stage.surface import StageContext
 from mokka_core.testing.tree import tree_snapshot
 from mokka_core.testing.waiting import wait_for
 from mokka_sim_gpu import kmsg_forward
+from mokka_sim_gpu.kernel_log import LOADING_RECORDS, loading_messages
 from mokka_sim_gpu.kmsg_forward import Forwarder, host_record, pending
 from mokka_sim_gpu.surface import GpuSurface
 
-XID_79 = b"4,1,5000,-;NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-OFF_BUS = b"4,2,5000,-;NVRM: GPU 0000:1b:00.0: GPU has fallen off the bus.\n"
-XID_13 = b"4,3,7000,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>\n"
+#: a node's log starts with the driver's loading lines (``kernel_log.loading_messages``), never forwarded
+LOADING = [f"4,{seq},0,-;{text}\n".encode() for seq, text in enumerate(loading_messages("550.163.01"), start=1)]
+XID_79 = b"4,6,5000,-;NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+OFF_BUS = b"4,7,5000,-;NVRM: GPU 0000:1b:00.0: GPU has fallen off the bus.\n"
+XID_13 = b"4,8,7000,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>\n"
 
 
 def test_a_record_is_written_as_the_kernel_takes_a_write_to_dev_kmsg() -> None:
@@ -38,19 +41,20 @@ def test_a_record_is_written_as_the_kernel_takes_a_write_to_dev_kmsg() -> None:
 
 
 def test_pending_goes_on_after_the_last_record_written() -> None:
-    log = [XID_79, OFF_BUS, XID_13]
-    assert pending(log, None) == log
+    log = [*LOADING, XID_79, OFF_BUS, XID_13]
+    assert len(LOADING) == LOADING_RECORDS
+    assert pending(log, None) == [XID_79, OFF_BUS, XID_13]  # the host's log has its own boot
     assert pending(log, OFF_BUS) == [XID_13]
     assert pending(log, XID_13) == []
     # reset cleared the log, then a new Xid: numbered 1 again, stamped later than the last written
-    renumbered = [b"4,1,9000,-;NVRM: Xid (PCI:0000:1b:00): 31, pid='<unknown>', name=<unknown>\n"]
-    assert pending(renumbered, XID_13) == renumbered
+    renumbered = [b"4,6,9000,-;NVRM: Xid (PCI:0000:1b:00): 31, pid='<unknown>', name=<unknown>\n"]
+    assert pending([*LOADING, *renumbered], XID_13) == renumbered
     assert pending([], XID_13) == []
 
 
 def node_log(root: Path, *lines: bytes) -> None:
     (root / KERNEL_LOG).parent.mkdir(parents=True, exist_ok=True)
-    (root / KERNEL_LOG).write_bytes(b"".join(lines))
+    (root / KERNEL_LOG).write_bytes(b"".join([*LOADING, *lines]))
 
 
 def test_each_record_is_one_write_and_none_is_written_twice(tmp_path: Path, monkeypatch) -> None:

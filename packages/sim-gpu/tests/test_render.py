@@ -107,11 +107,27 @@ def test_kernel_log_prints_each_xid_as_the_driver_does(make_node) -> None:
         "1": {"xid_events": [{"code": 79, "seq": 2, "usec": 7_250_000}]},
         "0": {"xid_events": [{"code": 13, "seq": 1, "usec": 5_000_001}, {"code": 48, "seq": 3}]},
     }})
-    assert kernel_log(node).splitlines() == [
-        "4,1,5000001,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>",
-        "4,2,7250000,-;NVRM: Xid (PCI:0000:43:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-        "4,3,7250000,-;NVRM: GPU 0000:43:00.0: GPU has fallen off the bus.",
-        "4,4,0,-;NVRM: Xid (PCI:0000:1b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit "
+    assert kernel_log(node).splitlines()[5:] == [
+        "4,6,5000001,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>",
+        "4,7,7250000,-;NVRM: Xid (PCI:0000:43:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        "4,8,7250000,-;NVRM: GPU 0000:43:00.0: GPU has fallen off the bus.",
+        "4,9,0,-;NVRM: Xid (PCI:0000:1b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit "
         "error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.",
     ]
-    assert kernel_log(make_node("h100")) == ""
+
+
+def test_kernel_log_starts_with_the_drivers_loading_lines(make_node) -> None:
+    """Never empty while the driver is loaded (dmesg would read the host's log through syslog(2) instead);
+    the wording of real nodes' boot logs, the banner that of /proc/driver/nvidia/version."""
+    from mokka_sim_gpu.kernel_log import kernel_log
+    from mokka_sim_gpu.render_proc import render_version
+
+    banner = render_version("550.163.01").splitlines()[0].removeprefix("NVRM version: ")
+    assert kernel_log(make_node("h100")).splitlines() == [
+        "4,1,0,-;nvidia: loading out-of-tree module taints kernel.",
+        "4,2,0,-;nvidia: module license 'NVIDIA' taints kernel.",
+        f"4,3,0,-;NVRM: loading {banner}",
+        "4,4,0,-;nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  550.163.01  "
+        f"{banner.rsplit('550.163.01  ', 1)[1]}",
+        "4,5,0,-;nvidia-uvm: Loaded the UVM driver, major device number 509.",
+    ]

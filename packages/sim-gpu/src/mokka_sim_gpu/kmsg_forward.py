@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mokka_core.stage.store import KERNEL_LOG, NodeStore, atomic_write
 
-from .kernel_log import LogFile
+from .kernel_log import LOADING_RECORDS, LogFile
 
 PROGRAM = "mokka-kmsg"
 POLL_SECONDS = 1.0  # a stat a second: an idle node stays cheap, a log watcher sees an Xid within a second
@@ -37,9 +37,10 @@ def _usec(record: bytes) -> int:
 
 def pending(records: list[bytes], last: bytes | None) -> list[bytes]:
     """The records after ``last``, the last one written: found at its place, else those stamped later
-    (the log was cut and numbered anew: ``nvml-mock-ctl reset``)."""
+    (the log was cut and numbered anew: ``nvml-mock-ctl reset``).  Never the driver's loading lines:
+    the host's log has its own boot."""
     if last is None:
-        return records
+        return records[LOADING_RECORDS:]
     seq = int(last.split(b",", 2)[1])
     if 0 < seq <= len(records) and records[seq - 1] == last:
         return records[seq:]

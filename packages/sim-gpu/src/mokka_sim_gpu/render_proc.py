@@ -80,8 +80,13 @@ def proc_entries(node: Node) -> list[Entry]:
     return entries
 
 
+def kernel_arch() -> str:
+    """The architecture the kernel module names itself for: the host's."""
+    return os.uname().machine
+
+
 def render_version(driver_version: str, machine: str | None = None) -> str:
-    arch = machine or os.uname().machine
+    arch = machine or kernel_arch()
     return (
         f"NVRM version: NVIDIA UNIX {arch} Kernel Module  {driver_version}  {BUILD_DATE}\n"
         f"GCC version:  {GCC_VERSION}\n"
