@@ -1,4 +1,5 @@
-"""Every argument and option of every command line we install has help text.
+"""Every argument and option of every command line we install has help text, and each answers --help and
+--version.
 
 The command lines are the console scripts of mokka-core and of every installed surface package
 (plus ``mokka-mig-follow``, a service ``mokka run`` starts as a module): typer apps are walked as
@@ -8,10 +9,13 @@ click commands; an argparse program is run with ``--help`` and its parser taken 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,3 +100,30 @@ def test_the_walk_finds_a_parameter_without_help() -> None:
     parser.add_argument("--quiet", action="store_true")
     assert list(typer_without_help(typer.main.get_command(bare), "bare")) == ["bare name", "bare --count"]
     assert list(argparse_without_help(parser, "prog")) == ["prog --quiet"]
+
+
+#: fakes of NVIDIA programs whose real counterparts have no --version (nvidia-imex-ctl's usage lists
+#: none; the real fabric manager ships no ctl at all): they answer it as the real ones would, with usage
+WITHOUT_VERSION = {"nvidia-imex-ctl", "nv-fabricmanager-ctl"}
+
+
+@pytest.mark.parametrize("program", sorted(programs()))
+def test_every_program_answers_help_and_version(program: str, tmp_path: Path) -> None:
+    """Each command line prints its help and its version and exits 0, run as people run it."""
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.stage import nodefile
+
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile="h100"))  # the fake daemons' version is the node's driver's
+    env = {**os.environ, "MOKKA_ROOT": str(root), "HOME": str(tmp_path)}
+    module = MODULE_PROGRAMS.get(program, "").partition(":")[0]
+    command = [sys.executable, "-m", module] if module else [str(Path(sys.executable).parent / program)]
+    for flag in ("--help", "--version"):
+        done = subprocess.run([*command, flag], capture_output=True, text=True, env=env, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        if flag == "--version" and program in WITHOUT_VERSION:
+            assert done.returncode == 2 and "usage:" in done.stderr, done
+            continue
+        assert done.returncode == 0 and done.stdout.strip(), f"{program} {flag}: {done}"
+        if flag == "--version" and program.startswith(("mokka", "nvml-mock-ctl")):
+            assert done.stdout.split()[0] == program, done.stdout

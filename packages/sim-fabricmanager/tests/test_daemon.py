@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from mokka_core.model.spec import NodeSpec
+from mokka_core.schema.builtin import builtin_text
+from mokka_core.stage import nodefile
 from mokka_core.stage.store import FABRICMANAGER_READY
 from mokka_core.stage.surface import StageContext
 from mokka_core.testing.waiting import wait_for
@@ -112,3 +115,29 @@ def test_services_run_the_daemon(tmp_path: Path, failed: bool) -> None:
             wait_for((tmp_path / FABRICMANAGER_READY).exists, what="the ready marker")
     finally:
         stop(proc)
+
+
+def node_with_driver(root: Path, driver: str) -> None:
+    text = builtin_text("h100")
+    profile = root.parent / "profile.yaml"
+    profile.write_text(text.replace('driver_version: "550.163.01"', f'driver_version: "{driver}"'))
+    assert profile.read_text() != text, "the built-in h100 profile no longer names driver 550.163.01"
+    nodefile.save(root, NodeSpec(profile_file=profile))
+
+
+@pytest.mark.parametrize("flag", ["--version", "-v"])
+def test_version_is_the_real_line_with_the_driver_of_the_node(tmp_path: Path, flag: str) -> None:
+    root = tmp_path / "root"
+    node_with_driver(root, "535.161.08")
+    done = subprocess.run([sys.executable, "-m", "mokka_sim_fabricmanager.daemon", flag], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "MOKKA_ROOT": str(root)})
+    # the real nv-fabricmanager of driver 535.161.08 (the line leptonai/gpud parses; NVIDIA forum transcripts)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "Fabric Manager version is : 535.161.08\n", "")
+    assert not (root / FABRICMANAGER_READY).exists()  # it printed and exited: no daemon ran
+
+
+def test_version_without_a_node_says_so(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(tmp_path),
+                           "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"nv-fabricmanager: no simulated node under {tmp_path}")

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from mokka_core.errors import MokkaError
 from mokka_core.node.foreground import foreground
 from mokka_core.stage.paths import find_root
 from mokka_core.stage.store import NodeStore, atomic_write
@@ -61,6 +62,13 @@ def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,
     log(f"{PROGRAM}: clean shutdown")
 
 
+def version_line(root: Path) -> str:
+    """What the real ``nv-fabricmanager --version`` prints, with the driver version of the node under ``root``."""
+    from mokka_core.stage import nodefile
+
+    return f"Fabric Manager version is : {nodefile.load(root).resolve().driver_version}"
+
+
 def parse_delay(text: str, source: str) -> float:
     try:
         value = float(text)
@@ -77,7 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=None, help="staged root (default: $MOKKA_ROOT, else /)")
     parser.add_argument("--init-delay", default=None, help=f"seconds before ready (${INIT_DELAY_ENV}, default 0)")
     parser.add_argument("--failed", action="store_true", help="never become ready (fabric stuck in training)")
+    parser.add_argument("-v", "--version", action="store_true",
+                        help="print the version (the node's driver version, as the real one's matches its driver)")
     args = parser.parse_args(argv)
+    if args.version:
+        try:
+            print(version_line(find_root(args.root)))
+        except MokkaError as exc:
+            raise SystemExit(f"{PROGRAM}: {exc}") from None
+        sys.exit(0)
     if args.init_delay is not None:
         delay = parse_delay(args.init_delay, "--init-delay")
     else:

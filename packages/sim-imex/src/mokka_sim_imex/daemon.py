@@ -126,6 +126,13 @@ def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[
     log(f"{PROGRAM}: clean shutdown")
 
 
+def version_line(root: Path) -> str:
+    """What the real ``nvidia-imex --version`` prints, with the driver version of the node under ``root``."""
+    from mokka_core.stage import nodefile
+
+    return f"IMEX version is: {nodefile.load(root).resolve().driver_version}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=PROGRAM, description="Fake NVIDIA IMEX daemon of a simulated node.")
     parser.add_argument("-c", "--config", type=Path, default=None,
@@ -133,7 +140,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=None, help="staged root (default: $MOKKA_ROOT, else /)")
     parser.add_argument("--failed", action="store_true", help="never become ready (peers see this node down)")
     parser.add_argument("--nogpu", action="store_true", help="accepted, as the real daemon's flag")
+    parser.add_argument("--version", action="store_true",
+                        help="print the version (the node's driver version, as the real one's matches its driver)")
     args = parser.parse_args(argv)
+    if args.version:
+        try:
+            print(version_line(find_root(args.root)))
+        except MokkaError as exc:
+            raise SystemExit(f"{PROGRAM}: {exc}") from None
+        sys.exit(0)
 
     def serve(stop: threading.Event, ready: threading.Event) -> None:
         config = load_config(args.config or find_root(args.root) / CONFIG_FILE)

@@ -92,6 +92,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ..version import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    from .shell import ShellAction
+
+    parser.add_argument("--install-completion", action=ShellAction,
+                        help="install shell completion for the shell it runs in (or SHELL: bash, zsh)")
+    parser.add_argument("--show-completion", action=ShellAction,
+                        help="print the shell completion, to copy it or customize the installation")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
     def verb(name: str, summary: str) -> Any:

@@ -22,6 +22,7 @@ import os
 import sys
 
 from ..stage.layout import CTL_SOCKET
+from . import COMPLETE_VAR, COMPLETION_OPTIONS
 
 PROTOCOL = b"mokka-ctl 1"
 #: how long the daemon may take to answer: waiting for the node lock included
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 
 
 def main() -> None:
+    if COMPLETE_VAR in os.environ:  # the shell asks what completes the line (the function ctl.shell installs)
+        from .completion import main as complete
+
+        complete()
+        return
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     status = relay(sys.argv[1:])
     if status is None:
@@ -49,7 +55,7 @@ def main() -> None:
 def relay(words: Sequence[str]) -> int | None:
     """Run ``words`` in the node daemon and print what it printed: the exit status, or None where no
     daemon takes the command (the caller runs it itself)."""
-    if any(os.environ.get(name) for name in IN_PROCESS_ENV):
+    if any(os.environ.get(name) for name in IN_PROCESS_ENV) or any(map(_completion_option, words)):
         return None
     path = socket_path(words)
     if path is None or len(os.fsencode(path)) >= 108:  # sun_path's size on Linux
@@ -106,6 +112,13 @@ def _read_answer(conn: socket) -> tuple[int, bytes, bytes] | None:
     if not newline or len(body) != out_len + err_len:
         return None
     return status, body[:out_len], body[out_len:]
+
+
+def _completion_option(word: str) -> bool:
+    """``word`` is --install-completion or --show-completion (any prefix argparse accepts): it acts on this
+    user's shell, so it runs here, never in the daemon."""
+    name = word.partition("=")[0]
+    return len(name) >= 3 and any(option.startswith(name) for option in COMPLETION_OPTIONS)
 
 
 def socket_path(words: Sequence[str]) -> str | None:
