@@ -71,6 +71,11 @@ MK_API nvmlReturn_t nvmlDeviceSetGpuOperationMode(nvmlDevice_t device, nvmlGpuOp
 /* clock domains as `clk_*[]` indexes them */
 enum { CLK_GRAPHICS, CLK_SM, CLK_MEMORY };
 
+/* application clocks: root only, unless root lifted that restriction (SetAPIRestriction, admin.c) */
+static nvmlReturn_t set_app_clocks(const struct mk_device *D, nvmlDevice_t device, const struct mk_setting *set) {
+    return D->app_clocks_unrestricted ? mk_settings_write(device->index, set, 3) : mk_settings_set(device->index, set, 3);
+}
+
 MK_API nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz,
                                                     unsigned int graphicsClockMHz) {
     DEV(device);
@@ -82,7 +87,7 @@ MK_API nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigne
     mk_setting_put(&set[0], "clock.memory.app", memClockMHz);
     mk_setting_put(&set[1], "clock.graphics.app", graphicsClockMHz);
     mk_setting_put(&set[2], "clock.sm.app", graphicsClockMHz);
-    return mk_settings_set(device->index, set, 3);
+    return set_app_clocks(D, device, set);
 }
 
 MK_API nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device) {
@@ -92,7 +97,7 @@ MK_API nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device) {
     mk_setting_put(&set[0], "clock.memory.app", D->clk_default_app[CLK_MEMORY]);
     mk_setting_put(&set[1], "clock.graphics.app", D->clk_default_app[CLK_GRAPHICS]);
     mk_setting_put(&set[2], "clock.sm.app", D->clk_default_app[CLK_SM]);
-    return mk_settings_set(device->index, set, 3);
+    return set_app_clocks(D, device, set);
 }
 
 /* Locked clocks: the range is kept (clock.locked.*) and the current clock of its domain held inside it;
