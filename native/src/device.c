@@ -321,9 +321,9 @@ MK_API nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlT
     case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: v = D->temp_slowdown; break;
     case NVML_TEMPERATURE_THRESHOLD_MEM_MAX: v = D->temp_mem_max; break;
     case NVML_TEMPERATURE_THRESHOLD_GPU_MAX: v = D->temp_gpu_max; break;
-    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
-    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
-    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX: v = 0; break;
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN: v = D->temp_target_min; break;
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR: v = D->temp_target; break;
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX: v = D->temp_target_max; break;
     default: return NVML_ERROR_INVALID_ARGUMENT;
     }
     if (!v) NOTSUP();
@@ -839,6 +839,9 @@ MK_API nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device,
     status->bUnrepairableMemory = 0;
     return NVML_SUCCESS;
 }
+/* the name DCGM's sources call (its loader resolves it as written; nvml.h declares only _v1) */
+MK_API nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag(nvmlDevice_t device, nvmlUnrepairableMemoryStatus_v1_t *status)
+    __attribute__((alias("nvmlDeviceGetUnrepairableMemoryFlag_v1")));
 
 /* Ampere and newer (nvml.h): the clock monitors, no fault */
 MK_API nvmlReturn_t nvmlDeviceGetClkMonStatus(nvmlDevice_t device, nvmlClkMonStatus_t *status) {

@@ -181,6 +181,8 @@ struct mk_device {
     uint32_t gpm_supported, gpm_pcie_tx, gpm_pcie_rx;
     uint32_t cc_supported;
     int32_t fan_target;       /* target fan speed, %; -1: the fan speed */
+    /* DCGM's setters (admin.c): the application-clock restriction, the target temperature and its range */
+    uint32_t app_clocks_unrestricted, temp_target, temp_target_min, temp_target_max;
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */

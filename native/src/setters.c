@@ -1,28 +1,16 @@
 /* setters.c: the NVML setters, as node-wide state in the setter record (settings.c).
  * Order of checks, as the real library: handle, feature, argument, then permission (root only). */
-#include <stdio.h>
-
 #include "settings.h"
 #include "setters.h"
-
-static void put(struct mk_setting *s, const char *key, unsigned long long v) {
-    s->key = key;
-    snprintf(s->value, sizeof s->value, "%llu", v);
-}
-
-static nvmlReturn_t write_checked(nvmlDevice_t device, const struct mk_setting *set, size_t n) {
-    nvmlReturn_t r = mk_settings_permitted();
-    return r != NVML_SUCCESS ? r : mk_settings_write(device->index, set, n);
-}
 
 static nvmlReturn_t set_power_limit(nvmlDevice_t device, unsigned int mw) {
     DEV(device);
     if (!D->power_supported || D->power_max == 0) NOTSUP();
     if (mw < D->power_min || mw > D->power_max) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[2];
-    put(&set[0], "power.limit_mw", mw);
-    put(&set[1], "power.enforced_limit_mw", mw);
-    return write_checked(device, set, 2);
+    mk_setting_put(&set[0], "power.limit_mw", mw);
+    mk_setting_put(&set[1], "power.enforced_limit_mw", mw);
+    return mk_settings_set(device->index, set, 2);
 }
 
 MK_API nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit) {
@@ -40,8 +28,8 @@ static nvmlReturn_t set_flag(nvmlDevice_t device, const char *key, unsigned mode
     DEV(device);
     if (mode > 1) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[1];
-    put(&set[0], key, mode);
-    return write_checked(device, set, 1);
+    mk_setting_put(&set[0], key, mode);
+    return mk_settings_set(device->index, set, 1);
 }
 
 MK_API nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode) {
@@ -56,8 +44,8 @@ MK_API nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMod
     DEV(device);
     if ((unsigned)mode >= NVML_COMPUTEMODE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[1];
-    put(&set[0], "compute_mode", mode);
-    return write_checked(device, set, 1);
+    mk_setting_put(&set[0], "compute_mode", mode);
+    return mk_settings_set(device->index, set, 1);
 }
 
 /* ECC: the new mode is pending until the GPU is reset (mk_reset_gpu) */
@@ -66,8 +54,8 @@ MK_API nvmlReturn_t nvmlDeviceSetEccMode(nvmlDevice_t device, nvmlEnableState_t 
     if (!D->ecc_supported) NOTSUP();
     if ((unsigned)ecc > 1) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[1];
-    put(&set[0], "ecc.pending", ecc);
-    return write_checked(device, set, 1);
+    mk_setting_put(&set[0], "ecc.pending", ecc);
+    return mk_settings_set(device->index, set, 1);
 }
 
 /* GPU operation mode: pending until the GPU is reset, on the boards that have one (gom_current ≥ 0) */
@@ -76,12 +64,17 @@ MK_API nvmlReturn_t nvmlDeviceSetGpuOperationMode(nvmlDevice_t device, nvmlGpuOp
     if (D->gom_current < 0) NOTSUP();
     if ((unsigned)mode > NVML_GOM_LOW_DP) return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[1];
-    put(&set[0], "gpu_operation_mode.pending", mode);
-    return write_checked(device, set, 1);
+    mk_setting_put(&set[0], "gpu_operation_mode.pending", mode);
+    return mk_settings_set(device->index, set, 1);
 }
 
 /* clock domains as `clk_*[]` indexes them */
 enum { CLK_GRAPHICS, CLK_SM, CLK_MEMORY };
+
+/* application clocks: root only, unless root lifted that restriction (SetAPIRestriction, admin.c) */
+static nvmlReturn_t set_app_clocks(const struct mk_device *D, nvmlDevice_t device, const struct mk_setting *set) {
+    return D->app_clocks_unrestricted ? mk_settings_write(device->index, set, 3) : mk_settings_set(device->index, set, 3);
+}
 
 MK_API nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz,
                                                     unsigned int graphicsClockMHz) {
@@ -91,20 +84,20 @@ MK_API nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigne
         graphicsClockMHz > D->clk_max[CLK_GRAPHICS])
         return NVML_ERROR_INVALID_ARGUMENT;
     struct mk_setting set[3];
-    put(&set[0], "clock.memory.app", memClockMHz);
-    put(&set[1], "clock.graphics.app", graphicsClockMHz);
-    put(&set[2], "clock.sm.app", graphicsClockMHz);
-    return write_checked(device, set, 3);
+    mk_setting_put(&set[0], "clock.memory.app", memClockMHz);
+    mk_setting_put(&set[1], "clock.graphics.app", graphicsClockMHz);
+    mk_setting_put(&set[2], "clock.sm.app", graphicsClockMHz);
+    return set_app_clocks(D, device, set);
 }
 
 MK_API nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device) {
     DEV(device);
     if (D->clk_app[CLK_GRAPHICS] == 0 || D->clk_app[CLK_MEMORY] == 0) NOTSUP();
     struct mk_setting set[3];
-    put(&set[0], "clock.memory.app", D->clk_default_app[CLK_MEMORY]);
-    put(&set[1], "clock.graphics.app", D->clk_default_app[CLK_GRAPHICS]);
-    put(&set[2], "clock.sm.app", D->clk_default_app[CLK_SM]);
-    return write_checked(device, set, 3);
+    mk_setting_put(&set[0], "clock.memory.app", D->clk_default_app[CLK_MEMORY]);
+    mk_setting_put(&set[1], "clock.graphics.app", D->clk_default_app[CLK_GRAPHICS]);
+    mk_setting_put(&set[2], "clock.sm.app", D->clk_default_app[CLK_SM]);
+    return set_app_clocks(D, device, set);
 }
 
 /* Locked clocks: the range is kept (clock.locked.*) and the current clock of its domain held inside it;
@@ -117,16 +110,16 @@ static nvmlReturn_t lock_clocks(nvmlDevice_t device, int domain, unsigned lo, un
     struct mk_setting set[4];
     size_t n = 0;
     if (domain == CLK_MEMORY) {
-        put(&set[n++], "clock.locked.memory_min", lo);
-        put(&set[n++], "clock.locked.memory_max", hi);
-        put(&set[n++], "clock.memory.current", cur);
+        mk_setting_put(&set[n++], "clock.locked.memory_min", lo);
+        mk_setting_put(&set[n++], "clock.locked.memory_max", hi);
+        mk_setting_put(&set[n++], "clock.memory.current", cur);
     } else {
-        put(&set[n++], "clock.locked.graphics_min", lo);
-        put(&set[n++], "clock.locked.graphics_max", hi);
-        put(&set[n++], "clock.graphics.current", cur);
-        put(&set[n++], "clock.sm.current", cur);
+        mk_setting_put(&set[n++], "clock.locked.graphics_min", lo);
+        mk_setting_put(&set[n++], "clock.locked.graphics_max", hi);
+        mk_setting_put(&set[n++], "clock.graphics.current", cur);
+        mk_setting_put(&set[n++], "clock.sm.current", cur);
     }
-    return write_checked(device, set, n);
+    return mk_settings_set(device->index, set, n);
 }
 
 static nvmlReturn_t unlock_clocks(nvmlDevice_t device, int domain) {
@@ -139,7 +132,7 @@ static nvmlReturn_t unlock_clocks(nvmlDevice_t device, int domain) {
     size_t n = domain == CLK_MEMORY ? 3 : 4;
     struct mk_setting set[4];
     for (size_t i = 0; i < n; i++) set[i] = (struct mk_setting){.key = keys[i], .value = ""};
-    return write_checked(device, set, n);
+    return mk_settings_set(device->index, set, n);
 }
 
 MK_API nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minGpuClockMHz,
@@ -163,33 +156,24 @@ MK_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     if (mode == 0 && D->mig_gi_n > 0) return NVML_ERROR_IN_USE; /* GPU instances exist: destroy them first */
     int deferred = D->nproc > 0 && D->architecture < NVML_DEVICE_ARCH_HOPPER;
     struct mk_setting set[2];
-    put(&set[0], "mig.pending", mode);
-    put(&set[1], "mig.current", deferred ? (unsigned)D->mig_current : mode);
-    nvmlReturn_t r = write_checked(device, set, 2);
+    mk_setting_put(&set[0], "mig.pending", mode);
+    mk_setting_put(&set[1], "mig.current", deferred ? (unsigned)D->mig_current : mode);
+    nvmlReturn_t r = mk_settings_set(device->index, set, 2);
     if (r == NVML_SUCCESS) *activationStatus = deferred ? NVML_ERROR_IN_USE : NVML_SUCCESS;
     return r;
 }
 
 /* GPU reset: refused while processes use the GPU; applies the pending ECC, MIG and operation modes and clears
  * the volatile ECC counts. */
-static const char *const volatile_ecc[] = {
-#define LOC(kind, loc) "ecc.volatile." kind "." loc
-    LOC("corrected", "l1"), LOC("corrected", "l2"), LOC("corrected", "dram"), LOC("corrected", "register"),
-    LOC("corrected", "texture"), LOC("corrected", "cbu"), LOC("corrected", "sram"),
-    LOC("uncorrected", "l1"), LOC("uncorrected", "l2"), LOC("uncorrected", "dram"), LOC("uncorrected", "register"),
-    LOC("uncorrected", "texture"), LOC("uncorrected", "cbu"), LOC("uncorrected", "sram"),
-#undef LOC
-};
-
 nvmlReturn_t mk_reset_gpu(nvmlDevice_t device) {
     DEV(device);
     if (D->nproc > 0) return NVML_ERROR_IN_USE;
-    struct mk_setting set[3 + sizeof volatile_ecc / sizeof volatile_ecc[0]];
+    struct mk_setting set[3 + MK_ECC_COUNT_KEYS];
     size_t n = 0;
-    put(&set[n++], "ecc.current", D->ecc_pending);
-    if (D->mig_current >= 0) put(&set[n++], "mig.current", (unsigned)D->mig_pending);
+    mk_setting_put(&set[n++], "ecc.current", D->ecc_pending);
+    if (D->mig_current >= 0) mk_setting_put(&set[n++], "mig.current", (unsigned)D->mig_pending);
     if (D->gom_current >= 0)
-        put(&set[n++], "gpu_operation_mode.current", (unsigned)(D->gom_pending < 0 ? D->gom_current : D->gom_pending));
-    for (size_t i = 0; i < sizeof volatile_ecc / sizeof volatile_ecc[0]; i++) put(&set[n++], volatile_ecc[i], 0);
-    return write_checked(device, set, n);
+        mk_setting_put(&set[n++], "gpu_operation_mode.current", (unsigned)(D->gom_pending < 0 ? D->gom_current : D->gom_pending));
+    for (size_t i = 0; i < MK_ECC_COUNT_KEYS; i++) mk_setting_put(&set[n++], mk_ecc_count_keys[0][i], 0);
+    return mk_settings_set(device->index, set, n);
 }

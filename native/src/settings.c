@@ -18,6 +18,15 @@
 
 nvmlReturn_t mk_settings_permitted(void) { return geteuid() == 0 ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION; }
 
+#define ECC_KEYS(counter)                                                                                      \
+    {"ecc." counter ".corrected.l1", "ecc." counter ".corrected.l2", "ecc." counter ".corrected.dram",          \
+     "ecc." counter ".corrected.register", "ecc." counter ".corrected.texture", "ecc." counter ".corrected.cbu", \
+     "ecc." counter ".corrected.sram", "ecc." counter ".uncorrected.l1", "ecc." counter ".uncorrected.l2",      \
+     "ecc." counter ".uncorrected.dram", "ecc." counter ".uncorrected.register",                               \
+     "ecc." counter ".uncorrected.texture", "ecc." counter ".uncorrected.cbu", "ecc." counter ".uncorrected.sram"}
+const char *const mk_ecc_count_keys[2][MK_ECC_COUNT_KEYS] = {ECC_KEYS("volatile"), ECC_KEYS("aggregate")};
+#undef ECC_KEYS
+
 /* the record's current lines (without header and `end`), or an empty text when there is none */
 static char *read_record(int dfd, const char *name, size_t *len) {
     *len = 0;
@@ -78,6 +87,11 @@ nvmlReturn_t mk_settings_write(uint32_t dev, const struct mk_setting *set, size_
     if (n > MK_MAX_SETTING_KEYS) return NVML_ERROR_INVALID_ARGUMENT;
     struct fixed f = {set, n};
     return mk_settings_apply(dev, copy_fixed, &f);
+}
+
+nvmlReturn_t mk_settings_set(uint32_t dev, const struct mk_setting *set, size_t n) {
+    nvmlReturn_t r = mk_settings_permitted();
+    return r != NVML_SUCCESS ? r : mk_settings_write(dev, set, n);
 }
 
 nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) {

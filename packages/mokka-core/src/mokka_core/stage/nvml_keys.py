@@ -283,6 +283,10 @@ DEVICE_TYPES = MappingProxyType({
     "gpm.pcie_rx_mib_per_sec": "u32",
     "fan.target_speed": "i32",
     "conf_compute.supported": "u32",
+    "app_clocks.unrestricted": "u32",
+    "temperature.target": "u32",
+    "temperature.target_min": "u32",
+    "temperature.target_max": "u32",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
 # sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
@@ -620,6 +624,10 @@ DEVICE_GPM_PCIE_TX_MIB_PER_SEC = "gpm.pcie_tx_mib_per_sec"
 DEVICE_GPM_PCIE_RX_MIB_PER_SEC = "gpm.pcie_rx_mib_per_sec"
 DEVICE_FAN_TARGET_SPEED = "fan.target_speed"
 DEVICE_CONF_COMPUTE_SUPPORTED = "conf_compute.supported"
+DEVICE_APP_CLOCKS_UNRESTRICTED = "app_clocks.unrestricted"
+DEVICE_TEMPERATURE_TARGET = "temperature.target"
+DEVICE_TEMPERATURE_TARGET_MIN = "temperature.target_min"
+DEVICE_TEMPERATURE_TARGET_MAX = "temperature.target_max"
 LINK_STATE = "state"
 LINK_REMOTE_TYPE = "remote_type"
 LINK_REMOTE_BUS_ID = "remote_bus_id"
