@@ -4,7 +4,8 @@
 nvidia-smi makes or destroys inside CMD shows in the capability files, device nodes and CDI spec
 (``mokka node up``'s daemon follows the record itself, in its watch loop).  CMD does not wait for it
 (start-up stays as fast): its first pass re-stages whatever the record holds by then, so a change made
-while it starts is followed all the same, a fraction of a second later.
+while it starts is followed all the same, a fraction of a second later (no record by then: nothing to follow
+yet).
 """
 
 from __future__ import annotations
@@ -25,27 +26,21 @@ SERVICE = "mokka-mig-follow"
 POLL_S = 1.0
 
 
-def follow(root: Path, stop: threading.Event) -> None:
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
-
+def follow(root: Path, stop: threading.Event, wake: threading.Event | None = None) -> None:
+    """Re-stage on every change of the setter record until ``stop``; ``wake`` (set by the record's watcher,
+    and by whoever sets ``stop``) ends a wait between passes."""
     from ..stage.render import Interrupted, installed_surfaces
     from ..stage.restage import restage
     from ..stage.store import NodeStore
+    from .watch import observe
 
     record = root / NVML_SETTINGS_FILE
-    wake = threading.Event()
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            wake.set()
-
-    observer = Observer()
-    observer.schedule(Handler(), str(record.parent), recursive=False)
-    observer.daemon = True
-    observer.start()
+    wake = wake if wake is not None else threading.Event()
+    observer = observe([str(record.parent)], lambda _path: wake.set())
     surfaces = installed_surfaces(root=root)
-    last: list[int] | bool | None = False  # never seen: the first pass re-stages what is there
+    # never seen: the first pass re-stages what is there.  No record yet: the node was staged without one
+    # and nothing has partitioned a GPU, so the first pass waits for one to appear
+    last: list[int] | bool | None = None if fingerprint(record) is None else False
     try:
         while not stop.is_set():
             now = fingerprint(record)
@@ -74,14 +69,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=Path(os.environ.get("MOKKA_ROOT", "/")),
                         help="node root whose setter record to follow (default: $MOKKA_ROOT, else /)")
     args = parser.parse_args(argv)
-    stop = threading.Event()
+    stop, wake = threading.Event(), threading.Event()
 
     def stop_on_signal(*_: Any) -> None:
         stop.set()
+        wake.set()  # not a poll interval later
 
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
-    follow(args.root.absolute(), stop)
+    follow(args.root.absolute(), stop, wake)
 
 
 if __name__ == "__main__":
