@@ -191,18 +191,10 @@ def start_services(running: Services) -> None:
     log.debug("phase services: %.3fs (%s ready)", time.monotonic() - started, ", ".join(sorted(running.services)))
 
 
-def prestart_services(running: Services, joined: namespace.Joinable) -> None:
-    """Start the node's services in ``joined``'s namespace, held (imported, waiting) until :func:`let_services_go`."""
-    try:
-        running.start(before_exec=joined.join, held=True)
-    finally:
-        joined.close()
-
-
-def let_services_go(running: Services, pid: int) -> None:
-    """Once the node is staged in ``pid``'s namespace: let the held services run, and wait until they are ready."""
+def let_services_go(running: Services, pid: int, rootless: bool) -> None:
+    """Once ``pid``'s namespace is set up: let the held services join it and run, and wait until they are ready."""
     released = time.monotonic()
-    running.release()
+    running.release(joining=(pid, rootless))
     running.wait_ready(interrupted=interrupted, seen_from=Path(f"/proc/{pid}/root"))
     log.debug("phase services: %.3fs (started with the staging; %s ready)", time.monotonic() - released,
               ", ".join(sorted(running.services)))
@@ -281,14 +273,10 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
         log.debug("phase plan: %.3fs", time.monotonic() - started)
         child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
-        gate = Gate()
-
         def setup(env: dict[str, str]) -> None:
             started = time.monotonic()
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
-            if node.services:
-                gate.announce_namespace()  # the services start in it (held) while the node is staged
             staged = stage_node(node, workdir)
             log.debug("phase stage: %.3fs (unshare, tmpfs, %s)", time.monotonic() - started,
                       ", ".join(staged.surfaces) or "nothing")
@@ -298,12 +286,11 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
 
         if not node.services:
             return supervise(argv, child_env, setup)
-        # the services run where CMD does: in its namespace.  They start once it exists, held until the
-        # node is staged, so their start-up overlaps the staging
+        # the services run where CMD does: in its namespace, once it is set up.  They start now, held, so
+        # their start-up overlaps the staging; they join the namespace when let go
         with Services(node.root, node.services, log_path=workdir / SERVICE_LOG) as running:
-            return supervise(argv, child_env, setup, gate=gate,
-                             namespace_made=lambda pid: prestart_services(running, namespace.Joinable(pid, rootless)),
-                             set_up=lambda pid: let_services_go(running, pid))
+            running.start(held=True)
+            return supervise(argv, child_env, setup, set_up=lambda pid: let_services_go(running, pid, rootless))
 
 
 def run_on_root(root: Path, argv: list[str], env: Mapping[str, str] | None = None) -> int:
@@ -386,16 +373,14 @@ def _prepend(env: dict[str, str], name: str, value: str, sep: str) -> None:
 
 
 def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
-              set_up: Callable[[int], None] | None = None, *, gate: Gate | None = None,
-              namespace_made: Callable[[int], None] | None = None) -> int:
+              set_up: Callable[[int], None] | None = None) -> int:
     """Fork, run ``setup`` in the child, exec ``argv``; relay signals; return the exit status.
 
     CMD stays in our process group, so Ctrl-C from the terminal reaches it
     directly; we only forward signals that were sent to us alone (as sudo does).
     ``setup`` runs in the child before exec and may adjust its environment.
     ``set_up(pid)`` runs here once the child's setup is done, while it waits to exec
-    (the services start in its namespace).  ``namespace_made(pid)`` runs here when ``setup`` calls
-    ``gate.announce_namespace()`` (``gate``: the one ``setup`` holds).  A setup or exec failure comes back over
+    (the services start in its namespace).  A setup or exec failure comes back over
     a close-on-exec pipe.
     """
     if not argv:
@@ -403,8 +388,7 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # normally already held by held_signals()
     _raise_if_interrupted()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
-    if set_up is not None and gate is None:
-        gate = Gate()
+    gate = Gate() if set_up is not None else None
     parent = os.getpid()
     libc()  # for the child's die_with, loaded before the fork
     pid = os.fork()
@@ -416,7 +400,7 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     with os.fdopen(report_r, "rb") as report:
         if set_up is not None and gate is not None:
             gate.parent_end()
-            gate.run_when_set_up(pid, set_up, namespace_made)
+            gate.run_when_set_up(pid, set_up)
         failure = report.read().decode(errors="replace")
     status = _wait(pid)
     if failure:
@@ -457,26 +441,15 @@ class Gate:
         os.close(self.done_w)
         os.close(self.go_r)
 
-    def announce_namespace(self) -> None:
-        """In the child, during its setup: its namespace exists (the parent may start processes in it)."""
-        os.write(self.done_w, b"n")
-
     def wait_for_go(self) -> bool:
         """In the child, after its setup: say so, then whether the parent lets it exec."""
         os.write(self.done_w, b"1")
         return bool(os.read(self.go_r, 1))
 
-    def run_when_set_up(self, pid: int, set_up: Callable[[int], None],
-                        namespace_made: Callable[[int], None] | None = None) -> None:
-        """In the parent: once the child is set up, ``set_up(pid)``, then go; on failure the child exits.
-        ``namespace_made(pid)`` runs where the child announces its namespace, while it goes on setting up."""
+    def run_when_set_up(self, pid: int, set_up: Callable[[int], None]) -> None:
+        """In the parent: once the child is set up, ``set_up(pid)``, then go; on failure the child exits."""
         try:
-            said = os.read(self.done_r, 1)
-            if said == b"n":
-                if namespace_made is not None:
-                    namespace_made(pid)
-                said = os.read(self.done_r, 1)
-            if said:
+            if os.read(self.done_r, 1):
                 set_up(pid)
                 _raise_if_interrupted()
                 os.write(self.go_w, b"1")

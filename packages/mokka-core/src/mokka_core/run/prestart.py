@@ -2,10 +2,12 @@
 
     python -m mokka_core.run.prestart FD -- PROGRAM [ARGS...]
 
-``mokka run`` starts each service this way as soon as the command's namespace exists, so the services'
-start-up overlaps the staging of the node.  One byte on FD lets the service run: a ``python -m MODULE``
-service (the form surfaces declare) runs its module's ``main(ARGS)``, already imported; any other program
-is exec'd.  End of file (the run gave up) exits 0 without running it.
+``mokka run`` starts each service this way as soon as the node is planned, so the services' start-up
+overlaps the staging.  They start in ``mokka run``'s own namespaces, where nothing moves while they import
+(the command's namespace is being mounted meanwhile).  What comes on FD lets the service run: ``go``, or
+``PID ROOTLESS``: first enter the mount namespace of PID (and its user namespace where ROOTLESS is 1).  A
+``python -m MODULE`` service (the form surfaces declare) then runs its module's ``main(ARGS)``, already
+imported; any other program is exec'd.  End of file (the run gave up) exits 0 without running it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,19 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: python -m mokka_core.run.prestart FD -- PROGRAM [ARGS...]")
     gate, program = int(args[0]), args[2:]
     service = _imported_main(program)
-    go = os.read(gate, 1)
+    word = os.read(gate, 64).decode()
     os.close(gate)
-    if not go:
+    if not word:
         raise SystemExit(0)
+    if word != "go":
+        from .namespace import Joinable  # single-threaded here, as setns needs
+
+        pid, rootless = word.split()
+        joined = Joinable(int(pid), rootless == "1")
+        try:
+            joined.join()
+        finally:
+            joined.close()
     if service is None:
         os.execv(program[0], program)
     module, service_args = sys.modules[program[2]], program[3:]

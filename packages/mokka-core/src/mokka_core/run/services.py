@@ -93,11 +93,13 @@ class Services:
             if output is not None:
                 output.close()
 
-    def release(self) -> None:
-        """Let the held services run (see :meth:`start`)."""
+    def release(self, joining: tuple[int, bool] | None = None) -> None:
+        """Let the held services run (see :meth:`start`); ``joining``: (pid, rootless) of the process whose
+        mount (and, rootless, user) namespace they enter first."""
+        word = b"go" if joining is None else f"{joining[0]} {int(joining[1])}".encode()
         for release in self._held:
             with contextlib.suppress(BrokenPipeError):  # it exited already: wait_ready says so
-                os.write(release, b"1")
+                os.write(release, word)
         self._close_gates()
 
     def _close_gates(self) -> None:
