@@ -79,6 +79,10 @@ def test_nvpci_finds_every_gpu_as_the_real_board(gonvlib: Path, profile: str) ->
         if board.sriov:
             assert gpu["total_vfs"] > 0 and gpu["num_vfs"] == 0, where
         assert not gpu["is_vf"], where
+    # the kernel gives a function ``reset`` when it can reset it: FLR, advertised in its PCIe DevCap
+    for function in document["pci"]:
+        assert function["reset_available"] == function["flr_capable"], function["address"]
+    assert all(gpu["reset_available"] for gpu in gpus), "the boards' DevCap offers FLR: reset must be there"
     numa = [gpu["numa_node"] for gpu in gpus]
     if board.numa:
         assert min(numa) >= 0 and len(set(numa)) >= min(2, len(gpus)), numa

@@ -16,6 +16,13 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
+// The PCI Express capability's Device Capabilities register and its FLR bit (PCIe base spec 7.5.3.3).
+const (
+	pciExpressCapability = 0x10
+	pciExpressDevCap     = 0x04
+	devCapFLR            = 1 << 28
+)
+
 type pciFunction struct {
 	Address         string         `json:"address"`
 	Vendor          uint16         `json:"vendor"`
@@ -33,6 +40,8 @@ type pciFunction struct {
 	TotalVFs        *uint64        `json:"total_vfs"` // nil: not an SR-IOV physical function
 	NumVFs          *uint64        `json:"num_vfs"`
 	IsVF            bool           `json:"is_vf"`
+	ResetAvailable  bool           `json:"reset_available"`
+	FLRCapable      bool           `json:"flr_capable"` // DevCap's Function Level Reset bit, from config
 	ConfigVendor    uint16         `json:"config_vendor"`
 	ConfigDevice    uint16         `json:"config_device"`
 	StandardCaps    []int          `json:"standard_caps"`
@@ -76,7 +85,7 @@ func describe(d *nvpci.NvidiaPCIDevice) pciFunction {
 		Address: d.Address, Vendor: d.Vendor, Device: d.Device, Class: d.Class,
 		SubsystemVendor: d.SubsystemVendor, SubsystemDevice: d.SubsystemDevice, DeviceName: d.DeviceName,
 		Driver: d.Driver, IommuGroup: d.IommuGroup, NumaNode: d.NumaNode, BarSizes: map[int]uint64{},
-		IsVF: d.SriovInfo.IsVF(), StandardCaps: []int{}, ExtendedCaps: []int{},
+		IsVF: d.SriovInfo.IsVF(), ResetAvailable: d.IsResetAvailable(), StandardCaps: []int{}, ExtendedCaps: []int{},
 	}
 	for index, r := range d.Resources {
 		f.BarSizes[index] = uint64(r.End-r.Start) + 1
@@ -95,6 +104,9 @@ func describe(d *nvpci.NvidiaPCIDevice) pciFunction {
 	if err != nil {
 		f.ConfigError = err.Error()
 		return f
+	}
+	if express, ok := caps.Standard[pciExpressCapability]; ok {
+		f.FLRCapable = express.Read32(pciExpressDevCap)&devCapFLR != 0
 	}
 	for id := range caps.Standard {
 		f.StandardCaps = append(f.StandardCaps, int(id))
