@@ -29,6 +29,7 @@ def test_pci_identity_and_bar1_match_the_capture(profile: str) -> None:
     assert gpu is not None
     board = BOARDS[profile]
     assert gpu.findtext("pci/pci_device_id") == f"{board.pci_device:04X}10DE"
+    assert gpu.findtext("pci/pci_sub_system_id") == f"{board.pci_subsystem:08X}"
     assert gpu.findtext("bar1_memory_usage/total") == f"{board.bar1_mib} MiB"
     assert gpu.findtext("product_brand") == board.brand.upper()
     assert gpu.findtext("product_architecture") == board.architecture_name

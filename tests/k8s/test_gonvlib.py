@@ -63,6 +63,8 @@ def test_nvpci_finds_every_gpu_as_the_real_board(gonvlib: Path, profile: str) ->
     for gpu in gpus:
         where = f"{profile} {gpu['address']}"
         assert gpu["device"] == board.pci_device, where
+        if board.pci_subsystem is not None:
+            assert (gpu["subsystem_device"] << 16 | gpu["subsystem_vendor"]) == board.pci_subsystem, where
         assert gpu["driver"] == "nvidia", where
         assert (gpu["config_vendor"], gpu["config_device"]) == (NVIDIA, board.pci_device), where
         assert "config_error" not in gpu, f"{where}: {gpu.get('config_error')}"
