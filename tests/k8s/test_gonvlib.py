@@ -20,6 +20,7 @@ from boards import BOARDS, PROFILES
 from conftest import mokka_run
 
 from mokka_core.schema.builtin import load_builtin
+from mokka_core.testing import consumers
 
 MIB = 1 << 20
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
@@ -164,6 +165,19 @@ def test_mig_devices_and_profiles_as_the_real_library_names_them(gonvlib: Path, 
     assert document["mig_parse_errors"] == []
     for device in others:
         assert not device["mig_enabled"] and device["mig_devices"] == [], device
+
+
+@pytest.mark.consumer
+def test_compute_instances_made_by_nvidia_smi_are_named_as_their_split(gonvlib: Path) -> None:
+    """Real nvidia-smi 550 makes a 3-slice GPU instance with two 1-slice compute instances (profile id 0,
+    "MIG 1c.3g.40gb" in its own output): go-nvlib sees two MIG devices and names each 1c.3g.40gb."""
+    smi = consumers.require("nvidia-smi", version="550")
+    document = read_node(gonvlib, "h100", f"{smi} -i 0 -mig 1 >/dev/null && {smi} mig -i 0 -cgi {GI_3G} >/dev/null "
+                                          f"&& {smi} mig -i 0 -gi 1 -cci 0,0 >/dev/null")
+    partitioned = document["devices"][0]
+    assert partitioned["errors"] == [], partitioned["errors"]
+    assert [mig["profile"] for mig in partitioned["mig_devices"]] == ["1c.3g.40gb", "1c.3g.40gb"]
+    assert len({mig["uuid"] for mig in partitioned["mig_devices"]}) == 2
 
 
 @pytest.mark.consumer
