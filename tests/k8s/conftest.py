@@ -48,3 +48,9 @@ def gonvml(real_node: None) -> Path:
 def nfd_worker(real_node: None) -> Path:
     """nfd-worker of the release pinned in nfd/go.mod, built as shipped."""
     return go_module_program(HERE / "nfd", "sigs.k8s.io/node-feature-discovery/cmd/nfd-worker", "nfd-worker")
+
+
+@pytest.fixture(scope="session")
+def gonvlib(real_node: None) -> Path:
+    """Our go-nvlib program (gonvlib/main.go, go-nvlib and go-nvml pinned in gonvlib/go.mod)."""
+    return go_module_program(HERE / "gonvlib", ".", "gonvlib")

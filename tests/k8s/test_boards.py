@@ -21,3 +21,18 @@ def test_board_table_matches_the_capture(profile: str) -> None:
     assert gpu.findtext("fb_memory_usage/total") == f"{board.fb_total_mib} MiB"
     assert (gpu.findtext("mig_mode/current_mig") != "N/A") == board.mig_capable
     assert (gpu.findtext("fabric/state") != "N/A") == board.fabric
+
+
+@pytest.mark.parametrize("profile", [p for p in PROFILES if (CAPTURES / f"qx-{p}.xml").exists()])
+def test_pci_identity_and_bar1_match_the_capture(profile: str) -> None:
+    gpu = ET.parse(CAPTURES / f"qx-{profile}.xml").getroot().find("gpu")
+    assert gpu is not None
+    board = BOARDS[profile]
+    assert gpu.findtext("pci/pci_device_id") == f"{board.pci_device:04X}10DE"
+    assert gpu.findtext("pci/pci_sub_system_id") == f"{board.pci_subsystem:08X}"
+    assert gpu.findtext("bar1_memory_usage/total") == f"{board.bar1_mib} MiB"
+    assert gpu.findtext("product_brand") == board.brand.upper()
+    assert gpu.findtext("product_architecture") == board.architecture_name
+    assert gpu.findtext("addressing_mode") == board.addressing_mode
+    fabric = gpu.findtext("fabric/clusterUuid") not in (None, "N/A", "00000000-0000-0000-0000-000000000000")
+    assert fabric == board.fabric_attached

@@ -61,6 +61,22 @@ def test_h100_device_files(staged) -> None:
     assert (second_socket / "numa_node").read_text() == "1\n"
 
 
+def test_every_function_can_be_reset_by_flr(staged) -> None:
+    """The kernel gives a function ``reset`` and ``reset_method`` when it finds a reset method: FLR, which
+    the config image's DevCap advertises (go-nvlib's IsResetAvailable and mig-parted's GPU reset look
+    for ``reset``)."""
+    root = staged("h100")
+    for bdf in (H100_GPU, "0000:05:00.0", "0000:1a:00.0"):  # a GPU, an NVSwitch, an HCA
+        function = root / "sys/bus/pci/devices" / bdf
+        assert (function / "reset_method").read_text() == "flr\n"
+        assert (function / "reset").stat().st_mode & 0o777 == 0o200
+        config = (function / "config").read_bytes()
+        devcap = int.from_bytes(config[0x64:0x68], "little")  # PCI Express capability at 0x60, DevCap +4
+        assert config[0x60] == 0x10 and devcap & (1 << 28), bdf
+        pmcsr = int.from_bytes(config[0x44:0x46], "little")  # PM capability at 0x40: no PM reset
+        assert pmcsr & 0x8, bdf
+
+
 def test_switches_and_hcas(staged) -> None:
     root = staged("h100")
     assert read(root, "0000:05:00.0", "class") == "0x068000\n"

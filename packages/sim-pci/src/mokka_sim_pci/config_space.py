@@ -32,6 +32,13 @@ OFF_AER = 0x100
 OFF_SECONDARY = 0x148  # 0x0C + 2 bytes per lane: ends at 0x174 for x16
 OFF_SRIOV = 0x180
 
+DEVCAP_FLR = 1 << 28  # Function Level Reset capable
+PMCSR_NO_SOFT_RESET = 1 << 3  # D3hot -> D0 keeps the function's state: no PM reset
+#: The reset methods the kernel finds for a function with this image (drivers/pci/pci.c, in
+#: pci_reset_fn_methods order): FLR from DevCap; not "pm" (No_Soft_Reset); not "bus" (the function sits on
+#: a root bus: no bridge above it to reset its link).
+RESET_METHODS = ("flr",)
+
 COMMAND_MEMORY = 1 << 1
 COMMAND_BUS_MASTER = 1 << 2
 COMMAND_INTX_DISABLE = 1 << 10
@@ -141,7 +148,7 @@ def _header(space: bytearray, fn: Function) -> None:
 
 def _power_management(space: bytearray) -> None:
     # version 3, no D1/D2, no PME; PMCSR: D0, No_Soft_Reset
-    _put(space, "BBHH", OFF_PM, CAP_PM, OFF_MSI, 0x0003, 0x0008)
+    _put(space, "BBHH", OFF_PM, CAP_PM, OFF_MSI, 0x0003, PMCSR_NO_SOFT_RESET)
 
 
 def _msi(space: bytearray) -> None:
@@ -153,7 +160,7 @@ def _pci_express(space: bytearray, link: Link) -> None:
     base = OFF_EXP
     _put(space, "BBH", base, CAP_EXP, OFF_MSIX, 0x0002)  # capability version 2, Endpoint
     # DevCap: MaxPayload 256B, ExtTag, L0s/L1 acceptable latency unlimited, role-based errors, FLR
-    _put(space, "I", base + 0x04, 0x1 | (1 << 5) | (7 << 6) | (7 << 9) | (1 << 15) | (1 << 28))
+    _put(space, "I", base + 0x04, 0x1 | (1 << 5) | (7 << 6) | (7 << 9) | (1 << 15) | DEVCAP_FLR)
     # DevCtl: error reporting off, relaxed ordering, ext tag, MaxPayload 256B, MaxReadReq 512B
     _put(space, "HH", base + 0x08, (1 << 4) | (1 << 5) | (1 << 8) | (1 << 11) | (2 << 12), 0)
     # LnkCap: speed, width, ASPM not supported, L1 exit latency >64us, ASPM optional compliance

@@ -23,7 +23,7 @@ from mokka_core.stage.surface import Dir, Entry, File, Symlink
 
 __all__ = ["Dir", "driver_entries", "function_entries", "root_complex_entries"]
 
-from .config_space import Bar, Sriov, build_config, dead_config
+from .config_space import RESET_METHODS, Bar, Sriov, build_config, dead_config
 from .devices import PciFunction
 
 SYS_DEVICES = "sys/devices"
@@ -88,9 +88,11 @@ def _build_function_entries(fn: PciFunction, nr_cpus: int) -> list[Entry]:
         "msi_bus": "1\n",
         "ari_enabled": "0\n",
         "driver_override": "(null)\n",
+        "reset_method": " ".join(RESET_METHODS) + "\n",
     }
     entries: list[Entry] = [Dir(base)]
     entries += [File(f"{base}/{name}", content, mode=0o444) for name, content in attrs.items()]
+    entries.append(File(f"{base}/reset", "", mode=0o200))  # write-only: "1" resets the function
     if f.sriov is not None:
         entries += sriov_entries(base, f.sriov)
     config = build_config(f) if fn.responding else dead_config()

