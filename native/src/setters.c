@@ -1,6 +1,8 @@
 /* setters.c: the NVML setters, as node-wide state in the setter record (settings.c).
  * Order of checks, as the real library: handle, feature, argument, then permission (root only). */
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "settings.h"
 #include "setters.h"
@@ -170,8 +172,25 @@ MK_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     return r;
 }
 
+/* Hostname (nvml.h: Blackwell and newer, root): a host name's characters, RFC 1123 (letters, digits,
+ * hyphens, dots), NUL-terminated within the buffer; anything else is INVALID_ARGUMENT. */
+MK_API nvmlReturn_t nvmlDeviceSetHostname_v1(nvmlDevice_t device, nvmlHostname_v1_t *hostname) {
+    DEV(device);
+    if (D->architecture < NVML_DEVICE_ARCH_BLACKWELL) NOTSUP();
+    NONNULL(hostname);
+    size_t len = strnlen(hostname->value, sizeof hostname->value);
+    if (len == sizeof hostname->value) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < len; i++) {
+        char c = hostname->value[i];
+        if (!isalnum((unsigned char)c) && c != '-' && c != '.') return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    struct mk_setting set[1] = {{.key = "hostname"}};
+    memcpy(set[0].value, hostname->value, len);
+    return write_checked(device, set, 1);
+}
+
 /* GPU reset: refused while processes use the GPU; applies the pending ECC, MIG and operation modes and clears
- * the volatile ECC counts. */
+ * the volatile ECC counts and the hostname. */
 static const char *const volatile_ecc[] = {
 #define LOC(kind, loc) "ecc.volatile." kind "." loc
     LOC("corrected", "l1"), LOC("corrected", "l2"), LOC("corrected", "dram"), LOC("corrected", "register"),
@@ -184,12 +203,13 @@ static const char *const volatile_ecc[] = {
 nvmlReturn_t mk_reset_gpu(nvmlDevice_t device) {
     DEV(device);
     if (D->nproc > 0) return NVML_ERROR_IN_USE;
-    struct mk_setting set[3 + sizeof volatile_ecc / sizeof volatile_ecc[0]];
+    struct mk_setting set[4 + sizeof volatile_ecc / sizeof volatile_ecc[0]];
     size_t n = 0;
     put(&set[n++], "ecc.current", D->ecc_pending);
     if (D->mig_current >= 0) put(&set[n++], "mig.current", (unsigned)D->mig_pending);
     if (D->gom_current >= 0)
         put(&set[n++], "gpu_operation_mode.current", (unsigned)(D->gom_pending < 0 ? D->gom_current : D->gom_pending));
     for (size_t i = 0; i < sizeof volatile_ecc / sizeof volatile_ecc[0]; i++) put(&set[n++], volatile_ecc[i], 0);
+    set[n++] = (struct mk_setting){.key = "hostname"}; /* nvml.h: not kept across GPU resets */
     return write_checked(device, set, n);
 }
