@@ -63,6 +63,33 @@ MK_API nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device) {
     return D->inforom_image[0] ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* The black-box (BBX) object of the infoROM: flushed during the run (every capture of a board that has
+ * flushed shows a timestamp of that run and a duration, `inforom_bbx_flush`); the simulated driver was loaded,
+ * and flushed, when the node came up. Both need an infoROM (nvml.h: "For all products with an inforom"). */
+MK_API nvmlReturn_t nvmlDeviceGetLastBBXFlushTime(nvmlDevice_t device, unsigned long long *timestamp,
+                                                 unsigned long *durationUs) {
+    DEV(device);
+    NONNULL(timestamp);
+    NONNULL(durationUs);
+    if (!D->inforom_image[0]) NOTSUP();
+    if (!D->bbx_flush_us || !S->booted_ms) return NVML_ERROR_NOT_READY;
+    *timestamp = S->booted_ms * 1000; /* µs since 1970: nvidia-smi prints it as the captures do */
+    *durationUs = D->bbx_flush_us;
+    return NVML_SUCCESS;
+}
+
+/* timeRun: seconds the GPU has had the driver loaded; a simulated GPU has only ever run in this node */
+MK_API nvmlReturn_t nvmlDeviceGetBBXTimeData_v1(nvmlDevice_t device, nvmlBBXTimeData_v1_t *timeData) {
+    DEV(device);
+    NONNULL(timeData);
+    if (!D->inforom_image[0] || !S->booted_ms) NOTSUP();
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    timeData->timeRun = now_ms > S->booted_ms ? (unsigned)((now_ms - S->booted_ms) / 1000) : 0;
+    return NVML_SUCCESS;
+}
+
 MK_API nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t device, unsigned int *checksum) {
     DEV(device);
     NONNULL(checksum);
@@ -328,6 +355,16 @@ MK_API nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlT
     }
     if (!v) NOTSUP();
     *temp = v;
+    return NVML_SUCCESS;
+}
+
+/* nvml.h: "the thermal margin temperature (distance to nearest slowdown threshold)": nvidia-smi's
+ * "GPU T.Limit Temp" (captures' gpu_temp_tlimit, N/A on the A100 and T4), on the T.Limit boards */
+MK_API nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarginTemperature_t *marginTempInfo) {
+    DEV(device);
+    VERSIONED(marginTempInfo, nvmlMarginTemperature_v1);
+    if (!D->temp_tlimit || !D->temp_gpu) NOTSUP();
+    marginTempInfo->marginTemperature = (int)D->temp_tlimit_ref - (int)mk_temperature(S, D);
     return NVML_SUCCESS;
 }
 

@@ -125,15 +125,14 @@ static int slot230(nvmlDevice_t device, unsigned *out) {
     return NVML_SUCCESS;
 }
 
-/* slot 240: "GPU T.Limit Temp" (degrees C below the slowdown limit) on T.Limit boards (Ada and
- * newer): f(device, int *out, 1, ...). NOT_SUPPORTED makes nvidia-smi print absolute thresholds. */
+/* slot 240: "GPU T.Limit Temp", GetMarginTemperature's (degrees C below the slowdown limit) on T.Limit boards
+ * (Ada and newer): f(device, int *out, 1, ...). NOT_SUPPORTED makes nvidia-smi print absolute thresholds. */
 static int slot240(nvmlDevice_t device, int *out) {
-    DEV(device);
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!D->temp_tlimit || !D->temp_gpu) return NVML_ERROR_NOT_SUPPORTED;
-    unsigned ref = D->temp_slowdown ? D->temp_slowdown : D->temp_shutdown;
-    *out = (int)ref - (int)mk_temperature(S, D);
-    return NVML_SUCCESS;
+    nvmlMarginTemperature_t margin = {.version = nvmlMarginTemperature_v1};
+    nvmlReturn_t r = nvmlDeviceGetMarginTemperature(device, &margin);
+    if (r == NVML_SUCCESS) *out = margin.marginTemperature;
+    return r;
 }
 
 /* slot 72: per-device capability check before `nvidia-smi dmon` / `pmon` sample a GPU:

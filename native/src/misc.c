@@ -263,6 +263,16 @@ MK_API nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformI
     return NVML_SUCCESS;
 }
 
+/* nvml.h: Blackwell and newer; the value SetHostname_v1 set (setter record), empty before any was set */
+MK_API nvmlReturn_t nvmlDeviceGetHostname_v1(nvmlDevice_t device, nvmlHostname_v1_t *hostname) {
+    DEV(device);
+    NONNULL(hostname);
+    if (D->architecture < NVML_DEVICE_ARCH_BLACKWELL) NOTSUP();
+    _Static_assert(sizeof D->hostname == sizeof hostname->value, "NVML_DEVICE_HOSTNAME_BUFFER_SIZE");
+    memcpy(hostname->value, D->hostname, sizeof hostname->value); /* NUL-terminated: the state parser bounds it */
+    return NVML_SUCCESS;
+}
+
 /* unique pids of a device (a C+G process is listed once per kind in the state file) */
 static unsigned util_samples(const struct mk_device *D, const struct mk_proc **out, unsigned cap) {
     unsigned n = 0;

@@ -183,6 +183,10 @@ struct mk_device {
     int32_t fan_target;       /* target fan speed, %; -1: the fan speed */
     /* DCGM's setters (admin.c): the application-clock restriction, the target temperature and its range */
     uint32_t app_clocks_unrestricted, temp_target, temp_target_min, temp_target_max;
+    uint32_t temp_tlimit_ref; /* °C the T.Limit margin counts down to */
+    char p0_modes[320];       /* levels.c: GetPerformanceModes' string, MK_P0_PERF then GetCurrentClockFreqs' */
+    uint32_t bbx_flush_us;    /* duration of this run's last infoROM BBX flush; 0: none yet */
+    char hostname[64];        /* SetHostname_v1's value (setter record); NVML_DEVICE_HOSTNAME_BUFFER_SIZE */
     /* processes */
     uint32_t nproc, proc_cap;
     struct mk_proc *proc;     /* nproc entries, allocated only when the device has processes */
@@ -201,10 +205,14 @@ struct mk_snap {
     uint32_t npcifn, pcifn_cap;
     struct mk_pcifn *pcifn;   /* npcifn entries, allocated when the file has any */
     char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute path) */
+    uint64_t booted_ms;       /* wall-clock ms the node came up; 0 unknown */
     /* bookkeeping */
     struct mk_snap *retired_next;
     uint64_t retired_at;
 };
+
+/* the level token p0_modes starts with; the rest is the current level's string */
+#define MK_P0_PERF "perf=0, "
 
 /* handle: a small, stable, dereferenceable allocation per index */
 struct nvmlDevice_st {

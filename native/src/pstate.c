@@ -1,20 +1,10 @@
 /* Performance levels: the P-states a board runs in, each clock's range there, the driver's perf-mode string
  * and the per-domain utilization the driver's P-state changes follow. */
-#include <stdio.h>
 #include <string.h>
 
 #include "dynamic.h"
+#include "levels.h"
 #include "util.h"
-
-/* The boards list one P-state, P0 (every capture's performance_state); a clock's range there is from its
- * current value up to its max. 0: the board has no such clock. */
-static int p0_range(const struct mk_device *d, nvmlClockType_t type, unsigned *min, unsigned *max) {
-    int i = mk_clock_index(type);
-    if (!d->clk_max[i]) return 0;
-    *min = d->clk_cur[i] < d->clk_max[i] ? d->clk_cur[i] : d->clk_max[i];
-    *max = d->clk_max[i];
-    return 1;
-}
 
 MK_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size) {
     DEV(device);
@@ -32,23 +22,28 @@ MK_API nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, nvmlCl
     NONNULL(minClockMHz);
     NONNULL(maxClockMHz);
     if (mk_clock_index(type) < 0) return NVML_ERROR_INVALID_ARGUMENT;
-    if (pstate != NVML_PSTATE_0 || !p0_range(D, type, minClockMHz, maxClockMHz)) NOTSUP();
+    if (pstate != NVML_PSTATE_0 || !mk_p0_range(D, mk_clock_index(type), minClockMHz, maxClockMHz)) NOTSUP();
     return NVML_SUCCESS;
 }
 
-/* nvml.h's token list for the one level. The transfer rate is twice the memory clock (double data rate, as in
- * nvml.h's example) and no domain is editable: these boards take no clock offsets (the offset getters answer
- * NOT_SUPPORTED). */
+/* The one level (levels.c derives its string at snapshot load). No domain is editable: these boards take no
+ * clock offsets (the offset getters answer NOT_SUPPORTED). */
 MK_API nvmlReturn_t nvmlDeviceGetPerformanceModes(nvmlDevice_t device, nvmlDevicePerfModes_t *perfModes) {
     DEV(device);
     VERSIONED(perfModes, nvmlDevicePerfModes_v1);
-    unsigned gmin, gmax, mmin, mmax;
-    if (!p0_range(D, NVML_CLOCK_GRAPHICS, &gmin, &gmax) || !p0_range(D, NVML_CLOCK_MEM, &mmin, &mmax)) NOTSUP();
-    snprintf(perfModes->str, sizeof perfModes->str,
-             "perf=0, nvclock=%u, nvclockmin=%u, nvclockmax=%u, nvclockeditable=0, "
-             "memclock=%u, memclockmin=%u, memclockmax=%u, memclockeditable=0, "
-             "memtransferrate=%u, memtransferratemin=%u, memtransferratemax=%u, memtransferrateeditable=0 ;",
-             gmin, gmin, gmax, mmin, mmin, mmax, 2 * mmin, 2 * mmin, 2 * mmax);
+    if (!D->p0_modes[0]) NOTSUP();
+    memcpy(perfModes->str, D->p0_modes, sizeof D->p0_modes);
+    return NVML_SUCCESS;
+}
+
+/* The level the GPU runs in now (P0), without its `perf` token: what the driver's current-clock string holds
+ * (nvidia-settings' GPUCurrentClockFreqsString, the same driver string, lists nvclock..memtransferrateeditable
+ * of the current level, the transfer rate twice the memory clock). */
+MK_API nvmlReturn_t nvmlDeviceGetCurrentClockFreqs(nvmlDevice_t device, nvmlDeviceCurrentClockFreqs_t *currentClockFreqs) {
+    DEV(device);
+    VERSIONED(currentClockFreqs, nvmlDeviceCurrentClockFreqs_v1);
+    if (!D->p0_modes[0]) NOTSUP();
+    memcpy(currentClockFreqs->str, D->p0_modes + sizeof MK_P0_PERF - 1, sizeof D->p0_modes - (sizeof MK_P0_PERF - 1));
     return NVML_SUCCESS;
 }
 

@@ -1,5 +1,9 @@
 /* setters.c: the NVML setters, as node-wide state in the setter record (settings.c).
  * Order of checks, as the real library: handle, feature, argument, then permission (root only). */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "settings.h"
 #include "setters.h"
 
@@ -163,17 +167,35 @@ MK_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     return r;
 }
 
+/* Hostname (nvml.h: Blackwell and newer, root): a host name's characters, RFC 1123 (letters, digits,
+ * hyphens, dots), NUL-terminated within the buffer; anything else is INVALID_ARGUMENT. */
+MK_API nvmlReturn_t nvmlDeviceSetHostname_v1(nvmlDevice_t device, nvmlHostname_v1_t *hostname) {
+    DEV(device);
+    if (D->architecture < NVML_DEVICE_ARCH_BLACKWELL) NOTSUP();
+    NONNULL(hostname);
+    size_t len = strnlen(hostname->value, sizeof hostname->value);
+    if (len == sizeof hostname->value) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < len; i++) {
+        char c = hostname->value[i];
+        if (!isalnum((unsigned char)c) && c != '-' && c != '.') return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    struct mk_setting set[1] = {{.key = "hostname"}};
+    memcpy(set[0].value, hostname->value, len);
+    return mk_settings_set(device->index, set, 1);
+}
+
 /* GPU reset: refused while processes use the GPU; applies the pending ECC, MIG and operation modes and clears
- * the volatile ECC counts. */
+ * the volatile ECC counts and the hostname. */
 nvmlReturn_t mk_reset_gpu(nvmlDevice_t device) {
     DEV(device);
     if (D->nproc > 0) return NVML_ERROR_IN_USE;
-    struct mk_setting set[3 + MK_ECC_COUNT_KEYS];
+    struct mk_setting set[4 + MK_ECC_COUNT_KEYS];
     size_t n = 0;
     mk_setting_put(&set[n++], "ecc.current", D->ecc_pending);
     if (D->mig_current >= 0) mk_setting_put(&set[n++], "mig.current", (unsigned)D->mig_pending);
     if (D->gom_current >= 0)
         mk_setting_put(&set[n++], "gpu_operation_mode.current", (unsigned)(D->gom_pending < 0 ? D->gom_current : D->gom_pending));
     for (size_t i = 0; i < MK_ECC_COUNT_KEYS; i++) mk_setting_put(&set[n++], mk_ecc_count_keys[0][i], 0);
+    set[n++] = (struct mk_setting){.key = "hostname"}; /* nvml.h: not kept across GPU resets */
     return mk_settings_set(device->index, set, n);
 }

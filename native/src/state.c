@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "failure.h"
+#include "levels.h"
 #include "log.h"
 #include "state.h"
 
@@ -650,6 +651,7 @@ static void load_locked(uint64_t now) {
         apply_settings(s);
         cur_failure_epoch = mk_failure_epoch();
         mk_failure_apply(s);
+        mk_levels_derive(s);
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;

@@ -3,10 +3,12 @@ ctypes with nvml.h 13.5.37's layouts.
 
 Expected values: the clocks of ``reference/captures/qx-<board>.xml`` (``clocks``, ``max_clocks``: one P-state, P0,
 on every capture) in nvml.h's token list for nvmlDeviceGetPerformanceModes (the transfer rate twice the memory
-clock, as in its example); the utilization the GPU's own getters report, per nvml.h's domains; AC power
-(nvml.h's NVML_POWER_SOURCE_*: no server board runs from a battery); and, with confidential computing off as on
-every capture (``cc_protected_memory_usage`` total 0 MiB), no protected memory and all of ``fb_memory_usage/total``
-unprotected (open-gpu-kernel-modules ``conf_compute_api.c``, GET_VIDMEM_SIZE; nvml.h: Ampere and newer).
+clock, as in its example), and the same tokens of the current level, without ``perf``, for
+nvmlDeviceGetCurrentClockFreqs (nvidia-settings' GPUCurrentClockFreqsString on real boards); the utilization the
+GPU's own getters report, per nvml.h's domains; AC power (nvml.h's NVML_POWER_SOURCE_*: no server board runs from a
+battery); and, with confidential computing off as on every capture (``cc_protected_memory_usage`` total 0 MiB), no
+protected memory and all of ``fb_memory_usage/total`` unprotected (open-gpu-kernel-modules ``conf_compute_api.c``,
+GET_VIDMEM_SIZE; nvml.h: Ampere and newer).
 """
 from __future__ import annotations
 
@@ -107,6 +109,42 @@ def test_performance_modes_agree_with_the_p0_clock_range(lib_dir, state_file, bo
             assert (int(tokens[name + "min"]), int(tokens[name + "max"])) == (lo.value, hi.value)
         assert L.nvmlDeviceGetMinMaxClockOfPState(handles[0], 0, 2, ctypes.byref(lo), ctypes.byref(hi)) == 3
     """)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_current_clock_freqs_are_the_clock_getters_readings(lib_dir, state_file, board: str) -> None:
+    """The current level's tokens (nvidia-settings' GPUCurrentClockFreqsString on a real board: nvclock ..
+    memtransferrateeditable, no perf token): the clocks GetClockInfo and GetMaxClockInfo report, per GPU."""
+    run(lib_dir, state_file(board), f"""
+        def clock(fn, d, kind):
+            v = U(); assert getattr(L, fn)(d, kind, ctypes.byref(v)) == 0
+            return v.value
+        for d in handles:
+            s = PerfModes(version=PERF_MODES_V1)  # nvmlDeviceCurrentClockFreqs_v1_t: the same layout
+            assert L.nvmlDeviceGetCurrentClockFreqs(d, ctypes.byref(s)) == 0
+            g, gmax = clock("nvmlDeviceGetClockInfo", d, 0), clock("nvmlDeviceGetMaxClockInfo", d, 0)
+            m, mmax = clock("nvmlDeviceGetClockInfo", d, 2), clock("nvmlDeviceGetMaxClockInfo", d, 2)
+            expected = (f"nvclock={{g}}, nvclockmin={{g}}, nvclockmax={{gmax}}, nvclockeditable=0, "
+                        f"memclock={{m}}, memclockmin={{m}}, memclockmax={{mmax}}, memclockeditable=0, "
+                        f"memtransferrate={{2 * m}}, memtransferratemin={{2 * m}}, memtransferratemax={{2 * mmax}}, "
+                        f"memtransferrateeditable=0 ;")
+            assert s.str.decode() == expected, (s.str, expected)
+        s = PerfModes(version=PERF_MODES_V1 + 1)
+        assert L.nvmlDeviceGetCurrentClockFreqs(handles[0], ctypes.byref(s)) == {ARGUMENT_VERSION_MISMATCH}
+        assert L.nvmlDeviceGetCurrentClockFreqs(handles[0], None) == {INVALID_ARGUMENT}
+    """)
+
+
+@pytest.mark.parametrize("board", AT_CAPTURED_CLOCKS)
+def test_current_clock_freqs_of_the_capture(lib_dir, state_file, board: str) -> None:
+    graphics = captured_mhz(board, "clocks", "graphics_clock")
+    memory = captured_mhz(board, "clocks", "mem_clock")
+    out = run(lib_dir, state_file(board), """
+        s = PerfModes(version=PERF_MODES_V1)
+        assert L.nvmlDeviceGetCurrentClockFreqs(handles[0], ctypes.byref(s)) == 0
+        print(s.str.decode())
+    """)
+    assert out.startswith(f"nvclock={graphics}, ") and f", memclock={memory}, " in out, out
 
 
 def test_dynamic_pstates_report_the_utilization_getters(lib_dir, state_file) -> None:

@@ -59,5 +59,5 @@ def state_file_entries(node: Node, ctx: StageContext) -> list[Entry]:
     from mokka_core.stage.nvml_settings import RUNTIME_FILES
     from mokka_core.stage.nvml_view import render_nvml_state
 
-    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, ctx.nvml), mode=0o644),
+    return [File(paths.NVML_STATE_FILE, render_nvml_state(node, ctx.nvml, ctx.booted_ms), mode=0o644),
             *(Runtime(path) for path in RUNTIME_FILES)]

@@ -36,17 +36,19 @@ class ComputeCapability(Value):
 
 
 class Inforom(Value):
-    __slots__ = ('image_version', 'oem_object', 'ecc_object', 'pwr_object',)
+    __slots__ = ('image_version', 'oem_object', 'ecc_object', 'pwr_object', 'bbx_flush_duration_us',)
     image_version: str
     oem_object: str
     ecc_object: str
     pwr_object: str
+    bbx_flush_duration_us: int | None
 
-    def __init__(self, *, image_version: str = '', oem_object: str = '', ecc_object: str = '', pwr_object: str = '') -> None:
+    def __init__(self, *, image_version: str = '', oem_object: str = '', ecc_object: str = '', pwr_object: str = '', bbx_flush_duration_us: int | None = None) -> None:
         _set(self, 'image_version', image_version)
         _set(self, 'oem_object', oem_object)
         _set(self, 'ecc_object', ecc_object)
         _set(self, 'pwr_object', pwr_object)
+        _set(self, 'bbx_flush_duration_us', bbx_flush_duration_us)
 
 
 class Memory(Value):
@@ -164,17 +166,19 @@ class Power(Value):
 class TLimitThresholds(Value):
     """nvidia-smi's "GPU T.Limit" thresholds (fields 193-196): degrees relative to the T.Limit reference."""
 
-    __slots__ = ('shutdown_c', 'slowdown_c', 'gpu_max_c', 'memory_max_c',)
+    __slots__ = ('shutdown_c', 'slowdown_c', 'gpu_max_c', 'memory_max_c', 'limit_c',)
     shutdown_c: int
     slowdown_c: int
     gpu_max_c: int
     memory_max_c: int
+    limit_c: int | None
 
-    def __init__(self, *, shutdown_c: int, slowdown_c: int, gpu_max_c: int = 0, memory_max_c: int = 0) -> None:
+    def __init__(self, *, shutdown_c: int, slowdown_c: int, gpu_max_c: int = 0, memory_max_c: int = 0, limit_c: int | None = None) -> None:
         _set(self, 'shutdown_c', shutdown_c)
         _set(self, 'slowdown_c', slowdown_c)
         _set(self, 'gpu_max_c', gpu_max_c)
         _set(self, 'memory_max_c', memory_max_c)
+        _set(self, 'limit_c', limit_c)
 
 
 class Thermal(Value):

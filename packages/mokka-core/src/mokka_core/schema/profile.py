@@ -141,6 +141,9 @@ class Inforom(Model):
     """InfoROM ECC object version."""
     pwr_object: str = ""
     """InfoROM power object version."""
+    bbx_flush_duration_us: NonNeg | None = None
+    """How long the last flush of the InfoROM black box (BBX) took in this run (nvidia-smi -q: Inforom BBX
+    Object Flush, Latest Duration; its timestamp is when the node came up); null: not flushed yet (N/A). Unit: µs."""
 
 
 class Memory(Model):
@@ -349,6 +352,10 @@ class TLimitThresholds(Model):
     """GPU Max Operating T.Limit Temp. Unit: °C."""
     memory_max_c: int = 0
     """Memory Max Operating T.Limit Temp (HBM boards). Unit: °C."""
+    limit_c: NonNeg | None = None
+    """The temperature "GPU T.Limit Temp" counts down to: it reads this minus the GPU temperature
+    (nvmlDeviceGetMarginTemperature; a capture's gpu_temp plus gpu_temp_tlimit). Default: the slowdown
+    threshold. Unit: °C."""
 
 
 class Thermal(Model):

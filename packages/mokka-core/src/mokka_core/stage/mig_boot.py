@@ -40,7 +40,7 @@ def boot_record(node: Node, ctx: StageContext) -> str:
                                   "(make -C native install)")
     with tempfile.TemporaryDirectory(prefix="mokka-mig-boot-") as scratch:
         state = Path(scratch) / "mokka-nvml.state"
-        state.write_text(render_nvml_state(node, ctx.nvml))
+        state.write_text(render_nvml_state(node, ctx.nvml, ctx.booted_ms))
         make_layouts(ctx.native_dir / LIBRARY, state, node)
         record = state.with_suffix(".settings")
         return record.read_text() if record.exists() else ""

@@ -21,6 +21,7 @@ SYSTEM_TYPES = MappingProxyType({
     "init_error": "u32",
     "device_count": "u32",
     "fabric_ready_file": "str",
+    "booted_ms": "u64",
 })
 SYSTEM_KEYS = frozenset(SYSTEM_TYPES)
 # sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
@@ -287,6 +288,9 @@ DEVICE_TYPES = MappingProxyType({
     "temperature.target": "u32",
     "temperature.target_min": "u32",
     "temperature.target_max": "u32",
+    "temperature.tlimit_reference": "u32",
+    "inforom.bbx_flush_us": "u32",
+    "hostname": "str",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
 # sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
@@ -310,6 +314,7 @@ DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "cpu_affinity": 1024,
     "topology.levels": 256,
     "topology.nvlinks": 256,
+    "hostname": 63,
 })
 
 # device.<i>.nvlink.<l>.<key>: one NVLink of a GPU; key -> value type
@@ -446,6 +451,7 @@ SYSTEM_CUDA_VERSION = "cuda_version"
 SYSTEM_INIT_ERROR = "init_error"
 SYSTEM_DEVICE_COUNT = "device_count"
 SYSTEM_FABRIC_READY_FILE = "fabric_ready_file"
+SYSTEM_BOOTED_MS = "booted_ms"
 DEVICE_NAME = "name"
 DEVICE_UUID = "uuid"
 DEVICE_SERIAL = "serial"
@@ -628,6 +634,9 @@ DEVICE_APP_CLOCKS_UNRESTRICTED = "app_clocks.unrestricted"
 DEVICE_TEMPERATURE_TARGET = "temperature.target"
 DEVICE_TEMPERATURE_TARGET_MIN = "temperature.target_min"
 DEVICE_TEMPERATURE_TARGET_MAX = "temperature.target_max"
+DEVICE_TEMPERATURE_TLIMIT_REFERENCE = "temperature.tlimit_reference"
+DEVICE_INFOROM_BBX_FLUSH_US = "inforom.bbx_flush_us"
+DEVICE_HOSTNAME = "hostname"
 LINK_STATE = "state"
 LINK_REMOTE_TYPE = "remote_type"
 LINK_REMOTE_BUS_ID = "remote_bus_id"

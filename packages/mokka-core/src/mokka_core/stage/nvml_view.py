@@ -169,6 +169,8 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "inforom.oem", c.inforom.oem_object
         yield "inforom.ecc", c.inforom.ecc_object
         yield "inforom.power", c.inforom.pwr_object
+        if c.inforom.bbx_flush_duration_us:
+            yield "inforom.bbx_flush_us", c.inforom.bbx_flush_duration_us
     yield "brand", BRAND.get(c.brand or "", 0)
     yield "architecture", arch
     if c.compute_capability:
@@ -399,7 +401,8 @@ def _supported_clocks(c: GpuConfig) -> Iterator[tuple[str, object]]:
 
 
 def _tlimit_thresholds(t: Thermal, mem_max: int) -> Iterator[tuple[str, object]]:
-    """The T.Limit thresholds: the profile's, else each absolute threshold relative to the slowdown one."""
+    """The T.Limit thresholds: the profile's, else each absolute threshold relative to the slowdown one; and the
+    temperature the margin counts down to: the profile's limit, else the slowdown threshold."""
     if t.tlimit is not None:
         values = (t.tlimit.shutdown_c, t.tlimit.slowdown_c, t.tlimit.gpu_max_c, t.tlimit.memory_max_c)
     else:
@@ -407,6 +410,8 @@ def _tlimit_thresholds(t: Thermal, mem_max: int) -> Iterator[tuple[str, object]]
         values = (ref - t.shutdown_threshold_c, 0, ref - t.max_operating_c, ref - mem_max)
     for name, value in zip(("shutdown", "slowdown", "gpu_max", "mem_max"), values, strict=True):
         yield f"temperature.tlimit_{name}", value
+    limit = t.tlimit.limit_c if t.tlimit is not None else None
+    yield "temperature.tlimit_reference", t.slowdown_threshold_c or t.shutdown_threshold_c if limit is None else limit
 
 
 def _dynamic(gpu: Gpu) -> Iterator[tuple[str, object]]:
@@ -520,9 +525,10 @@ def _processes(gpu: Gpu) -> Iterator[tuple[str, object]]:
                 return
 
 
-def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
+def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = (), booted_ms: int = 0) -> str:
     """The state file text for `node` (format version 1, see native/README.md), a pure function of
-    ``node`` and the other surfaces' ``contributed`` keys (``Surface.nvml``)."""
+    ``node``, the other surfaces' ``contributed`` keys (``Surface.nvml``) and ``booted_ms``, when the node
+    came up (0: unknown, outside a node)."""
     system = node.system
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
@@ -536,6 +542,8 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = ()) -> str:
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
+    if booted_ms:
+        lines.append(f"system.booted_ms={booted_ms}")
     for what, name in (("node name", node.node_name), ("profile name", node.profile_name)):
         problem = value_problem("", name or "")
         if problem:
