@@ -69,12 +69,13 @@ def test_nvidia_smi_partition_is_seen_and_destroyed_by_ctl(node, capsys) -> None
     assert (listed.returncode, listed.stdout) == (6, "No GPU instances found: Not Found\n")  # NVML_ERROR_NOT_FOUND
 
 
-#: the MIG user guide's B200 table, mig-parted's GB200 names: what `nvidia-smi mig -lgip` lists (name, instances)
+#: the MIG user guide's B200 table, the GB200 names AWS lists (see gb200.yaml): what `nvidia-smi mig -lgip`
+#: lists (name, instances)
 BLACKWELL_TABLES = {
     "b200": [("1g.23gb", 7), ("1g.23gb+me", 1), ("1g.45gb", 4), ("2g.45gb", 3), ("3g.90gb", 2), ("4g.90gb", 1),
              ("7g.180gb", 1)],
-    "gb200": [("1g.24gb", 7), ("1g.24gb+me", 1), ("1g.47gb", 4), ("2g.47gb", 3), ("3g.95gb", 2), ("4g.95gb", 1),
-              ("7g.189gb", 1)],
+    "gb200": [("1g.23gb", 7), ("1g.23gb+me", 1), ("1g.47gb", 4), ("2g.47gb", 3), ("3g.93gb", 2), ("4g.93gb", 1),
+              ("7g.186gb", 1)],
 }
 
 
