@@ -18,9 +18,6 @@ from typing import TYPE_CHECKING
 from mokka_core.stage.store import KERNEL_LOG, RUN_DIR
 from mokka_core.stage.surface import Entry, File
 
-from .device_nodes import UVM_MAJOR
-from .render_proc import BUILD_DATE, kernel_arch
-
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
@@ -49,6 +46,10 @@ def xid_location(bus_id: str) -> str:
 def loading_messages(driver_version: str) -> list[str]:
     """What the four modules print as they load (proprietary, out of tree: ``modules.TAINT``), nvidia first;
     the NVRM banner is /proc/driver/nvidia/version's first line."""
+    # here, not at the top: the kmsg service reads records through this module and stays lean
+    from .device_nodes import UVM_MAJOR
+    from .render_proc import BUILD_DATE, kernel_arch
+
     return [
         "nvidia: loading out-of-tree module taints kernel.",
         "nvidia: module license 'NVIDIA' taints kernel.",
@@ -58,8 +59,8 @@ def loading_messages(driver_version: str) -> list[str]:
     ]
 
 
-#: how many records the loading lines are, at the start of every log
-LOADING_RECORDS = len(loading_messages(""))
+#: how many records the loading lines are, at the start of every log (``len(loading_messages(...))``)
+LOADING_RECORDS = 5
 
 
 def kernel_log(node: Node) -> str:
