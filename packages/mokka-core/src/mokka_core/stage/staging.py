@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
+from . import plan_memo
 from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Runtime, Symlink
 
@@ -298,6 +299,7 @@ def teardown_all(root: Path) -> list[str]:
 
     A surface whose manifest cannot be read is left in place (and named in the error raised at the end).
     """
+    plan_memo.forget(root)
     left = recover(root)
     manifests, unreadable = {}, []
     for surface in staged_surfaces(root):
