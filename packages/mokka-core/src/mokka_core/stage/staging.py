@@ -20,10 +20,12 @@ import posixpath
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
+from ..model.inputs import Fingerprint, fingerprint
 from . import plan_memo
 from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Runtime, Symlink
@@ -50,6 +52,9 @@ class Manifest:
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:
         path = NodeStore(root).manifest(surface)
+        known = _MANIFESTS.get(str(path))
+        if known is not None and known[0] == fingerprint(path):  # the one this process wrote last
+            return known[1].copy()
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -62,8 +67,23 @@ class Manifest:
     def save(self, root: Path) -> None:
         path = NodeStore(root).manifest(self.surface)
         self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
-        atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                       "digests": self.digests}, separators=(",", ":")))
+        _MANIFESTS.pop(str(path), None)
+        written = atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                                                 "digests": self.digests}, separators=(",", ":")))
+        if written is not None:
+            while len(_MANIFESTS) >= _MANIFEST_MEMO:
+                _MANIFESTS.pop(next(iter(_MANIFESTS)))
+            _MANIFESTS[str(path)] = (written, self.copy())
+
+    def copy(self) -> Manifest:
+        return Manifest(self.surface, list(self.entries), list(self.dirs), dict(self.digests))
+
+
+#: manifest file -> (its fingerprint, the manifest) for the last ones this process wrote: a process that
+#: stages again and again (the node daemon, ``Node.ctl``) does not parse what it wrote itself; any other
+#: writer's file has another fingerprint (as with the snapshot, ``snapshot._MEMO``)
+_MANIFESTS: dict[str, tuple[Fingerprint, Manifest]] = {}
+_MANIFEST_MEMO = 32
 
 
 def staged_surfaces(root: Path) -> list[str]:
@@ -89,6 +109,19 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path,
         _materialise_all(plans, str(scratch), unchanged)
         return _publish(plans, root, scratch, previous, digests, unchanged)
     finally:
+        _remove_scratch(scratch, plans)
+
+
+def _remove_scratch(scratch: Path, plans: dict[str, list[Entry]]) -> None:
+    """Remove the wave's scratch directory: after a publish only the journal and the emptied surface
+    directories are left (what a failed wave leaves is removed whole)."""
+    try:
+        os.unlink(scratch / JOURNAL)
+        for surface, plan in plans.items():
+            if plan:
+                os.rmdir(scratch / surface)
+        os.rmdir(scratch)
+    except OSError:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -193,7 +226,7 @@ def entry_digest(entry: Entry) -> str:
     if type(entry) is Copy:  # its source may change under the same entry
         return _entry_digest(entry)
     if type(entry) is File and len(entry.content) > _DIGEST_MEMO_MAX_BYTES:
-        return _entry_digest(entry)
+        return _large_digest(entry)
     key = (type(entry), entry)  # the type too: NamedTuples of the same fields compare equal
     found = _DIGESTS.get(key)
     if found is None:
@@ -201,6 +234,23 @@ def entry_digest(entry: Entry) -> str:
             _DIGESTS.clear()
         found = _DIGESTS[key] = _entry_digest(entry)
     return found
+
+
+def _large_digest(entry: File) -> str:
+    """A large file's digest, kept for the very entry object (a plan part the last render built is taken as
+    it is, ``plan_memo``): an equal one is hashed again, which costs less than comparing its content."""
+    found = _LARGE_DIGESTS.get(id(entry))
+    if found is not None and found[0] is entry:  # held here, so its id is not another object's
+        return found[1]
+    digest = _entry_digest(entry)
+    while len(_LARGE_DIGESTS) >= _LARGE_DIGEST_ENTRIES:
+        _LARGE_DIGESTS.pop(next(iter(_LARGE_DIGESTS)))
+    _LARGE_DIGESTS[id(entry)] = (entry, digest)
+    return digest
+
+
+_LARGE_DIGESTS: dict[int, tuple[File, str]] = {}
+_LARGE_DIGEST_ENTRIES = 16
 
 
 def _entry_digest(entry: Entry) -> str:
@@ -222,26 +272,67 @@ def _entry_digest(entry: Entry) -> str:
 
 
 def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest | None) -> set[int]:
-    """Indices of entries already published with the same content: a restage leaves them alone."""
+    """Indices of entries already published with the same content, and of directories there already: a
+    restage leaves them alone."""
     if old is None or not old.digests:
         return set()
     recorded = old.digests
-    same = [n for n, entry in enumerate(plan) if not isinstance(entry, Dir) and recorded.get(entry.path) == digests[n]]
-    listed: dict[str, frozenset[str]] = {}  # each directory is listed once, not each entry stat'ed
+    listed: dict[str, frozenset[str] | None] = {}  # each directory is listed once, not each entry stat'ed
     base = str(root)
     kept = set()
-    for n in same:
-        head, _, name = plan[n].path.rpartition("/")
-        names = listed.get(head)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(f"{base}/{head}" if head else base))
-            except OSError:
-                names = frozenset()
-            listed[head] = names
-        if name in names:  # still there (a dangling link too): one removed behind our back is published again
+    dirs = []
+    for n, entry in enumerate(plan):
+        if type(entry) is Dir:
+            dirs.append(n)
+            continue
+        if recorded.get(entry.path) != digests[n]:
+            continue
+        head, _, name = entry.path.rpartition("/")
+        if head not in listed:
+            listed[head] = _names(f"{base}/{head}" if head else base)
+        names = listed[head]
+        if names is not None and name in names:  # still there (a dangling link too): one removed behind our
+            kept.add(n)  # back is published again
+    for n in dirs:
+        path = plan[n].path
+        if listed.get(path) is not None or os.path.isdir(f"{base}/{path}"):  # listed: it is a directory
             kept.add(n)
     return kept
+
+
+def _names(directory: str) -> frozenset[str] | None:
+    """The names in ``directory`` (None where it cannot be listed).
+
+    A directory's ctime moves with every name made, removed or renamed in it (and with any change of
+    its times), so a listing stands while its device, inode and ctime are the same: a stat instead of
+    a listing, for the many directories a restage leaves alone.  File times come from the kernel's
+    coarse clock (one tick, a jiffy, is 10 ms at most), so a change within a tick of the last one may
+    leave the ctime as it was: only a listing of a directory left alone for longer than that is kept.
+    """
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    stamp = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    known = _LISTINGS.get(directory)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    now = time.time_ns()  # before the listing: what changes after may be missing from it, and moves the ctime
+    try:
+        names = frozenset(os.listdir(directory))
+    except OSError:
+        return None
+    if st.st_ctime_ns < now - _SETTLED_NS:
+        while len(_LISTINGS) >= _LISTING_MEMO:
+            _LISTINGS.pop(next(iter(_LISTINGS)))
+        _LISTINGS[directory] = (stamp, names)
+    return names
+
+
+#: directory -> ((device, inode, ctime), its names): listings of directories left alone for _SETTLED_NS
+_LISTINGS: dict[str, tuple[tuple[int, int, int], frozenset[str]]] = {}
+_LISTING_MEMO = 1024
+_SETTLED_NS = 50_000_000  # five ticks of the coarsest kernel clock (HZ=100)
 
 
 def _materialise_all(plans: dict[str, list[Entry]], scratch: str, skip: dict[str, set[int]]) -> None:
@@ -394,8 +485,9 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
             same = unchanged[surface]
             for n, entry in enumerate(plan):
                 if n in same:  # published already, in directories that exist
-                    manifest.digests[entry.path] = digests[surface][n]
-                    manifest.entries.append(entry.path)
+                    if type(entry) is not Dir:
+                        manifest.digests[entry.path] = digests[surface][n]
+                        manifest.entries.append(entry.path)
                     continue
                 target_name = os.path.join(root, entry.path)
                 new_dirs = _make_parents(root, entry.path.rpartition("/")[0], known_dirs)
