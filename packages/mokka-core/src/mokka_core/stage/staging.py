@@ -66,14 +66,21 @@ class Manifest:
 
     def save(self, root: Path) -> None:
         path = NodeStore(root).manifest(self.surface)
-        self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
         _MANIFESTS.pop(str(path), None)
-        written = atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                                 "digests": self.digests}, separators=(",", ":")))
+        try:
+            written = atomic_write(path, self._text())
+        except FileNotFoundError:  # the root's first manifest: the directories made for it are this surface's
+            made = _make_parents(root, path.parent.relative_to(root).as_posix())
+            self.dirs.extend(d for d in made if d not in self.dirs)
+            written = atomic_write(path, self._text())
         if written is not None:
             while len(_MANIFESTS) >= _MANIFEST_MEMO:
                 _MANIFESTS.pop(next(iter(_MANIFESTS)))
             _MANIFESTS[str(path)] = (written, self.copy())
+
+    def _text(self) -> str:
+        return json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                           "digests": self.digests}, separators=(",", ":"))
 
     def copy(self) -> Manifest:
         return Manifest(self.surface, list(self.entries), list(self.dirs), dict(self.digests))
@@ -87,15 +94,19 @@ _MANIFEST_MEMO = 32
 
 
 def staged_surfaces(root: Path) -> list[str]:
-    directory = NodeStore(root).manifests_dir
-    return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
+    try:
+        names = os.listdir(NodeStore(root).manifests_dir)
+    except OSError:
+        return []
+    return sorted(name[:-5] for name in names if name.endswith(".json") and not name.startswith("."))
 
 
 def stage_wave(plans: dict[str, list[Entry]], root: Path,
                entry_digests: Mapping[str, list[str]] | None = None) -> dict[str, Manifest]:
     """Stage every plan or none of them.  ``entry_digests``: each plan's ``entry_digest`` list, where the
     caller has them already (``render`` made the plans' digests from them)."""
-    root.mkdir(parents=True, exist_ok=True)
+    if not os.path.isdir(root):
+        root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
     previous = {surface: Manifest.load(root, surface) for surface in plans}
     known = entry_digests or {}
@@ -105,9 +116,9 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path,
                  for surface, plan in plans.items()}
     scratch = scratch_dir(root, SCRATCH_PREFIX)
     try:
-        _write_journal(plans, root, scratch, previous, unchanged)
+        there = _write_journal(plans, root, scratch, previous, unchanged)
         _materialise_all(plans, str(scratch), unchanged)
-        return _publish(plans, root, scratch, previous, digests, unchanged)
+        return _publish(plans, root, scratch, previous, digests, unchanged, there)
     finally:
         _remove_scratch(scratch, plans)
 
@@ -132,9 +143,10 @@ JOURNAL = "journal.json"  # in the wave's scratch directory, so it goes with it 
 
 
 def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-                   unchanged: dict[str, set[int]]) -> None:
+                   unchanged: dict[str, set[int]]) -> set[str]:
     """Record, before anything is published, every path the wave may create: new entries, the backup and
-    copy names beside replaced ones, and the directories that do not exist yet (outermost first)."""
+    copy names beside replaced ones, and the directories that do not exist yet (outermost first).
+    Returns the directories the wave's entries are in that exist (so publishing need not look again)."""
     paths: list[str] = []
     dirs: list[str] = []
     checked: set[str] = set()
@@ -167,6 +179,7 @@ def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, pre
                 prefix = f"{head}/." if head else "."
                 paths += [f"{prefix}{name}.mokka-old", f"{prefix}{name}.mokka-new"]
     atomic_write(scratch / JOURNAL, json.dumps({"paths": paths, "dirs": dirs}, separators=(",", ":")))
+    return checked.difference(dirs)
 
 
 def recover(root: Path) -> list[str]:
@@ -471,10 +484,10 @@ def _materialise(entry: Entry, path: str) -> None:
 
 
 def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-             digests: dict[str, list[str]], unchanged: dict[str, set[int]]) -> dict[str, Manifest]:
+             digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str]) -> dict[str, Manifest]:
     done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
-    known_dirs: set[str] = set()  # relative dirs known to exist, so each is checked once per wave
+    known_dirs = set(there)  # relative dirs known to exist, so each is checked once per wave
     manifests: dict[str, Manifest] = {}
     try:
         for surface, plan in plans.items():
