@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 
 
 class Built(NamedTuple):
-    """What one render built for ``node``: each value with the context it was built in."""
+    """What one render built for ``node``: each value with what built it and the context it was built in."""
 
     node: Node
-    contributions: dict[str, tuple[StageContext, Contribution]]  # by surface
-    parts: dict[tuple[str, str], tuple[StageContext, list[Entry]]]  # by (surface, part)
+    contributions: dict[str, tuple[type[Surface], StageContext, Contribution]]  # by surface
+    parts: dict[tuple[str, str], tuple[PlanPart, StageContext, list[Entry]]]  # by (surface, part)
 
 
 _LAST: dict[str, Built] = {}  # by root; a root's entry is replaced by each render and dropped at teardown
@@ -46,8 +46,8 @@ class Reuse:
         last = _LAST.get(self.root)
         self.last = last if last is not None and since is not None and last.node is since else None
         self.touched = touched
-        self.contributions: dict[str, tuple[StageContext, Contribution]] = {}
-        self.parts: dict[tuple[str, str], tuple[StageContext, list[Entry]]] = {}
+        self.contributions: dict[str, tuple[type[Surface], StageContext, Contribution]] = {}
+        self.parts: dict[tuple[str, str], tuple[PlanPart, StageContext, list[Entry]]] = {}
 
     def _untouched(self, reads: frozenset[str] | None) -> bool:
         return self.touched is not None and reads is not None and not reads & self.touched
@@ -55,11 +55,12 @@ class Reuse:
     def contribution(self, name: str, surface: Surface, ctx: StageContext,
                      build: Callable[[], Contribution]) -> Contribution:
         found = self.last.contributions.get(name) if self.last is not None else None
-        if found is not None and self._untouched(surface.reads) and _same(found[0], ctx):
-            value = found[1]
+        if (found is not None and found[0] is type(surface) and self._untouched(surface.reads)
+                and _same(found[1], ctx)):
+            value = found[2]
         else:
             value = build()
-        self.contributions[name] = (ctx, value)
+        self.contributions[name] = (type(surface), ctx, value)
         return value
 
     def plan(self, name: str, surface: Surface, node: Node, ctx: StageContext) -> list[Entry]:
@@ -75,11 +76,11 @@ class Reuse:
     def _part(self, name: str, part: PlanPart, node: Node, ctx: StageContext) -> list[Entry]:
         key = (name, part.name)
         found = self.last.parts.get(key) if self.last is not None else None
-        if found is not None and self._untouched(part.reads) and _same(found[0], ctx):
-            built = found[1]
+        if found is not None and found[0] == part and self._untouched(part.reads) and _same(found[1], ctx):
+            built = found[2]
         else:
             built = list(part.build(node, ctx))
-        self.parts[key] = (ctx, built)
+        self.parts[key] = (part, ctx, built)
         return built
 
     def remember(self, node: Node) -> None:
