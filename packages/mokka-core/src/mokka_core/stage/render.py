@@ -187,11 +187,9 @@ def plan_digest(plan: list[Entry], digests: list[str] | None = None) -> str:
     """One digest of a whole plan: each entry's type, path and ``staging.entry_digest`` (``digests``, where
     the caller has them), in order; a copy whose source cannot be read makes it new every time, so staging
     reports the error."""
-    digest = hashlib.sha256()
-    for entry, published in zip(plan, digests if digests is not None else entry_digests(plan), strict=True):
-        published = published or os.urandom(16).hex()
-        digest.update(f"{type(entry).__name__}\0{entry.path}\0{published}\n".encode())
-    return digest.hexdigest()
+    lines = [f"{type(entry).__name__}\0{entry.path}\0{published or os.urandom(16).hex()}\n"
+             for entry, published in zip(plan, digests if digests is not None else entry_digests(plan), strict=True)]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()  # one update: the digest of the lines in order
 
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
