@@ -1,6 +1,8 @@
 """Staging is all-or-nothing; teardown removes exactly what was staged."""
 
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,42 @@ def test_restage_keeps_dropped_directories_that_are_not_only_its_own(root: Path)
     (root / "sys/mine/someone-elses").unlink()
     assert teardown(root, "a") and teardown(root, "b")
     assert sorted(p.name for p in (root / "sys").iterdir()) == ["host"]
+
+
+def test_a_restage_makes_again_a_directory_removed_behind_its_back(root: Path) -> None:
+    plan = [Dir("sys/module/nvidia/holders"), File("sys/module/nvidia/refcnt", "2\n")]
+    stage_wave({"a": plan}, root)
+    (root / "sys/module/nvidia/holders").rmdir()
+    stage_wave({"a": plan}, root)
+    assert (root / "sys/module/nvidia/holders").is_dir()
+    assert teardown(root, "a")
+    assert not (root / "sys").exists()
+
+
+def test_a_restage_puts_back_what_was_removed_from_a_directory_left_alone(root: Path) -> None:
+    """A directory untouched for a while is known by its ctime, which its next change moves."""
+    plan = [File("sys/module/nvidia/refcnt", "2\n"), File("sys/module/nvidia/initstate", "live\n"),
+            File("usr/lib/state", "1")]
+    stage_wave({"a": plan}, root)
+    time.sleep(0.1)
+    stage_wave({"a": [*plan[:2], File("usr/lib/state", "2")]}, root)  # sys/module/nvidia listed, left alone
+    (root / "sys/module/nvidia/refcnt").unlink()
+    stage_wave({"a": [*plan[:2], File("usr/lib/state", "3")]}, root)
+    assert (root / "sys/module/nvidia/refcnt").read_text() == "2\n"
+    assert teardown(root, "a")
+
+
+def test_a_restage_reads_the_manifest_another_writer_left(root: Path) -> None:
+    """This process remembers the manifests it wrote, never one that another process replaced since."""
+    stage_wave({"a": [File("sys/one", "1")]}, root)
+    path = NodeStore(root).manifest("a")
+    record = json.loads(path.read_text())
+    (root / "sys/two").write_text("2")  # another writer's wave: a's plan had sys/two too
+    record["entries"].append("sys/two")
+    path.write_text(json.dumps(record))
+    stage_wave({"a": [File("sys/one", "1")]}, root)
+    assert not (root / "sys/two").exists()  # dropped from the plan: removed, as that manifest says it is a's
+    assert teardown(root, "a")
 
 
 def test_teardown_of_unstaged_surface_is_a_no_op(root: Path) -> None:

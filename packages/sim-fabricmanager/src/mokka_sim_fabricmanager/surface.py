@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 class FabricmanagerSurface(Surface):
     name = "fabricmanager"
-    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
-    reads = frozenset[str]()
+    #: of a GPU's configuration only its fabric block, for the NVML keys (the plan reads none of it)
+    reads = frozenset({"fabric"})
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return [Dir(RUN_DIR)]

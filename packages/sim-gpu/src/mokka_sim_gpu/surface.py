@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from mokka_core.stage.surface import Entry, Service, StageContext, Surface
+from mokka_core.stage.surface import Entry, PlanPart, Service, StageContext, Surface
 
 from .device_nodes import char_majors, device_node_entries, proc_devices_entries
 from .kernel_log import READY, kernel_log_entries
@@ -35,23 +35,54 @@ from .render_proc import proc_entries
 from .tools import nvidia_smi_entries
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mokka_core.model.node import Node
+
+
+def _installed(build: Callable[[Node, StageContext], list[Entry]]) -> Callable[[Node, StageContext], list[Entry]]:
+    """``build`` where the driver is installed (the surface enabled); nothing otherwise."""
+
+    def part(node: Node, ctx: StageContext) -> list[Entry]:
+        return build(node, ctx) if node.surface("gpu").enabled else []
+
+    return part
+
+
+def _loaded(build: Callable[[Node, StageContext], list[Entry]]) -> Callable[[Node, StageContext], list[Entry]]:
+    """``build`` where the kernel module is loaded (the surface healthy, GPUs on the bus); nothing otherwise."""
+
+    def part(node: Node, ctx: StageContext) -> list[Entry]:
+        return build(node, ctx) if node.driver_loaded else []
+
+    return part
+
+
+#: The plan in the order it is staged, each part with the GPU configuration fields it reads: a reading
+#: (temperature, power, clocks, …) is in the NVML state file alone, so only that part is built again.
+PARTS = (
+    PlanPart("library", _installed(library_entries), frozenset()),
+    PlanPart("nvml-state", _installed(state_file_entries)),
+    PlanPart("nvidia-smi", _installed(lambda node, ctx: nvidia_smi_entries(node)), frozenset()),
+    PlanPart("module-files", _installed(lambda node, ctx: kernel_object_entries(node)), frozenset()),
+    PlanPart("device-nodes", _loaded(lambda node, ctx: device_node_entries(node)), frozenset()),
+    PlanPart("proc", _loaded(lambda node, ctx: proc_entries(node)),
+             frozenset({"name", "architecture", "vbios_version", "gsp_firmware", "failure"})),
+    PlanPart("modules", _loaded(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
+    PlanPart("mig-caps", _loaded(mig_cap_entries), frozenset({"mig"})),
+    PlanPart("proc-devices", _loaded(proc_devices_entries), frozenset()),
+    PlanPart("kernel-log", _loaded(lambda node, ctx: kernel_log_entries(node)), frozenset({"xid_events"})),
+)
 
 
 class GpuSurface(Surface):
     name = "gpu"
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
-        settings = node.surface("gpu")
-        if not settings.enabled:
-            return []
-        entries = library_entries(node, ctx) + state_file_entries(node, ctx) + nvidia_smi_entries(node)
-        entries += kernel_object_entries(node)
-        if node.driver_loaded:
-            entries += device_node_entries(node) + proc_entries(node) + module_entries(node)
-            entries += mig_cap_entries(node, ctx) + proc_devices_entries(node, ctx)
-            entries += kernel_log_entries(node)
-        return entries
+        return [entry for part in PARTS for entry in part.build(node, ctx)]
+
+    def parts(self) -> tuple[PlanPart, ...]:
+        return PARTS
 
     def char_majors(self, node: Node, ctx: StageContext) -> tuple[tuple[int, str], ...]:
         return char_majors(node) if node.driver_loaded and node.surface("gpu").enabled else ()

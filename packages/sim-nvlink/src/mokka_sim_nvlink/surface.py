@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 class NvlinkSurface(Surface):
     name = "nvlink"
-    #: a GPU's configuration changes nothing here (faults, metrics): only the node's GPUs and settings do
-    reads = frozenset[str]()
+    #: of a GPU's configuration only the NVLink error clocks and a peer's PCI device id, for the NVML keys
+    #: (links follow the node's GPUs and settings; the plan is empty)
+    reads = frozenset({"nvlink_error", "pci"})
 
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         return []  # real nodes have no NVLink files (no sysfs, no /dev): see nvml() and check()

@@ -20,10 +20,13 @@ def derive(node: Node, since: Node | None = None) -> Node:
     """``node`` with its links, HCAs and module ids recomputed from its other values.
 
     ``since``: the node ``node`` was made from by an override, which changes no GPU's identity or
-    bus: its HCAs stand while the ib surface's settings do.
+    bus: its links stand while the nvlink surface's settings do, its HCAs while the ib surface's do.
     """
-    gpus = tuple(gpu.replace(module_id=_module_id(gpu)) for gpu in node.gpus)
-    gpus = tuple(with_links(list(gpus), node.nvlink, node.switches, node.surface("nvlink")))
+    gpus = tuple(_with_module_id(gpu) for gpu in node.gpus)
+    if since is None or since.surface("nvlink") != node.surface("nvlink"):
+        gpus = tuple(with_links(list(gpus), node.nvlink, node.switches, node.surface("nvlink")))
+    # else each GPU has the links it had in ``since``, which is what they derive from (an override changes
+    # no GPU's index or bus, nor the NVLink topology): the same link objects, so comparing nodes is cheap
     if since is not None and since.surface("ib") == node.surface("ib"):
         return node.replace(gpus=gpus, hcas=since.hcas)
     buses = BusMap(node.root_complexes)
@@ -36,9 +39,10 @@ def derive(node: Node, since: Node | None = None) -> Node:
     return node.replace(gpus=gpus, hcas=hcas)
 
 
-def _module_id(gpu: Gpu) -> int:
+def _with_module_id(gpu: Gpu) -> Gpu:
     platform = gpu.config.platform
-    return platform.module_id if platform is not None and platform.module_id else gpu.index + 1
+    module_id = platform.module_id if platform is not None and platform.module_id else gpu.index + 1
+    return gpu if gpu.module_id == module_id else gpu.replace(module_id=module_id)
 
 
 class BusMap:

@@ -617,6 +617,8 @@ class _BlockMemo:
         if frame != self.frame:  # tuples compare their items by identity first: cheap when nothing moved
             blocks = {}
             self.frame, self.blocks = frame, blocks
+        else:  # an equal frame of other objects (another node of the same spec): the next compare is by identity
+            self.frame = frame
         return blocks
 
 

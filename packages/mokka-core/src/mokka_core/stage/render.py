@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import MokkaError
-from . import mig_boot, mig_partition, snapshot, staging
+from . import mig_boot, mig_partition, plan_memo, snapshot, staging
 from .native import native_dir
 from .store import NodeStore, atomic_write
 from .surface import (
@@ -109,27 +109,33 @@ def context(root: Path, booted_ms: int | None = None) -> StageContext:
     return StageContext(root=root, native_dir=native_dir(), booted_ms=booted, mig=mig_partition.partitions(root))
 
 
-def with_contributions(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface]) -> StageContext:
+def with_contributions(ctx: StageContext, node: Node, surfaces: Mapping[str, Surface],
+                       reuse: plan_memo.Reuse | None = None) -> StageContext:
     """``ctx`` with what every other surface gives the gpu surface to stage: its keys for the NVML state
-    file, and (enabled ones) their ``/proc/devices`` lines."""
+    file, and (enabled ones) their ``/proc/devices`` lines; ``reuse``: what the last render made of them."""
     contributed = []
     char_majors: list[tuple[int, str]] = []
     for name, surface in surfaces.items():
         if name == "gpu":
             continue
-        try:
-            contributed.append(surface.nvml(node, ctx))
-            if enabled(node, name):
-                char_majors += surface.char_majors(node, ctx)
-        except Exception as exc:
-            raise staging.StagingError(name, f"contribution to the gpu surface failed: {type(exc).__name__}: "
-                                             f"{exc}") from exc
+
+        def build(name: str = name, surface: Surface = surface) -> plan_memo.Contribution:
+            try:
+                return surface.nvml(node, ctx), surface.char_majors(node, ctx) if enabled(node, name) else ()
+            except Exception as exc:
+                raise staging.StagingError(name, f"contribution to the gpu surface failed: {type(exc).__name__}: "
+                                                 f"{exc}") from exc
+
+        keys, majors = build() if reuse is None else reuse.contribution(name, surface, ctx, build)
+        contributed.append(keys)
+        char_majors += majors
     return ctx._replace(nvml=tuple(contributed), char_majors=tuple(char_majors))
 
 
 def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
-                stop: threading.Event | None = None) -> dict[str, list[Entry]]:
-    """Every surface's plan; the first failure names its surface.
+                stop: threading.Event | None = None, reuse: plan_memo.Reuse | None = None) -> dict[str, list[Entry]]:
+    """Every surface's plan; the first failure names its surface.  ``reuse``: the parts the last render
+    built that this one may take.
 
     With a ``stop`` event (the node daemon) the plans are built concurrently, and a
     set ``stop`` abandons the wave without waiting for stragglers (they are daemon
@@ -143,7 +149,7 @@ def build_plans(node: Node, surfaces: Mapping[str, Surface], ctx: StageContext,
 
     def build(name: str, surface: Surface) -> None:
         try:
-            results[name] = list(surface.plan(node, ctx))
+            results[name] = list(surface.plan(node, ctx)) if reuse is None else reuse.plan(name, surface, node, ctx)
         except BaseException as exc:
             errors[name] = exc
         finally:
@@ -181,11 +187,9 @@ def plan_digest(plan: list[Entry], digests: list[str] | None = None) -> str:
     """One digest of a whole plan: each entry's type, path and ``staging.entry_digest`` (``digests``, where
     the caller has them), in order; a copy whose source cannot be read makes it new every time, so staging
     reports the error."""
-    digest = hashlib.sha256()
-    for entry, published in zip(plan, digests if digests is not None else entry_digests(plan), strict=True):
-        published = published or os.urandom(16).hex()
-        digest.update(f"{type(entry).__name__}\0{entry.path}\0{published}\n".encode())
-    return digest.hexdigest()
+    lines = [f"{type(entry).__name__}\0{entry.path}\0{published or os.urandom(16).hex()}\n"
+             for entry, published in zip(plan, digests if digests is not None else entry_digests(plan), strict=True)]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()  # one update: the digest of the lines in order
 
 
 def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bool = False,
@@ -205,13 +209,14 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     touched = touched_fields(since, node) if since is not None and not force else None
     kept = {name for name, surface in wanted.items() if touched is not None and surface.reads is not None
             and not surface.reads & touched and name in staged and name in old}
+    reuse = plan_memo.Reuse(root, since, touched)
     if "gpu" in wanted and "gpu" not in kept:
-        ctx = with_contributions(ctx, node, surfaces)
+        ctx = with_contributions(ctx, node, surfaces, reuse)
     boot = None  # the record of a node that comes up partitioned (``mig.layout``), published with the wave
     if "gpu" in wanted and "gpu" not in staged and mig_boot.wanted(node):
         boot = mig_boot.boot_record(node, ctx)
         ctx = ctx._replace(mig=mig_boot.partitions(boot))
-    plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop)
+    plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop, reuse)
     each = {name: entry_digests(plan) for name, plan in plans.items()}
     digests = {name: plan_digest(plan, each[name]) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
@@ -232,6 +237,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
             new_digests.pop(name, None)
             result.removed.append(name)
     result.digests = new_digests  # the caller records them with the node (``snapshot.save``)
+    reuse.remember(node)
     return result
 
 
@@ -239,16 +245,22 @@ def touched_fields(before: Node, after: Node) -> frozenset[str] | None:
     """The GPU configuration fields that differ between two nodes; None if anything else differs too."""
     if len(before.gpus) != len(after.gpus):
         return None
-    if any(getattr(before, name) != getattr(after, name) for name in before.__slots__ if name != "gpus"):
+    if any(_differ(getattr(before, name), getattr(after, name)) for name in before.__slots__ if name != "gpus"):
         return None
     touched: set[str] = set()
     for old, new in zip(before.gpus, after.gpus, strict=True):
+        if old is new:  # nodes share what an override leaves alone: most of a change compares by identity
+            continue
         if any(getattr(old, name) != getattr(new, name) for name in old.__slots__ if name != "config"):
             return None
         if old.config is not new.config:
             touched.update(name for name in old.config.__slots__
-                           if getattr(old.config, name) != getattr(new.config, name))
+                           if _differ(getattr(old.config, name), getattr(new.config, name)))
     return frozenset(touched)
+
+
+def _differ(old: object, new: object) -> bool:
+    return old is not new and old != new
 
 
 def services(node: Node, surfaces: Mapping[str, Surface], root: Path,

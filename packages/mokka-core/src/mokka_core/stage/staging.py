@@ -20,10 +20,13 @@ import posixpath
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
+from ..model.inputs import Fingerprint, fingerprint
+from . import plan_memo
 from .store import NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Runtime, Symlink
 
@@ -49,6 +52,9 @@ class Manifest:
     @classmethod
     def load(cls, root: Path, surface: str) -> Manifest | None:
         path = NodeStore(root).manifest(surface)
+        known = _MANIFESTS.get(str(path))
+        if known is not None and known[0] == fingerprint(path):  # the one this process wrote last
+            return known[1].copy()
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -60,21 +66,47 @@ class Manifest:
 
     def save(self, root: Path) -> None:
         path = NodeStore(root).manifest(self.surface)
-        self.dirs.extend(d for d in _make_parents(root, path.parent.relative_to(root).as_posix()) if d not in self.dirs)
-        atomic_write(path, json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
-                                       "digests": self.digests}, separators=(",", ":")))
+        _MANIFESTS.pop(str(path), None)
+        try:
+            written = atomic_write(path, self._text())
+        except FileNotFoundError:  # the root's first manifest: the directories made for it are this surface's
+            made = _make_parents(root, path.parent.relative_to(root).as_posix())
+            self.dirs.extend(d for d in made if d not in self.dirs)
+            written = atomic_write(path, self._text())
+        if written is not None:
+            while len(_MANIFESTS) >= _MANIFEST_MEMO:
+                _MANIFESTS.pop(next(iter(_MANIFESTS)))
+            _MANIFESTS[str(path)] = (written, self.copy())
+
+    def _text(self) -> str:
+        return json.dumps({"surface": self.surface, "entries": self.entries, "dirs": self.dirs,
+                           "digests": self.digests}, separators=(",", ":"))
+
+    def copy(self) -> Manifest:
+        return Manifest(self.surface, list(self.entries), list(self.dirs), dict(self.digests))
+
+
+#: manifest file -> (its fingerprint, the manifest) for the last ones this process wrote: a process that
+#: stages again and again (the node daemon, ``Node.ctl``) does not parse what it wrote itself; any other
+#: writer's file has another fingerprint (as with the snapshot, ``snapshot._MEMO``)
+_MANIFESTS: dict[str, tuple[Fingerprint, Manifest]] = {}
+_MANIFEST_MEMO = 32
 
 
 def staged_surfaces(root: Path) -> list[str]:
-    directory = NodeStore(root).manifests_dir
-    return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
+    try:
+        names = os.listdir(NodeStore(root).manifests_dir)
+    except OSError:
+        return []
+    return sorted(name[:-5] for name in names if name.endswith(".json") and not name.startswith("."))
 
 
 def stage_wave(plans: dict[str, list[Entry]], root: Path,
                entry_digests: Mapping[str, list[str]] | None = None) -> dict[str, Manifest]:
     """Stage every plan or none of them.  ``entry_digests``: each plan's ``entry_digest`` list, where the
     caller has them already (``render`` made the plans' digests from them)."""
-    root.mkdir(parents=True, exist_ok=True)
+    if not os.path.isdir(root):
+        root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
     previous = {surface: Manifest.load(root, surface) for surface in plans}
     known = entry_digests or {}
@@ -84,10 +116,23 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path,
                  for surface, plan in plans.items()}
     scratch = scratch_dir(root, SCRATCH_PREFIX)
     try:
-        _write_journal(plans, root, scratch, previous, unchanged)
+        there = _write_journal(plans, root, scratch, previous, unchanged)
         _materialise_all(plans, str(scratch), unchanged)
-        return _publish(plans, root, scratch, previous, digests, unchanged)
+        return _publish(plans, root, scratch, previous, digests, unchanged, there)
     finally:
+        _remove_scratch(scratch, plans)
+
+
+def _remove_scratch(scratch: Path, plans: dict[str, list[Entry]]) -> None:
+    """Remove the wave's scratch directory: after a publish only the journal and the emptied surface
+    directories are left (what a failed wave leaves is removed whole)."""
+    try:
+        os.unlink(scratch / JOURNAL)
+        for surface, plan in plans.items():
+            if plan:
+                os.rmdir(scratch / surface)
+        os.rmdir(scratch)
+    except OSError:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -98,9 +143,10 @@ JOURNAL = "journal.json"  # in the wave's scratch directory, so it goes with it 
 
 
 def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-                   unchanged: dict[str, set[int]]) -> None:
+                   unchanged: dict[str, set[int]]) -> set[str]:
     """Record, before anything is published, every path the wave may create: new entries, the backup and
-    copy names beside replaced ones, and the directories that do not exist yet (outermost first)."""
+    copy names beside replaced ones, and the directories that do not exist yet (outermost first).
+    Returns the directories the wave's entries are in that exist (so publishing need not look again)."""
     paths: list[str] = []
     dirs: list[str] = []
     checked: set[str] = set()
@@ -133,6 +179,7 @@ def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, pre
                 prefix = f"{head}/." if head else "."
                 paths += [f"{prefix}{name}.mokka-old", f"{prefix}{name}.mokka-new"]
     atomic_write(scratch / JOURNAL, json.dumps({"paths": paths, "dirs": dirs}, separators=(",", ":")))
+    return checked.difference(dirs)
 
 
 def recover(root: Path) -> list[str]:
@@ -192,7 +239,7 @@ def entry_digest(entry: Entry) -> str:
     if type(entry) is Copy:  # its source may change under the same entry
         return _entry_digest(entry)
     if type(entry) is File and len(entry.content) > _DIGEST_MEMO_MAX_BYTES:
-        return _entry_digest(entry)
+        return _large_digest(entry)
     key = (type(entry), entry)  # the type too: NamedTuples of the same fields compare equal
     found = _DIGESTS.get(key)
     if found is None:
@@ -200,6 +247,23 @@ def entry_digest(entry: Entry) -> str:
             _DIGESTS.clear()
         found = _DIGESTS[key] = _entry_digest(entry)
     return found
+
+
+def _large_digest(entry: File) -> str:
+    """A large file's digest, kept for the very entry object (a plan part the last render built is taken as
+    it is, ``plan_memo``): an equal one is hashed again, which costs less than comparing its content."""
+    found = _LARGE_DIGESTS.get(id(entry))
+    if found is not None and found[0] is entry:  # held here, so its id is not another object's
+        return found[1]
+    digest = _entry_digest(entry)
+    while len(_LARGE_DIGESTS) >= _LARGE_DIGEST_ENTRIES:
+        _LARGE_DIGESTS.pop(next(iter(_LARGE_DIGESTS)))
+    _LARGE_DIGESTS[id(entry)] = (entry, digest)
+    return digest
+
+
+_LARGE_DIGESTS: dict[int, tuple[File, str]] = {}
+_LARGE_DIGEST_ENTRIES = 16
 
 
 def _entry_digest(entry: Entry) -> str:
@@ -221,26 +285,67 @@ def _entry_digest(entry: Entry) -> str:
 
 
 def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest | None) -> set[int]:
-    """Indices of entries already published with the same content: a restage leaves them alone."""
+    """Indices of entries already published with the same content, and of directories there already: a
+    restage leaves them alone."""
     if old is None or not old.digests:
         return set()
     recorded = old.digests
-    same = [n for n, entry in enumerate(plan) if not isinstance(entry, Dir) and recorded.get(entry.path) == digests[n]]
-    listed: dict[str, frozenset[str]] = {}  # each directory is listed once, not each entry stat'ed
+    listed: dict[str, frozenset[str] | None] = {}  # each directory is listed once, not each entry stat'ed
     base = str(root)
     kept = set()
-    for n in same:
-        head, _, name = plan[n].path.rpartition("/")
-        names = listed.get(head)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(f"{base}/{head}" if head else base))
-            except OSError:
-                names = frozenset()
-            listed[head] = names
-        if name in names:  # still there (a dangling link too): one removed behind our back is published again
+    dirs = []
+    for n, entry in enumerate(plan):
+        if type(entry) is Dir:
+            dirs.append(n)
+            continue
+        if recorded.get(entry.path) != digests[n]:
+            continue
+        head, _, name = entry.path.rpartition("/")
+        if head not in listed:
+            listed[head] = _names(f"{base}/{head}" if head else base)
+        names = listed[head]
+        if names is not None and name in names:  # still there (a dangling link too): one removed behind our
+            kept.add(n)  # back is published again
+    for n in dirs:
+        path = plan[n].path
+        if listed.get(path) is not None or os.path.isdir(f"{base}/{path}"):  # listed: it is a directory
             kept.add(n)
     return kept
+
+
+def _names(directory: str) -> frozenset[str] | None:
+    """The names in ``directory`` (None where it cannot be listed).
+
+    A directory's ctime moves with every name made, removed or renamed in it (and with any change of
+    its times), so a listing stands while its device, inode and ctime are the same: a stat instead of
+    a listing, for the many directories a restage leaves alone.  File times come from the kernel's
+    coarse clock (one tick, a jiffy, is 10 ms at most), so a change within a tick of the last one may
+    leave the ctime as it was: only a listing of a directory left alone for longer than that is kept.
+    """
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    stamp = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    known = _LISTINGS.get(directory)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    now = time.time_ns()  # before the listing: what changes after may be missing from it, and moves the ctime
+    try:
+        names = frozenset(os.listdir(directory))
+    except OSError:
+        return None
+    if st.st_ctime_ns < now - _SETTLED_NS:
+        while len(_LISTINGS) >= _LISTING_MEMO:
+            _LISTINGS.pop(next(iter(_LISTINGS)))
+        _LISTINGS[directory] = (stamp, names)
+    return names
+
+
+#: directory -> ((device, inode, ctime), its names): listings of directories left alone for _SETTLED_NS
+_LISTINGS: dict[str, tuple[tuple[int, int, int], frozenset[str]]] = {}
+_LISTING_MEMO = 1024
+_SETTLED_NS = 50_000_000  # five ticks of the coarsest kernel clock (HZ=100)
 
 
 def _materialise_all(plans: dict[str, list[Entry]], scratch: str, skip: dict[str, set[int]]) -> None:
@@ -298,6 +403,7 @@ def teardown_all(root: Path) -> list[str]:
 
     A surface whose manifest cannot be read is left in place (and named in the error raised at the end).
     """
+    plan_memo.forget(root)
     left = recover(root)
     manifests, unreadable = {}, []
     for surface in staged_surfaces(root):
@@ -378,10 +484,10 @@ def _materialise(entry: Entry, path: str) -> None:
 
 
 def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-             digests: dict[str, list[str]], unchanged: dict[str, set[int]]) -> dict[str, Manifest]:
+             digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str]) -> dict[str, Manifest]:
     done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
-    known_dirs: set[str] = set()  # relative dirs known to exist, so each is checked once per wave
+    known_dirs = set(there)  # relative dirs known to exist, so each is checked once per wave
     manifests: dict[str, Manifest] = {}
     try:
         for surface, plan in plans.items():
@@ -392,8 +498,9 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
             same = unchanged[surface]
             for n, entry in enumerate(plan):
                 if n in same:  # published already, in directories that exist
-                    manifest.digests[entry.path] = digests[surface][n]
-                    manifest.entries.append(entry.path)
+                    if type(entry) is not Dir:
+                        manifest.digests[entry.path] = digests[surface][n]
+                        manifest.entries.append(entry.path)
                     continue
                 target_name = os.path.join(root, entry.path)
                 new_dirs = _make_parents(root, entry.path.rpartition("/")[0], known_dirs)

@@ -189,7 +189,8 @@ class NodeStore:
         A writer waits at most ``timeout_s`` (default :func:`lock_timeout_s`), then raises
         :class:`NodeLocked` naming the holder.
         """
-        self.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        if not self.lock_file.parent.is_dir():
+            self.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             _wait_for_lock(fd, self.lock_file, lock_timeout_s() if timeout_s is None else timeout_s)
@@ -306,11 +307,12 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o644, durable: b
     """
     fd, tmp = _exclusive(path.parent / f".{path.name}.", ".tmp", os.O_WRONLY)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data.encode() if isinstance(data, str) else data)
+        with os.fdopen(fd, "wb", buffering=0) as out:  # unbuffered: no buffer to size, no tty to ask about
+            view = memoryview(data.encode() if isinstance(data, str) else data)
+            while view:
+                view = view[out.write(view):]
             os.fchmod(out.fileno(), mode)
             if durable:
-                out.flush()
                 os.fsync(out.fileno())
         written = fingerprint(tmp)
         os.replace(tmp, path)

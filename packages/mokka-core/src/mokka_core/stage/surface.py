@@ -17,7 +17,7 @@ Packages register surfaces through the ``mokka.surfaces`` entry-point group::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, Union
@@ -136,18 +136,33 @@ class StageContext(NamedTuple):
     host_kmsg: str | None = None
 
 
+class PlanPart(NamedTuple):
+    """A piece of a surface's plan that ``render`` may keep while a change touches none of its ``reads``
+    (GPU configuration fields, as :attr:`Surface.reads`; None: all of them).  ``build`` is pure, like
+    :meth:`Surface.plan`; the plan is its parts' entries in order."""
+
+    name: str
+    build: Callable[[Node, StageContext], list[Entry]]
+    reads: frozenset[str] | None = None
+
+
 class Surface(ABC):
     """One simulated layer of a GPU node (gpu, pci, cdi, imex, nvlink, fabricmanager, ib)."""
 
     name: ClassVar[str]
-    #: the fields of a GPU's configuration (``GpuConfig``) the plan reads, besides everything outside
-    #: the configurations; None: all of them.  A change of only other fields leaves the plan as it
-    #: is, and ``render`` does not build it again (``testing.sim_contract`` checks the declaration).
+    #: the fields of a GPU's configuration (``GpuConfig``) the plan, ``nvml`` and ``char_majors`` read,
+    #: besides everything outside the configurations; None: all of them.  A change of only other
+    #: fields leaves them as they are, and ``render`` does not build them again
+    #: (``testing.sim_contract`` checks the declaration).
     reads: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
     def plan(self, node: Node, ctx: StageContext) -> list[Entry]:
         """Everything this surface wants under ``ctx.root`` for ``node``; must not touch the disk."""
+
+    def parts(self) -> tuple[PlanPart, ...]:
+        """The plan in pieces that read fewer fields than the whole (default: one piece, the plan)."""
+        return (PlanPart(self.name, self.plan, self.reads),)
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         return []

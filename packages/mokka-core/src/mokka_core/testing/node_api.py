@@ -60,6 +60,7 @@ class Node:
         self._workdir: Path | None = None
         self._services: Services | None = None
         self._needs = ConsumerNeeds()
+        self._surfaces: dict[str, Surface] = {}  # the node's, for its changes (nvml-mock-ctl finds them each time)
 
     def __enter__(self) -> Node:
         if self._workdir is not None:
@@ -68,6 +69,7 @@ class Node:
         self._workdir = workdir
         try:
             plan = command.plan_node(self.spec, workdir / "root", installed())
+            self._surfaces = {name: cls() for name, cls in plan.installed.items()}
             command.stage_node(plan, workdir)
             self._needs = plan.needs
             if self.start_services:
@@ -128,7 +130,7 @@ class Node:
 
     def _perform(self, batch: list[Any]) -> str:
         try:
-            message, _ = ctl_cli.perform(self.root, batch)
+            message, _ = ctl_cli.perform(self.root, batch, surfaces=self._surfaces)
         except CtlError:
             raise
         except MokkaError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args, get_origin
 
@@ -145,24 +145,34 @@ READS_PROFILES = ("h100", "gb200", "t4", "a100")
 
 
 class ReadsContract:
-    """A surface's plan changes with nothing but what its ``reads`` declares (mixed into SimContract)."""
+    """What a surface builds from a node changes with nothing but what it declares it reads: each plan part
+    with its own ``reads``, and the contributions to the gpu surface with the surface's (mixed into SimContract)."""
 
     surface: ClassVar[type[Surface]]
 
     @pytest.mark.parametrize("profile", READS_PROFILES)
     def test_the_plan_reads_only_what_the_surface_declares(self, profile: str, tmp_path: Path) -> None:
-        reads = self.surface.reads
-        if reads is None:
-            pytest.skip("the surface reads every field")
         surface = self.surface()
+
+        def digest_of(build: Callable[[Node, StageContext], list[Any]]) -> Callable[[Node, StageContext], str]:
+            return lambda node, ctx: plan_digest(build(node, ctx))
+
+        declared: list[tuple[str, frozenset[str], Callable[[Node, StageContext], Any]]] = [
+            (f"plan part {part.name}", part.reads, digest_of(part.build))
+            for part in surface.parts() if part.reads is not None]
+        if surface.reads is not None:
+            declared.append(("contribution", surface.reads,
+                             lambda node, ctx: (surface.nvml(node, ctx), surface.char_majors(node, ctx))))
+        if not declared:
+            pytest.skip("the surface reads every field")
         ctx = StageContext(root=tmp_path, native_dir=native_dir())
         node = NodeSpec(profile=profile, gpus=2).resolve()
-        before = plan_digest(surface.plan(node, ctx))
+        before = [build(node, ctx) for _, _, build in declared]
         for field in GpuConfig.__slots__:
-            if field in reads:
-                continue
-            for changed in variants(node, field):
-                assert plan_digest(surface.plan(changed, ctx)) == before, f"{self.surface.name} reads {field}"
+            unread = [(n, what, build) for n, (what, reads, build) in enumerate(declared) if field not in reads]
+            for changed in variants(node, field) if unread else ():
+                for n, what, build in unread:
+                    assert build(changed, ctx) == before[n], f"{self.surface.name}: {what} reads {field}"
 
 
 #: what a surface's long-lived service must not load at start-up: each node runs one of each, so their start
