@@ -11,19 +11,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from mokka_core.ctl.cli import build_parser, execute_captured
+from mokka_core.ctl.cli import build_parser
 from mokka_core.ctl.completion import FREE, VALUES, candidates
-from mokka_core.model.spec import NodeSpec
-from mokka_core.node.settings import NodeSettings
 from mokka_core.stage import snapshot
 from mokka_core.stage.store import SNAPSHOT
-from mokka_core.testing.runner import DaemonRunner, ProbeSurface
+from mokka_core.testing.runner import recording_node
 
 BIN = Path(sys.executable).parent
 BASH = shutil.which("bash")
@@ -59,20 +56,6 @@ def completions(line: str, home: Path, words: Sequence[str] | None = None, **env
                           env=environment(home, **env), timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
-
-
-@contextmanager
-def node(root: Path) -> Iterator[list[Sequence[str]]]:
-    """A two-GPU H100 node with its daemon, which records every command handed to it."""
-    relayed: list[Sequence[str]] = []
-
-    def runner(words: Sequence[str], where: Path) -> tuple[int, str, str]:
-        relayed.append(list(words))
-        return execute_captured(words, where)
-
-    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False, ctl=runner)
-    with DaemonRunner(settings, surfaces={"probe": ProbeSurface()}):
-        yield relayed
 
 
 def test_install_writes_the_script_and_sources_it_once(tmp_path: Path) -> None:
@@ -172,7 +155,7 @@ def test_set_completes_profile_keys_a_level_at_a_time(tmp_path: Path) -> None:
 def test_gpu_targets_come_from_the_node_the_line_names(tmp_path: Path) -> None:
     root = tmp_path / "root"
     assert completions(f"{CTL} --root {root} temp ", tmp_path) == ["all"]  # no node there
-    with node(root) as relayed:
+    with recording_node(root) as relayed:
         gpus = snapshot.load(root).node().gpus  # type: ignore[union-attr]
         assert completions(f"{CTL} --root {root} temp ", tmp_path) == ["0", "1", "all"]
         assert completions(f"{CTL} temp ", tmp_path, MOKKA_ROOT=str(root)) == ["0", "1", "all"]
@@ -188,7 +171,7 @@ def test_gpu_targets_come_from_the_node_the_line_names(tmp_path: Path) -> None:
 def test_install_runs_here_even_where_a_daemon_listens(tmp_path: Path) -> None:
     root, home = tmp_path / "root", tmp_path / "home"
     home.mkdir()
-    with node(root) as relayed:
+    with recording_node(root) as relayed:
         done = subprocess.run([str(BIN / CTL), "--root", str(root), "--install-completion", "bash"],
                               capture_output=True, text=True, env=environment(home), timeout=60)
         assert done.returncode == 0, done

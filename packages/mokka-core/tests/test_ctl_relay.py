@@ -14,17 +14,12 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from mokka_core.ctl.cli import execute_captured
-from mokka_core.model.spec import NodeSpec
-from mokka_core.node.settings import NodeSettings
 from mokka_core.stage.store import NodeStore
-from mokka_core.testing.runner import DaemonRunner, ProbeSurface
+from mokka_core.testing.runner import recording_node
 
 CTL = [sys.executable, "-m", "mokka_core.ctl"]
 
@@ -36,22 +31,8 @@ def ctl(root: Path, *words: str, in_process: bool = False) -> subprocess.Complet
     return subprocess.run([*CTL, "--root", str(root), *words], capture_output=True, text=True, timeout=60, env=env)
 
 
-@contextmanager
-def node(root: Path) -> Iterator[list[Sequence[str]]]:
-    """A daemon whose ctl socket records every command it runs."""
-    relayed: list[Sequence[str]] = []
-
-    def runner(words: Sequence[str], where: Path) -> tuple[int, str, str]:
-        relayed.append(list(words))
-        return execute_captured(words, where)
-
-    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False, ctl=runner)
-    with DaemonRunner(settings, surfaces={"probe": ProbeSurface()}):
-        yield relayed
-
-
 def test_the_daemon_runs_the_command_and_the_node_changes(tmp_path: Path) -> None:
-    with node(tmp_path) as relayed:
+    with recording_node(tmp_path) as relayed:
         assert NodeStore(tmp_path).ctl_socket.is_socket()
         done = ctl(tmp_path, "temp", "0", "91")
         assert (done.returncode, done.stdout, done.stderr) == (0, "ok: GPU 0 temperature 91 C\n", "")
@@ -71,7 +52,7 @@ def test_the_daemon_runs_the_command_and_the_node_changes(tmp_path: Path) -> Non
     ("reset",),
 ])
 def test_what_the_user_sees_does_not_depend_on_which_process_ran_it(tmp_path: Path, words: tuple[str, ...]) -> None:
-    with node(tmp_path) as relayed:
+    with recording_node(tmp_path) as relayed:
         relayed_run = ctl(tmp_path, *words)
         assert relayed, "the command was not relayed"
         here = ctl(tmp_path, *words, in_process=True)
@@ -80,7 +61,7 @@ def test_what_the_user_sees_does_not_depend_on_which_process_ran_it(tmp_path: Pa
 
 
 def test_a_relative_or_abbreviated_root_reaches_the_same_daemon(tmp_path: Path) -> None:
-    with node(tmp_path / "node") as relayed:
+    with recording_node(tmp_path / "node") as relayed:
         done = subprocess.run([*CTL, "--ro=node", "temp", "1", "70"], capture_output=True, text=True,
                               timeout=60, cwd=tmp_path)
         assert done.returncode == 0, done.stderr

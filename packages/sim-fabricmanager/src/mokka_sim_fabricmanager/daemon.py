@@ -16,14 +16,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from mokka_core.errors import MokkaError
-from mokka_core.node.foreground import foreground
+from mokka_core.node.foreground import foreground, print_version
 from mokka_core.stage.paths import find_root
 from mokka_core.stage.store import NodeStore, atomic_write
 
 REASSERT_SECONDS = 2.0
 INIT_DELAY_ENV = "MOKKA_FABRICMANAGER_INIT_DELAY_SEC"
 PROGRAM = "nv-fabricmanager"
+#: what the real ``--version`` prints, ``{driver}`` the driver version (see the package README)
+VERSION_TEXT = "Fabric Manager version is : {driver}"
 
 
 def marker_path(root: Path) -> Path:
@@ -62,13 +63,6 @@ def run(root: Path, init_delay: float, failed: bool, stop: threading.Event,
     log(f"{PROGRAM}: clean shutdown")
 
 
-def version_line(root: Path) -> str:
-    """What the real ``nv-fabricmanager --version`` prints, with the driver version of the node under ``root``."""
-    from mokka_core.stage import nodefile
-
-    return f"Fabric Manager version is : {nodefile.load(root).resolve().driver_version}"
-
-
 def parse_delay(text: str, source: str) -> float:
     try:
         value = float(text)
@@ -89,11 +83,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="print the version (the node's driver version, as the real one's matches its driver)")
     args = parser.parse_args(argv)
     if args.version:
-        try:
-            print(version_line(find_root(args.root)))
-        except MokkaError as exc:
-            raise SystemExit(f"{PROGRAM}: {exc}") from None
-        sys.exit(0)
+        print_version(PROGRAM, VERSION_TEXT, args.root)
     if args.init_delay is not None:
         delay = parse_delay(args.init_delay, "--init-delay")
     else:

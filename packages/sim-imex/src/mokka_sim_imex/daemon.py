@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mokka_core.errors import MokkaError
-from mokka_core.node.foreground import foreground
+from mokka_core.node.foreground import foreground, print_version
 from mokka_core.stage.paths import find_root
 
 from .config import CONFIG_FILE, ImexConfig, load_config, load_nodes, own_address
 
 PROGRAM = "nvidia-imex"
+#: what the real ``--version`` prints, ``{driver}`` the driver version (see the package README)
+VERSION_TEXT = "IMEX version is: {driver}"
 GREETING = b"MOKKA-IMEX 1"
 PROBE_INTERVAL = 1.0
 PROBE_TIMEOUT = 0.5
@@ -126,13 +128,6 @@ def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[
     log(f"{PROGRAM}: clean shutdown")
 
 
-def version_line(root: Path) -> str:
-    """What the real ``nvidia-imex --version`` prints, with the driver version of the node under ``root``."""
-    from mokka_core.stage import nodefile
-
-    return f"IMEX version is: {nodefile.load(root).resolve().driver_version}"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=PROGRAM, description="Fake NVIDIA IMEX daemon of a simulated node.")
     parser.add_argument("-c", "--config", type=Path, default=None,
@@ -144,11 +139,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="print the version (the node's driver version, as the real one's matches its driver)")
     args = parser.parse_args(argv)
     if args.version:
-        try:
-            print(version_line(find_root(args.root)))
-        except MokkaError as exc:
-            raise SystemExit(f"{PROGRAM}: {exc}") from None
-        sys.exit(0)
+        print_version(PROGRAM, VERSION_TEXT, args.root)
 
     def serve(stop: threading.Event, ready: threading.Event) -> None:
         config = load_config(args.config or find_root(args.root) / CONFIG_FILE)

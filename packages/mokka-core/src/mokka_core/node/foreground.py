@@ -13,12 +13,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import MokkaError
 
 if TYPE_CHECKING:
     import logging
+    from pathlib import Path
 
 EXIT_OK = 0
 #: bad input or a failure to start: the message says which file or value
@@ -79,3 +80,16 @@ def foreground(program: str, run: Callable[[threading.Event, threading.Event], N
         print(f"{program}: {exc}" if not str(exc).startswith(program) else str(exc), file=sys.stderr, flush=True)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def print_version(program: str, text: str, root: Path | None) -> NoReturn:
+    """``--version`` of a fake NVIDIA daemon: ``text`` with ``{driver}`` the driver version of the node under
+    ``root`` (else $MOKKA_ROOT, else /), as the real daemon's version is its driver's; exit 0 (1 without a node)."""
+    from ..stage import nodefile
+    from ..stage.paths import find_root
+
+    try:
+        print(text.format(driver=nodefile.load(find_root(root)).resolve().driver_version))
+    except MokkaError as exc:
+        raise SystemExit(f"{program}: {exc}") from None
+    sys.exit(0)

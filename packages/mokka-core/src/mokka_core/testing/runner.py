@@ -19,7 +19,8 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -86,6 +87,23 @@ class DaemonRunner:
 # --- test surfaces -------------------------------------------------------------------------------------
 
 PROBE_FILE = "var/lib/mokka-probe/state.json"
+
+
+@contextmanager
+def recording_node(root: Path) -> Iterator[list[Sequence[str]]]:
+    """A two-GPU H100 node with its daemon (a probe surface, no services), whose ctl socket records every
+    command handed to it: the list it yields."""
+    from ..model.spec import NodeSpec
+
+    relayed: list[Sequence[str]] = []
+
+    def runner(words: Sequence[str], where: Path) -> tuple[int, str, str]:
+        relayed.append(list(words))
+        return execute_captured(words, where)
+
+    settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False, ctl=runner)
+    with DaemonRunner(settings, surfaces={"probe": ProbeSurface()}):
+        yield relayed
 
 
 def probe_view(node: Node) -> dict[str, Any]:
