@@ -58,6 +58,25 @@ def test_the_readme_test_passes(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+def test_a_change_is_read_at_once_on_the_active_node(pytester: pytest.Pytester) -> None:
+    """Node.ctl returns once this process's NVML has the change (the library's own check comes every few
+    ms): every reading straight after it is the new one."""
+    pytester.makepyfile(textwrap.dedent('''
+        import pynvml
+
+        def test_at_once(mokka_node):
+            node = mokka_node(profile="h100", gpus=2)
+            node.activate()
+            pynvml.nvmlInit()
+            gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
+            for celsius in range(40, 90):
+                node.ctl("temp", "1", str(celsius))
+                assert pynvml.nvmlDeviceGetTemperature(gpu, pynvml.NVML_TEMPERATURE_GPU) == celsius
+    '''))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
 def test_the_default_profile_comes_from_the_marker_else_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(textwrap.dedent('''
         import pytest

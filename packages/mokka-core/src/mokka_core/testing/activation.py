@@ -53,6 +53,18 @@ def activate(node: object, library: Path, state: Path) -> None:
         _loaded = True
 
 
+def refresh(node: object) -> None:
+    """After a change of the active ``node``: have this process's NVML read its state now, not at its next
+    check (every few ms).  Creating an event set does that (an event set starts from the state now); the
+    library answers UNINITIALIZED while nothing in this process has initialised it, and then nothing reads."""
+    if _active is not node or not _loaded or _directory is None:
+        return
+    library = ctypes.CDLL(str(_directory / LIBRARY))  # the loaded one: the loader hands back its handle
+    events = ctypes.c_void_p()
+    if library.nvmlEventSetCreate(ctypes.byref(events)) == 0:
+        library.nvmlEventSetFree(events)
+
+
 def release(node: object) -> None:
     """The node is closing: no node is active any more (the library keeps its last snapshot)."""
     global _active

@@ -106,7 +106,8 @@ class Node:
         """Run one ``nvml-mock-ctl`` command on this node (``node.ctl("temp", "0", "91")``); its message.
 
         A refused or malformed command raises :class:`~mokka_core.errors.CtlError` with the message
-        the command line prints; the node is then unchanged.
+        the command line prints; the node is then unchanged.  On an active node (:meth:`activate`) this
+        process's NVML has the change when ``ctl`` returns: a test reads it at once, without polling.
         """
         parsed = ctl_cli.parse_in_process(["--root", str(self.root), *argv])
         if isinstance(parsed, str):  # --help
@@ -137,6 +138,7 @@ class Node:
             raise CtlError(str(exc)) from None
         except OSError as exc:
             raise CtlError(ctl_cli.unchanged_message(exc)) from None
+        activation.refresh(self)
         return message
 
     def activate(self) -> None:
