@@ -58,6 +58,7 @@ def test_the_readme_test_passes(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.usefixtures("whole_node")
 def test_a_change_is_read_at_once_on_the_active_node(pytester: pytest.Pytester) -> None:
     """Node.ctl returns once this process's NVML has the change (the library's own check comes every few
     ms): every reading straight after it is the new one."""

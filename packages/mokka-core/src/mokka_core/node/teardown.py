@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..stage import staging
-from ..stage.store import NodeStore, write_temps
+from ..stage.store import STATE_DIR, NodeStore, write_temps
 from .logstream import LogStream
 from .runstate import RunState
 from .supervise import Supervisor, socket_path
@@ -71,7 +71,7 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
         store.run_dir.rmdir()
     if store.daemon_file not in keep:
         _unlink(root, store.daemon_file, done.left)
-    for rel in reversed(run_state.created_dirs if run_state else []):
+    for rel in reversed(run_state.created_dirs if run_state else _unrecorded_dirs()):
         try:
             (root / rel).rmdir()
         except OSError as exc:
@@ -80,6 +80,13 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     if time.monotonic() > deadline:
         log.warning("teardown overran its deadline")
     return done
+
+
+def _unrecorded_dirs() -> list[str]:
+    """What a daemon killed before its run state landed may have made (outermost first): the state dir and
+    its ancestors, each removed only if empty (a directory something else lives in stays)."""
+    parts = STATE_DIR.split("/")
+    return ["/".join(parts[: n + 1]) for n in range(len(parts))]
 
 
 def _remove_log_dir(root: Path, log_dir: Path, left: list[str]) -> None:
