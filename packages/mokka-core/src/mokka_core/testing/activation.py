@@ -24,7 +24,7 @@ STATE = "mokka-nvml.state"
 
 _active: Any = None
 _directory: Path | None = None  # chosen once: the loaded library looks for its state here for good
-_loaded = False
+_loaded: ctypes.CDLL | None = None  # the library this process loaded, once
 
 
 def activate(node: object, library: Path, state: Path) -> None:
@@ -34,7 +34,7 @@ def activate(node: object, library: Path, state: Path) -> None:
     if _active is not None:
         raise MokkaError("another node is active in this process: one node's NVML at a time "
                          "(close it first; use node.env to show other nodes to subprocesses)")
-    if not _loaded:
+    if _loaded is None:
         _check_nothing_loaded()
     elif not library.exists():
         raise MokkaError("this node has no NVML library (its gpu surface is disabled), and this process has "
@@ -48,21 +48,19 @@ def activate(node: object, library: Path, state: Path) -> None:
         (_directory / LIBRARY).symlink_to(library.resolve())
     (_directory / STATE).symlink_to(state.absolute())
     _active = node
-    if not _loaded and library.exists():
-        ctypes.CDLL(str(_directory / LIBRARY), mode=ctypes.RTLD_GLOBAL)  # pynvml's CDLL(soname) finds this one
-        _loaded = True
+    if _loaded is None and library.exists():
+        _loaded = ctypes.CDLL(str(_directory / LIBRARY), mode=ctypes.RTLD_GLOBAL)  # pynvml's CDLL(soname) finds it
 
 
 def refresh(node: object) -> None:
     """After a change of the active ``node``: have this process's NVML read its state now, not at its next
     check (every few ms).  Creating an event set does that (an event set starts from the state now); the
     library answers UNINITIALIZED while nothing in this process has initialised it, and then nothing reads."""
-    if _active is not node or not _loaded or _directory is None:
+    if _active is not node or _loaded is None:
         return
-    library = ctypes.CDLL(str(_directory / LIBRARY))  # the loaded one: the loader hands back its handle
     events = ctypes.c_void_p()
-    if library.nvmlEventSetCreate(ctypes.byref(events)) == 0:
-        library.nvmlEventSetFree(events)
+    if _loaded.nvmlEventSetCreate(ctypes.byref(events)) == 0:
+        _loaded.nvmlEventSetFree(events)
 
 
 def release(node: object) -> None:
