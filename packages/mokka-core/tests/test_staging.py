@@ -161,3 +161,60 @@ def test_a_restage_reads_the_manifest_another_writer_left(root: Path) -> None:
 
 def test_teardown_of_unstaged_surface_is_a_no_op(root: Path) -> None:
     assert teardown(root, "nothing") is False
+
+
+def test_a_lone_replacement_needs_no_journal_and_a_kill_before_its_rename_leaves_only_scratch(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One owned file replaced, nothing else: its rename is atomic by itself, so no journal and no backup."""
+    from mokka_core.stage import staging
+
+    plan = [File("usr/lib/state", "1"), File("proc/driver/nvidia/version", "550\n")]
+    stage_wave({"a": plan}, root)
+    before = snapshot(root)
+
+    def no_journal(*_args: object) -> set[str]:
+        raise AssertionError("a lone replacement wrote a journal")
+
+    def killed(_source: str, _target: str) -> None:
+        raise KeyboardInterrupt  # stands for the SIGKILL: nothing after it runs in the wave
+
+    monkeypatch.setattr(staging, "_write_journal", no_journal)
+    monkeypatch.setattr(staging, "_move_into_place", killed)
+    monkeypatch.setattr(staging, "_remove_scratch", lambda *_args: None)  # a killed wave removes nothing
+    with pytest.raises(KeyboardInterrupt):
+        stage_wave({"a": [File("usr/lib/state", "2"), plan[1]]}, root)
+    assert (root / "usr/lib/state").read_text() == "1"
+    assert staging.recover(root) == []
+    assert snapshot(root) == before  # the scratch directory was all it left
+    monkeypatch.undo()
+    monkeypatch.setattr(staging, "_write_journal", no_journal)
+    stage_wave({"a": [File("usr/lib/state", "2"), plan[1]]}, root)
+    assert (root / "usr/lib/state").read_text() == "2"
+    assert not list(root.glob(".*mokka-old")) and not list((root / "usr/lib").glob(".*mokka-old"))
+
+
+def test_a_wave_that_replaces_two_files_keeps_its_journal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mokka_core.stage import staging
+
+    stage_wave({"a": [File("usr/lib/one", "1"), File("usr/lib/two", "1")]}, root)
+    journals = []
+    real = staging._write_journal
+    monkeypatch.setattr(staging, "_write_journal", lambda *args: journals.append(1) or real(*args))
+    stage_wave({"a": [File("usr/lib/one", "2"), File("usr/lib/two", "2")]}, root)
+    assert journals == [1]
+    assert teardown(root, "a")
+
+
+def test_trusted_entries_are_not_looked_for_and_the_rest_are(root: Path) -> None:
+    """``trusted``: entries this process's last wave published as they are (render's reused plan parts)."""
+    plan = [File("sys/module/nvidia/refcnt", "2\n"), File("sys/module/nvidia/initstate", "live\n"),
+            File("usr/lib/state", "1")]
+    stage_wave({"a": plan}, root)
+    (root / "sys/module/nvidia/refcnt").unlink()
+    (root / "sys/module/nvidia/initstate").unlink()
+    stage_wave({"a": [*plan[:2], File("usr/lib/state", "2")]}, root, trusted={"a": {0}})
+    assert not (root / "sys/module/nvidia/refcnt").exists()  # vouched for: back at the next full render
+    assert (root / "sys/module/nvidia/initstate").read_text() == "live\n"
+    stage_wave({"a": [*plan[:2], File("usr/lib/state", "3")]}, root)
+    assert (root / "sys/module/nvidia/refcnt").read_text() == "2\n"
+    assert teardown(root, "a")

@@ -48,6 +48,9 @@ class Reuse:
         self.touched = touched
         self.contributions: dict[str, tuple[type[Surface], StageContext, Contribution]] = {}
         self.parts: dict[tuple[str, str], tuple[PlanPart, StageContext, list[Entry]]] = {}
+        #: by surface, the indices of its plan that parts taken from the last render hold: published by it as
+        #: they are (``staging.stage_wave``'s ``trusted``)
+        self.taken: dict[str, set[int]] = {}
 
     def _untouched(self, reads: frozenset[str] | None) -> bool:
         return self.touched is not None and reads is not None and not reads & self.touched
@@ -69,19 +72,22 @@ class Reuse:
         if len(parts) == 1:  # the whole plan: it could be taken only where render keeps the surface anyway
             return list(parts[0].build(node, ctx))
         entries: list[Entry] = []
+        taken: set[int] = set()
         for part in parts:
-            entries += self._part(name, part, node, ctx)
+            built, was_taken = self._part(name, part, node, ctx)
+            if was_taken:
+                taken.update(range(len(entries), len(entries) + len(built)))
+            entries += built
+        self.taken[name] = taken
         return entries
 
-    def _part(self, name: str, part: PlanPart, node: Node, ctx: StageContext) -> list[Entry]:
+    def _part(self, name: str, part: PlanPart, node: Node, ctx: StageContext) -> tuple[list[Entry], bool]:
         key = (name, part.name)
         found = self.last.parts.get(key) if self.last is not None else None
-        if found is not None and found[0] == part and self._untouched(part.reads) and _same(found[1], ctx):
-            built = found[2]
-        else:
-            built = list(part.build(node, ctx))
+        taken = found is not None and found[0] == part and self._untouched(part.reads) and _same(found[1], ctx)
+        built = found[2] if taken and found is not None else list(part.build(node, ctx))
         self.parts[key] = (part, ctx, built)
-        return built
+        return built, taken
 
     def remember(self, node: Node) -> None:
         """Record what this render built, for ``node``: the next change starts from it.  A surface it did

@@ -225,7 +225,8 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
         raise Interrupted("stopped before publishing")
     result = RenderResult(unchanged=sorted((set(plans) | kept) - set(changed)))
     if changed:
-        staging.stage_wave(changed, root, {name: each[name] for name in changed})
+        staging.stage_wave(changed, root, {name: each[name] for name in changed},
+                           trusted={name: reuse.taken[name] for name in changed if name in reuse.taken})
         result.staged = list(changed)
     if boot is not None:
         mig_boot.publish(root, boot)

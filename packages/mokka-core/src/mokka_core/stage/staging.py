@@ -101,10 +101,13 @@ def staged_surfaces(root: Path) -> list[str]:
     return sorted(name[:-5] for name in names if name.endswith(".json") and not name.startswith("."))
 
 
-def stage_wave(plans: dict[str, list[Entry]], root: Path,
-               entry_digests: Mapping[str, list[str]] | None = None) -> dict[str, Manifest]:
+def stage_wave(plans: dict[str, list[Entry]], root: Path, entry_digests: Mapping[str, list[str]] | None = None,
+               trusted: Mapping[str, set[int]] | None = None) -> dict[str, Manifest]:
     """Stage every plan or none of them.  ``entry_digests``: each plan's ``entry_digest`` list, where the
-    caller has them already (``render`` made the plans' digests from them)."""
+    caller has them already (``render`` made the plans' digests from them).  ``trusted``: by surface, the
+    indices of entries this process's last wave under ``root`` published as they are (``render``: the plan
+    parts it took from the last render); they are kept where the manifest records the same digest, without
+    looking for them on disk, so one removed by hand since comes back at the next full render, not now."""
     if not os.path.isdir(root):
         root.mkdir(parents=True, exist_ok=True)
     _check_plans(plans)
@@ -112,13 +115,15 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path,
     known = entry_digests or {}
     digests = {surface: list(known[surface]) if surface in known else [entry_digest(entry) for entry in plan]
                for surface, plan in plans.items()}
-    unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface])
+    vouched = trusted or {}
+    unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface], vouched.get(surface))
                  for surface, plan in plans.items()}
     scratch = scratch_dir(root, SCRATCH_PREFIX)
     try:
-        there = _write_journal(plans, root, scratch, previous, unchanged)
+        lone = _lone_replacement(plans, root, scratch, previous, unchanged)
+        there = lone if lone is not None else _write_journal(plans, root, scratch, previous, unchanged)
         _materialise_all(plans, str(scratch), unchanged)
-        return _publish(plans, root, scratch, previous, digests, unchanged, there)
+        return _publish(plans, root, scratch, previous, digests, unchanged, there, rollback=lone is None)
     finally:
         _remove_scratch(scratch, plans)
 
@@ -180,6 +185,37 @@ def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, pre
                 paths += [f"{prefix}{name}.mokka-old", f"{prefix}{name}.mokka-new"]
     atomic_write(scratch / JOURNAL, json.dumps({"paths": paths, "dirs": dirs}, separators=(",", ":")))
     return checked.difference(dirs)
+
+
+def _lone_replacement(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
+                      unchanged: dict[str, set[int]]) -> set[str] | None:
+    """The directories of a wave that replaces at most one file its surface owns and creates nothing: it
+    needs no journal and no backup, as its one rename is atomic by itself and a kill before it leaves only
+    the scratch directory (which ``recover`` removes).  None for any other wave (the journal's)."""
+    lone: tuple[str, Entry] | None = None
+    for surface, plan in plans.items():
+        same = unchanged[surface]
+        for n, entry in enumerate(plan):
+            if n in same or type(entry) is Runtime:  # a runtime file is recorded, never made by a wave
+                continue
+            if lone is not None:
+                return None
+            lone = (surface, entry)
+    if lone is None:
+        return set()
+    surface, entry = lone
+    old = previous[surface]
+    if type(entry) is Dir or old is None or entry.path not in old.digests:
+        return None
+    try:
+        there = os.lstat(f"{root}/{entry.path}")
+    except OSError:
+        return None
+    if stat.S_ISDIR(there.st_mode) or there.st_dev != os.stat(scratch).st_dev:  # rename(2) would not do
+        return None
+    head = entry.path.rpartition("/")[0]
+    parts = head.split("/") if head else []
+    return {"/".join(parts[: n + 1]) for n in range(len(parts))}
 
 
 def recover(root: Path) -> list[str]:
@@ -284,9 +320,10 @@ def _entry_digest(entry: Entry) -> str:
     return digest.hexdigest()
 
 
-def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest | None) -> set[int]:
+def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest | None,
+               trusted: set[int] | None = None) -> set[int]:
     """Indices of entries already published with the same content, and of directories there already: a
-    restage leaves them alone."""
+    restage leaves them alone.  ``trusted``: see ``stage_wave``."""
     if old is None or not old.digests:
         return set()
     recorded = old.digests
@@ -294,11 +331,18 @@ def _unchanged(root: Path, plan: list[Entry], digests: list[str], old: Manifest 
     base = str(root)
     kept = set()
     dirs = []
+    vouched = trusted or ()
     for n, entry in enumerate(plan):
         if type(entry) is Dir:
-            dirs.append(n)
+            if n in vouched:
+                kept.add(n)
+            else:
+                dirs.append(n)
             continue
         if recorded.get(entry.path) != digests[n]:
+            continue
+        if n in vouched:
+            kept.add(n)
             continue
         head, _, name = entry.path.rpartition("/")
         if head not in listed:
@@ -484,7 +528,10 @@ def _materialise(entry: Entry, path: str) -> None:
 
 
 def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-             digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str]) -> dict[str, Manifest]:
+             digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str],
+             rollback: bool = True) -> dict[str, Manifest]:
+    """Move the wave into place; ``rollback`` False: a lone replacement (``_lone_replacement``), whose
+    rename leaves nothing to undo."""
     done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
     known_dirs = set(there)  # relative dirs known to exist, so each is checked once per wave
@@ -519,13 +566,14 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                     continue
                 target = target_name
                 backup = None
-                if os.path.lexists(target_name):
+                if rollback and os.path.lexists(target_name):
                     if entry.path not in owned:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
                     backup = _keep_for_rollback(target)
                 # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
                 _move_into_place(os.path.join(source_dir, str(n)), target_name)
-                done.append((target, backup))
+                if rollback:
+                    done.append((target, backup))
                 manifest.entries.append(entry.path)
             manifests[surface] = manifest
     except BaseException:
