@@ -348,9 +348,10 @@ def test_the_block_memo_renders_what_a_fresh_render_does(profile: str, monkeypat
         node = apply(base, doc)
         contributed = [NvmlKeys(devices={rng.randrange(8): (("nvlink.0.state", rng.randrange(2)),)})]
         monkeypatch.setattr(nvml_view, "_BLOCKS", memo)
-        before = len(memo.blocks) if memo.frame is not None else 0
+        kept = memo.rendered
+        before = dict(kept.blocks) if kept is not None else {}
         remembered = render_nvml_state(node, contributed)
-        reused += before and len(memo.blocks) == before
+        reused += memo.rendered is kept and any(memo.rendered.blocks[i] is block for i, block in before.items())
         monkeypatch.setattr(nvml_view, "_BLOCKS", nvml_view._BlockMemo())
         assert remembered == render_nvml_state(node, contributed), f"step {step}: {doc}"
     assert reused, "the memo never kept a block: the test would not see a stale one"

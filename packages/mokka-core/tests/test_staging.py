@@ -163,9 +163,10 @@ def test_teardown_of_unstaged_surface_is_a_no_op(root: Path) -> None:
     assert teardown(root, "nothing") is False
 
 
-def test_a_lone_replacement_needs_no_journal_and_a_kill_before_its_rename_leaves_only_scratch(
+def test_a_lone_replacement_needs_no_journal_and_a_kill_before_its_rename_leaves_what_recover_removes(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One owned file replaced, nothing else: its rename is atomic by itself, so no journal and no backup."""
+    """One owned file replaced, nothing else: its rename is atomic by itself, so no journal, no backup and
+    no scratch directory; a kill just before the rename leaves the built file, named as scratch is."""
     from mokka_core.stage import staging
 
     plan = [File("usr/lib/state", "1"), File("proc/driver/nvidia/version", "550\n")]
@@ -175,22 +176,22 @@ def test_a_lone_replacement_needs_no_journal_and_a_kill_before_its_rename_leaves
     def no_journal(*_args: object) -> set[str]:
         raise AssertionError("a lone replacement wrote a journal")
 
-    def killed(_source: str, _target: str) -> None:
-        raise KeyboardInterrupt  # stands for the SIGKILL: nothing after it runs in the wave
-
     monkeypatch.setattr(staging, "_write_journal", no_journal)
-    monkeypatch.setattr(staging, "_move_into_place", killed)
-    monkeypatch.setattr(staging, "_remove_scratch", lambda *_args: None)  # a killed wave removes nothing
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(staging, "scratch_dir", no_journal)
+    pid = os.fork()
+    if pid == 0:  # the wave, killed where its rename would be
+        monkeypatch.setattr(staging, "_move_into_place", lambda *_args: os._exit(9))
         stage_wave({"a": [File("usr/lib/state", "2"), plan[1]]}, root)
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] >> 8 == 9
     assert (root / "usr/lib/state").read_text() == "1"
+    assert [p.name for p in root.glob(".mokka-stage-*")] != []  # what the kill left
     assert staging.recover(root) == []
-    assert snapshot(root) == before  # the scratch directory was all it left
-    monkeypatch.undo()
-    monkeypatch.setattr(staging, "_write_journal", no_journal)
+    assert snapshot(root) == before
     stage_wave({"a": [File("usr/lib/state", "2"), plan[1]]}, root)
     assert (root / "usr/lib/state").read_text() == "2"
-    assert not list(root.glob(".*mokka-old")) and not list((root / "usr/lib").glob(".*mokka-old"))
+    assert snapshot(root).keys() == before.keys()  # no backup, no scratch left
+    assert teardown(root, "a")
 
 
 def test_a_wave_that_replaces_two_files_keeps_its_journal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

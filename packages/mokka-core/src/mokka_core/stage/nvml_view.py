@@ -307,22 +307,6 @@ def _device(node: Node, gpu: Gpu, root_index: Mapping[str, int]) -> Iterator[tup
         yield "mig.current", _b(c.mig.mode_current)
         yield "mig.pending", _b(c.mig.mode_pending)
         yield "mig.max_devices", c.mig.max_gpu_instances
-        for row, profile in enumerate(c.mig.gpu_instance_profiles):
-            at = f"mig_profile.{row}."
-            yield at + "profile", profile.nvml_profile
-            yield at + "id", profile.id
-            yield at + "name", profile.name
-            yield at + "slices", profile.slices
-            yield at + "instances", profile.instances
-            yield at + "memory_mb", profile.memory_mb
-            yield at + "sms", profile.multiprocessors
-            yield at + "copy_engines", profile.copy_engines
-            yield at + "decoders", profile.decoders
-            yield at + "encoders", profile.encoders
-            yield at + "jpegs", profile.jpegs
-            yield at + "ofas", profile.ofas
-            yield at + "placement_size", profile.placement_size
-            yield at + "placements", ",".join(map(str, profile.placements))
     else:
         yield "mig.current", -1  # board without MIG: N/A
 
@@ -492,6 +476,28 @@ def _ecc(gpu: Gpu, arch: int) -> Iterator[tuple[str, object]]:
                     yield f"remapped_rows.histogram.{name}", getattr(h, name)
 
 
+def _mig_profiles(c: GpuConfig) -> Iterator[tuple[str, object]]:
+    """The board's MIG profile table: a pure function of ``c.mig`` (rendered once per table, ``_mig_rows``)."""
+    if not (c.mig and c.mig.max_gpu_instances):
+        return
+    for row, profile in enumerate(c.mig.gpu_instance_profiles):
+        at = f"mig_profile.{row}."
+        yield at + "profile", profile.nvml_profile
+        yield at + "id", profile.id
+        yield at + "name", profile.name
+        yield at + "slices", profile.slices
+        yield at + "instances", profile.instances
+        yield at + "memory_mb", profile.memory_mb
+        yield at + "sms", profile.multiprocessors
+        yield at + "copy_engines", profile.copy_engines
+        yield at + "decoders", profile.decoders
+        yield at + "encoders", profile.encoders
+        yield at + "jpegs", profile.jpegs
+        yield at + "ofas", profile.ofas
+        yield at + "placement_size", profile.placement_size
+        yield at + "placements", ",".join(map(str, profile.placements))
+
+
 def _pci_functions(node: Node, root_index: Mapping[str, int]) -> Iterator[tuple[str, object]]:
     """The node's non-GPU PCI functions (HCAs, PCI-visible NVSwitches): nvidia-smi topo -m asks the
     library for the PCIe level between them and the GPUs (export slot 23). An HCA assigned to a GPU
@@ -533,12 +539,7 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = (), booted_m
     nvml_version = system.nvml_version or f"12.{system.driver_version}"
     cuda = system.cuda_version_major * 1000 + system.cuda_version_minor * 10
     init_error = 0 if node.driver_loaded else NVML_ERROR_DRIVER_NOT_LOADED
-    extra_system: dict[str, object] = {}
-    extra: dict[int, dict[str, object]] = {}
-    for keys in contributed:
-        extra_system.update(keys.system)
-        for index, contributed_pairs in keys.devices.items():
-            extra.setdefault(index, {}).update(contributed_pairs)
+    extra_system, extra = _merged(tuple(contributed))
     lines = [HEADER, f"# node {node.node_name}, profile {node.profile_name}"]
     lines += [f"system.driver_version={system.driver_version}", f"system.nvml_version={nvml_version}",
               f"system.cuda_version={cuda}", f"system.device_count={len(node.gpus)}", f"system.init_error={init_error}"]
@@ -553,16 +554,18 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = (), booted_m
         if problem:
             raise StateValueError(f"state file key system.{key}: {problem} (native/state-keys.toml)")
         lines.append(f"system.{key}={value}")
-    root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
-    blocks = _BLOCKS.around(node)
+    frame = _BLOCKS.around(node)
+    blocks = frame.blocks
     for gpu in node.gpus:
-        mine = extra.get(gpu.index, {})
+        mine = extra.get(gpu.index, _NO_KEYS)
         block = _kept_block(blocks, gpu, mine)
         if block is None:
-            block = _device_block(node, gpu, root_index, mine)
+            block = "\n".join(_device_block(node, gpu, frame.root_index, mine))
             blocks[gpu.index] = (gpu.config, mine, block)
-        lines += block
-    lines += [f"{key}={value}" for key, value in _pci_functions(node, root_index)]
+        if block:
+            lines.append(block)
+    if frame.pci_functions:
+        lines.append(frame.pci_functions)
     events = sorted((event.seq, gpu.index, event.code) for gpu in node.gpus for event in gpu.config.xid_events or [])
     if node.surface("pci").state == "failed":  # the bus failed: every GPU fell off it, after what happened before
         after = max((seq for seq, _, _ in events), default=0)
@@ -577,8 +580,15 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = (), booted_m
 def _device_block(node: Node, gpu: Gpu, root_index: Mapping[str, int], mine: Mapping[str, object]) -> list[str]:
     """GPU ``gpu``'s lines: its own keys, then the other surfaces' (``mine``) in place of any of the same name."""
     prefix = f"device.{gpu.index}."
+    lines = _rendered(prefix, (pair for pair in _device(node, gpu, root_index) if pair[0] not in mine))
+    lines += _mig_rows(prefix, gpu.config, mine)
+    lines += _rendered(prefix, mine.items())
+    return lines
+
+
+def _rendered(prefix: str, pairs: Iterable[tuple[str, object]]) -> list[str]:
     lines: list[str] = []
-    for key, value in (*(pair for pair in _device(node, gpu, root_index) if pair[0] not in mine), *mine.items()):
+    for key, value in pairs:
         if type(value) is str:
             text = "" if value == "N/A" else value  # an empty string is what the library reports as N/A
         elif value == 0 and key.startswith(ZERO_DEFAULT_PREFIXES):
@@ -590,6 +600,59 @@ def _device_block(node: Node, gpu: Gpu, root_index: Mapping[str, int], mine: Map
             raise StateValueError(f"state file key {prefix}{key}: {problem} (native/state-keys.toml)")
         lines.append(f"{prefix}{key}={text}")
     return lines
+
+
+def _mig_rows(prefix: str, c: GpuConfig, mine: Mapping[str, object]) -> list[str]:
+    """The lines of the board's MIG profile table, rendered once per table and GPU (a third of a block)."""
+    if any(key.startswith("mig_profile.") for key in mine):
+        return _rendered(prefix, (pair for pair in _mig_profiles(c) if pair[0] not in mine))
+    found = _MIG_ROWS.get(prefix)
+    if found is not None and found[0] is c.mig:
+        return found[1]
+    rows = _rendered(prefix, _mig_profiles(c))
+    if len(_MIG_ROWS) >= _MIG_ROWS_MAX:
+        _MIG_ROWS.clear()
+    _MIG_ROWS[prefix] = (c.mig, rows)
+    return rows
+
+
+#: a GPU's line prefix -> (the MIG table its rows were rendered from, the rows); held, so compared by identity
+_MIG_ROWS: dict[str, tuple[object, list[str]]] = {}
+_MIG_ROWS_MAX = 1024
+
+
+_NO_KEYS: Mapping[str, object] = {}
+_MERGED: list[tuple[tuple[NvmlKeys, ...], dict[str, object], dict[int, dict[str, object]]]] = []
+
+
+def _merged(contributed: tuple[NvmlKeys, ...]) -> tuple[dict[str, object], dict[int, dict[str, object]]]:
+    """The other surfaces' keys, system and per GPU, later surfaces' in place of earlier ones'; the last
+    merge again where the contributions are the very same objects (``plan_memo`` keeps those a change
+    does not touch), so the kept device blocks compare their keys by identity."""
+    last = _MERGED[0] if _MERGED else None
+    if last is not None and len(last[0]) == len(contributed) and all(
+            a is b for a, b in zip(last[0], contributed, strict=True)):
+        return last[1], last[2]
+    extra_system: dict[str, object] = {}
+    extra: dict[int, dict[str, object]] = {}
+    for keys in contributed:
+        extra_system.update(keys.system)
+        for index, contributed_pairs in keys.devices.items():
+            extra.setdefault(index, {}).update(contributed_pairs)
+    _MERGED[:] = [(contributed, extra_system, extra)]
+    return extra_system, extra
+
+
+class _Frame:
+    """What one frame renders once: its device blocks by GPU index (configuration, contributed keys,
+    text), its root complexes' indices and the lines of its other PCI functions."""
+
+    __slots__ = ("blocks", "pci_functions", "root_index")
+
+    def __init__(self, node: Node) -> None:
+        self.blocks: dict[int, tuple[object, Mapping[str, object], str]] = {}
+        self.root_index = {rc.id: i for i, rc in enumerate(node.root_complexes)}
+        self.pci_functions = "\n".join(f"{key}={value}" for key, value in _pci_functions(node, self.root_index))
 
 
 class _BlockMemo:
@@ -605,27 +668,29 @@ class _BlockMemo:
 
     def __init__(self) -> None:
         self.frame: tuple[object, ...] | None = None
-        self.blocks: dict[int, tuple[object, Mapping[str, object], list[str]]] = {}
+        self.rendered: _Frame | None = None
 
-    def around(self, node: Node) -> dict[int, tuple[object, Mapping[str, object], list[str]]]:
-        """The blocks of ``node``'s frame: the last render's where the frame is the same, else a new set.
+    def around(self, node: Node) -> _Frame:
+        """``node``'s frame as rendered: the last render's where the frame is the same, else a new one.
 
-        Each render keeps to the set it was given, so renders in two threads never mix their blocks."""
+        Each render keeps to the frame it was given, so renders in two threads never mix their blocks."""
         frame = (*(getattr(node, name) for name in node.__slots__ if name != "gpus"),
                  *(tuple(getattr(gpu, name) for name in gpu.__slots__ if name != "config") for gpu in node.gpus))
-        blocks = self.blocks
-        if frame != self.frame:  # tuples compare their items by identity first: cheap when nothing moved
-            blocks = {}
-            self.frame, self.blocks = frame, blocks
+        rendered = self.rendered
+        if rendered is None or frame != self.frame:  # tuples compare items by identity first: cheap when kept
+            rendered = _Frame(node)
+            self.frame, self.rendered = frame, rendered
         else:  # an equal frame of other objects (another node of the same spec): the next compare is by identity
             self.frame = frame
-        return blocks
+        return rendered
 
 
-def _kept_block(blocks: Mapping[int, tuple[object, Mapping[str, object], list[str]]], gpu: Gpu,
-                mine: Mapping[str, object]) -> list[str] | None:
+def _kept_block(blocks: Mapping[int, tuple[object, Mapping[str, object], str]], gpu: Gpu,
+                mine: Mapping[str, object]) -> str | None:
     kept = blocks.get(gpu.index)
-    return kept[2] if kept is not None and kept[0] is gpu.config and kept[1] == mine else None
+    if kept is None or kept[0] is not gpu.config:
+        return None
+    return kept[2] if kept[1] is mine or kept[1] == mine else None
 
 
 _BLOCKS = _BlockMemo()

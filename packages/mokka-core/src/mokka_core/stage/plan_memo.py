@@ -30,6 +30,7 @@ class Built(NamedTuple):
     node: Node
     contributions: dict[str, tuple[type[Surface], StageContext, Contribution]]  # by surface
     parts: dict[tuple[str, str], tuple[PlanPart, StageContext, list[Entry]]]  # by (surface, part)
+    digests: dict[tuple[str, str], list[str]]  # each part's ``staging.entry_digest`` list, by (surface, part)
 
 
 _LAST: dict[str, Built] = {}  # by root; a root's entry is replaced by each render and dropped at teardown
@@ -51,6 +52,8 @@ class Reuse:
         #: by surface, the indices of its plan that parts taken from the last render hold: published by it as
         #: they are (``staging.stage_wave``'s ``trusted``)
         self.taken: dict[str, set[int]] = {}
+        self.spans: dict[str, list[tuple[tuple[str, str], int, int, bool]]] = {}  # (part, start, end, taken)
+        self.digests: dict[tuple[str, str], list[str]] = {}
 
     def _untouched(self, reads: frozenset[str] | None) -> bool:
         return self.touched is not None and reads is not None and not reads & self.touched
@@ -73,13 +76,30 @@ class Reuse:
             return list(parts[0].build(node, ctx))
         entries: list[Entry] = []
         taken: set[int] = set()
+        spans = self.spans[name] = []
         for part in parts:
             built, was_taken = self._part(name, part, node, ctx)
-            if was_taken:
-                taken.update(range(len(entries), len(entries) + len(built)))
+            start = len(entries)
             entries += built
+            spans.append(((name, part.name), start, len(entries), was_taken))
+            if was_taken:
+                taken.update(range(start, len(entries)))
         self.taken[name] = taken
         return entries
+
+    def entry_digests(self, name: str, plan: list[Entry], digest: Callable[[Entry], str]) -> list[str]:
+        """``digest`` of each entry of ``name``'s plan as :meth:`plan` built it: a part taken from the last
+        render keeps the digests that render made of it (a copy's source is read as it found it)."""
+        spans = self.spans.get(name)
+        if spans is None:
+            return [digest(entry) for entry in plan]
+        out: list[str] = []
+        for key, start, end, taken in spans:
+            kept = self.last.digests.get(key) if taken and self.last is not None else None
+            made = kept if kept is not None else [digest(entry) for entry in plan[start:end]]
+            self.digests[key] = made
+            out += made
+        return out
 
     def _part(self, name: str, part: PlanPart, node: Node, ctx: StageContext) -> tuple[list[Entry], bool]:
         key = (name, part.name)
@@ -96,7 +116,7 @@ class Reuse:
             _LAST.pop(self.root, None)
             while len(_LAST) >= _ROOTS:
                 _LAST.pop(next(iter(_LAST)))
-            _LAST[self.root] = Built(node, self.contributions, self.parts)
+            _LAST[self.root] = Built(node, self.contributions, self.parts, self.digests)
 
 
 def forget(root: Path) -> None:

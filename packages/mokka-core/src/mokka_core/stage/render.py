@@ -217,7 +217,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
         boot = mig_boot.boot_record(node, ctx)
         ctx = ctx._replace(mig=mig_boot.partitions(boot))
     plans = build_plans(node, {name: s for name, s in wanted.items() if name not in kept}, ctx, stop, reuse)
-    each = {name: entry_digests(plan) for name, plan in plans.items()}
+    each = {name: reuse.entry_digests(name, plan, staging.entry_digest) for name, plan in plans.items()}
     digests = {name: plan_digest(plan, each[name]) for name, plan in plans.items()}
     changed = {name: plan for name, plan in plans.items()
                if force or name not in staged or old.get(name) != digests[name]}

@@ -21,7 +21,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
@@ -118,12 +118,15 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path, entry_digests: Mapping
     vouched = trusted or {}
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface], vouched.get(surface))
                  for surface, plan in plans.items()}
+    lone = _lone_replacement(plans, root, previous, unchanged)
+    if lone is not None:
+        return _stage_lone(plans, root, previous, digests, unchanged, *lone)
     scratch = scratch_dir(root, SCRATCH_PREFIX)
     try:
-        lone = _lone_replacement(plans, root, scratch, previous, unchanged)
-        there = lone if lone is not None else _write_journal(plans, root, scratch, previous, unchanged)
+        there = _write_journal(plans, root, scratch, previous, unchanged)
         _materialise_all(plans, str(scratch), unchanged)
-        return _publish(plans, root, scratch, previous, digests, unchanged, there, rollback=lone is None)
+        return _publish(plans, root, previous, digests, unchanged, there,
+                        lambda surface, n: os.path.join(scratch, surface, str(n)))
     finally:
         _remove_scratch(scratch, plans)
 
@@ -187,12 +190,13 @@ def _write_journal(plans: dict[str, list[Entry]], root: Path, scratch: Path, pre
     return checked.difference(dirs)
 
 
-def _lone_replacement(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
-                      unchanged: dict[str, set[int]]) -> set[str] | None:
-    """The directories of a wave that replaces at most one file its surface owns and creates nothing: it
-    needs no journal and no backup, as its one rename is atomic by itself and a kill before it leaves only
-    the scratch directory (which ``recover`` removes).  None for any other wave (the journal's)."""
-    lone: tuple[str, Entry] | None = None
+def _lone_replacement(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
+                      unchanged: dict[str, set[int]]) -> tuple[set[str], tuple[str, int] | None] | None:
+    """A wave that replaces at most one file its surface owns and creates nothing: the directories its
+    entry is in and the entry (surface, index; None where nothing is replaced).  It needs no journal, no
+    backup and no scratch directory, as its one rename is atomic by itself (``_stage_lone``).  None for
+    any other wave."""
+    lone: tuple[str, int] | None = None
     for surface, plan in plans.items():
         same = unchanged[surface]
         for n, entry in enumerate(plan):
@@ -200,22 +204,44 @@ def _lone_replacement(plans: dict[str, list[Entry]], root: Path, scratch: Path, 
                 continue
             if lone is not None:
                 return None
-            lone = (surface, entry)
+            lone = (surface, n)
     if lone is None:
-        return set()
-    surface, entry = lone
-    old = previous[surface]
+        return set(), None
+    surface, n = lone
+    entry, old = plans[surface][n], previous[surface]
     if type(entry) is Dir or old is None or entry.path not in old.digests:
         return None
     try:
         there = os.lstat(f"{root}/{entry.path}")
     except OSError:
         return None
-    if stat.S_ISDIR(there.st_mode) or there.st_dev != os.stat(scratch).st_dev:  # rename(2) would not do
+    if stat.S_ISDIR(there.st_mode) or there.st_dev != os.stat(root).st_dev:  # rename(2) would not do
         return None
     head = entry.path.rpartition("/")[0]
     parts = head.split("/") if head else []
-    return {"/".join(parts[: n + 1]) for n in range(len(parts))}
+    return {"/".join(parts[: n + 1]) for n in range(len(parts))}, lone
+
+
+def _stage_lone(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
+                digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str],
+                lone: tuple[str, int] | None) -> dict[str, Manifest]:
+    """Publish a lone replacement: its entry is built as one file named like a scratch directory (so a kill
+    before the rename leaves what ``recover`` removes), then renamed over the old one."""
+    built = None
+    if lone is not None:
+        surface, n = lone
+        built = f"{root}/{SCRATCH_PREFIX}{os.urandom(6).hex()}"
+        try:
+            _materialise(plans[surface][n], built)
+        except OSError as exc:
+            _remove(built)
+            raise StagingError(surface, f"cannot build /{plans[surface][n].path}: {exc.strerror or exc}") from None
+    try:
+        return _publish(plans, root, previous, digests, unchanged, there, lambda _surface, _n: str(built),
+                        rollback=False)
+    finally:
+        if built is not None and os.path.lexists(built):
+            _remove(built)
 
 
 def recover(root: Path) -> list[str]:
@@ -235,6 +261,12 @@ def recover(root: Path) -> list[str]:
             owned |= {*manifest.entries, *manifest.dirs}
     still: list[str] = []
     for scratch in sorted(root.glob(f"{SCRATCH_PREFIX}*")):
+        if not scratch.is_dir() or scratch.is_symlink():  # a lone replacement's entry, killed before its rename
+            try:
+                scratch.unlink()
+            except OSError as exc:
+                still.append(f"/{scratch.name} ({exc.strerror})")
+            continue
         try:
             journal = json.loads((scratch / JOURNAL).read_text())
             paths, dirs = list(journal["paths"]), list(journal["dirs"])
@@ -527,11 +559,11 @@ def _materialise(entry: Entry, path: str) -> None:
             os.chmod(path, entry.mode)
 
 
-def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous: dict[str, Manifest | None],
+def _publish(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
              digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str],
-             rollback: bool = True) -> dict[str, Manifest]:
-    """Move the wave into place; ``rollback`` False: a lone replacement (``_lone_replacement``), whose
-    rename leaves nothing to undo."""
+             built: Callable[[str, int], str], rollback: bool = True) -> dict[str, Manifest]:
+    """Move the wave into place, each entry from where it was ``built`` (by surface and index);
+    ``rollback`` False: a lone replacement (``_lone_replacement``), whose rename leaves nothing to undo."""
     done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
     created_dirs: list[str] = []
     known_dirs = set(there)  # relative dirs known to exist, so each is checked once per wave
@@ -541,7 +573,6 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
             old = previous[surface]
             owned = set(old.entries) if old else set()
             manifest = Manifest(surface, dirs=list(old.dirs) if old else [])
-            source_dir = os.path.join(scratch, surface)
             same = unchanged[surface]
             for n, entry in enumerate(plan):
                 if n in same:  # published already, in directories that exist
@@ -571,7 +602,7 @@ def _publish(plans: dict[str, list[Entry]], root: Path, scratch: Path, previous:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
                     backup = _keep_for_rollback(target)
                 # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
-                _move_into_place(os.path.join(source_dir, str(n)), target_name)
+                _move_into_place(built(surface, n), target_name)
                 if rollback:
                     done.append((target, backup))
                 manifest.entries.append(entry.path)
