@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -29,11 +28,27 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
 
 
 def read_host_cpus() -> tuple[int, ...]:
-    """The host's online CPUs (``HOST_CPUS_FILE``); OSError / ValueError name the file."""
+    """The host's online CPUs (``HOST_CPUS_FILE``); OSError / ValueError name the file.
+
+    Read at every change (a snapshot's freshness), so the list is parsed once per text."""
+    fd = os.open(HOST_CPUS_FILE, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return parse_cpulist(Path(HOST_CPUS_FILE).read_text(encoding="ascii"))
-    except ValueError as exc:
-        raise ValueError(f"{HOST_CPUS_FILE}: {exc}") from None
+        text = os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+    found = _PARSED.get(text)
+    if found is None:
+        try:
+            found = parse_cpulist(text.decode("ascii"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{HOST_CPUS_FILE}: {exc}") from None
+        if len(_PARSED) >= 16:
+            _PARSED.clear()
+        _PARSED[text] = found
+    return found
+
+
+_PARSED: dict[bytes, tuple[int, ...]] = {}
 
 
 def host_cpus_fingerprint() -> Fingerprint:
