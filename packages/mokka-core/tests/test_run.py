@@ -524,12 +524,10 @@ def test_rootless_user_namespace_or_clear_refusal() -> None:
 
 
 @needs_root
-def test_setup_under_a_second_for_h100x8() -> None:
-    started = time.monotonic()
+def test_an_h100x8_node_runs_a_command() -> None:
+    # how long it takes is a benchmark figure (bench_node.py --only run), never a unit test's
     done = fake_run("--gpus", "8", "--", "true")
     assert done.returncode == 0, done.stderr
-    # interpreter start and imports included; staging + namespace alone is a fraction of this
-    assert time.monotonic() - started < 3.0
 
 
 # ---- acceptance with the installed sim-gpu and sim-pci surfaces --------------------------------
