@@ -111,8 +111,8 @@ static void normalise(const char *path, char *out, size_t size)
         const char *end = strchrnul(p, '/');
         size_t len = (size_t)(end - p);
         if (len && !(len == 1 && p[0] == '.')) {
+            if (n + len + 2 > size) die(EXIT_FAILED, "root %s: path too long", path);
             if (n && out[n - 1] != '/') out[n++] = '/';
-            if (n + len + 1 > size) die(EXIT_FAILED, "root %s: path too long", path);
             memcpy(out + n, p, len);
             n += len;
         }
@@ -230,13 +230,14 @@ static void assert_marker(const char *marker)
 
 /* ---- waiting ---------------------------------------------------------------------------------- */
 
-/* Wait `seconds` (infinity: for ever) or until SIGTERM/SIGINT; true once a stop signal came. */
+/* Wait `seconds` (infinity, or past any deadline a clock can hold: for ever) or until SIGTERM/SIGINT;
+ * true once a stop signal came. */
 static bool wait_for_stop(double seconds)
 {
     struct timespec now, deadline;
     if (stopped) return true;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (isinf(seconds)) {
+    if (seconds > 1e15) {
         while (sigwaitinfo(&stop_signals, NULL) < 0) {}
         return stopped = true;
     }
