@@ -3,8 +3,11 @@ run as real processes."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -23,6 +26,7 @@ from mokka_core.testing.waiting import wait_for
 from mokka_sim_fabricmanager.daemon import binary
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
 
+IN_CREATE, IN_MOVED_TO = 0x100, 0x80
 #: the command this package installs (execs the native daemon; answers --version itself)
 COMMAND = Path(sys.executable).parent / "nv-fabricmanager"
 
@@ -88,6 +92,50 @@ def test_marker_is_the_pid_written_whole_and_readable_by_all(tmp_path: Path, dae
     finally:
         out = stop(proc)
     assert "init delay 0.2s" in out.splitlines()[0]
+
+
+def created_names(directory: Path, until: str, timeout: float = 30) -> list[str]:
+    """Names created or renamed into ``directory`` (inotify) up to the rename that makes ``until``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(directory).encode(), IN_CREATE | IN_MOVED_TO) >= 0
+    names: list[str] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while until not in names:
+            assert select.select([fd], [], [], max(0, deadline - time.monotonic()))[0], f"no {until} in {names}"
+            data = os.read(fd, 65536)
+            while data:  # struct inotify_event: wd, mask, cookie, len, then len bytes of name
+                _wd, _mask, _cookie, size = struct.unpack_from("iIII", data)
+                names.append(data[16:16 + size].rstrip(b"\0").decode())
+                data = data[16 + size:]
+    finally:
+        os.close(fd)
+    return names
+
+
+def test_marker_is_written_through_a_temp_teardown_recognises(tmp_path: Path, daemon: Path) -> None:
+    """A daemon killed between writing and renaming leaves a temp that teardown's ``write_temps`` removes."""
+    marker = tmp_path / FABRICMANAGER_READY
+    marker.parent.mkdir(parents=True)
+    proc = start(daemon, tmp_path, "--init-delay", "0.5")
+    try:
+        names = created_names(marker.parent, marker.name)
+    finally:
+        stop(proc)
+    (temp,) = names[:-1]
+    assert temp.startswith(".fabricmanager.ready.") and temp.endswith(".tmp"), names
+    (marker.parent / temp).write_text("")  # as a kill before the rename would leave it
+    assert write_temps(marker.parent) == [marker.parent / temp]
+
+
+def test_a_marker_path_in_the_way_is_an_error_naming_it(tmp_path: Path, daemon: Path) -> None:
+    marker = tmp_path / FABRICMANAGER_READY
+    (marker / "in-the-way").mkdir(parents=True)  # the marker's path is a folder that is not empty
+    proc = start(daemon, tmp_path)
+    out, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (1, f"nv-fabricmanager: cannot remove {marker}: Is a directory\n")
+    assert (marker / "in-the-way").is_dir()
 
 
 def test_sigint_is_a_clean_shutdown_during_the_init_delay(tmp_path: Path, daemon: Path) -> None:
