@@ -40,6 +40,13 @@ class Parsed(Exception):
         self.parser = parser
 
 
+class Execs(Exception):
+    """The command execs a native program (nv-fabricmanager): its options are that program's."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
 def argparse_parser(main: Callable[..., object], program: str, monkeypatch: pytest.MonkeyPatch
                     ) -> argparse.ArgumentParser:
     def caught(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
@@ -47,6 +54,7 @@ def argparse_parser(main: Callable[..., object], program: str, monkeypatch: pyte
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", caught)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", caught)
+    monkeypatch.setattr(os, "execv", lambda path, _args: (_ for _ in ()).throw(Execs(str(path))))
     monkeypatch.setattr(sys, "argv", [program, "--help"])
     monkeypatch.setenv("MOKKA_CTL_IN_PROCESS", "1")  # nvml-mock-ctl: parse here, never hand it to a daemon
     with pytest.raises(Parsed) as parsed:
@@ -64,6 +72,17 @@ def argparse_without_help(parser: argparse.ArgumentParser, where: str) -> Iterat
                 yield from argparse_without_help(sub, f"{where} {name}")
         elif not isinstance(action, argparse._HelpAction) and not action.help:
             yield f"{where} {'/'.join(action.option_strings) or action.dest}"
+
+
+def native_without_help(path: str, where: str) -> Iterator[str]:
+    """The options of a native program's --help (argparse's layout: ``  -x, --long VALUE  text``) without text."""
+    done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30, check=True)
+    options = done.stdout.partition("\noptions:\n")[2].partition("\n\n")[0].splitlines()
+    assert options, f"{where}: no options in {path} --help"
+    for line in options:
+        names, _, text = line.strip().partition("  ")
+        if names.startswith("-") and not text.strip():
+            yield f"{where} {names}"
 
 
 def typer_without_help(command: Any, where: str) -> Iterator[str]:
@@ -84,8 +103,12 @@ def test_every_parameter_has_help(program: str, monkeypatch: pytest.MonkeyPatch)
     if isinstance(app, typer.Typer):
         missing = list(typer_without_help(typer.main.get_command(app), program))
     else:
-        missing = list(argparse_without_help(argparse_parser(getattr(module, function), program, monkeypatch),
-                                             program))
+        try:
+            parser = argparse_parser(getattr(module, function), program, monkeypatch)
+        except Execs as execs:
+            missing = list(native_without_help(execs.path, program))
+        else:
+            missing = list(argparse_without_help(parser, program))
     assert not missing, f"without help text: {', '.join(missing)}"
 
 

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from mokka_core.stage.paths import find_root
-
-from .daemon import marker_path
+from mokka_core.stage.store import NodeStore
 
 PROGRAM = "nv-fabricmanager-ctl"
 
@@ -17,7 +16,7 @@ PROGRAM = "nv-fabricmanager-ctl"
 def is_ready(root: Path) -> bool:
     """The marker exists and, when it names a process, that process is alive (a killed daemon is not ready)."""
     try:
-        text = marker_path(root).read_text().strip()
+        text = NodeStore(root).fabricmanager_ready.read_text().strip()
     except FileNotFoundError:
         return False
     if not text.isdigit():

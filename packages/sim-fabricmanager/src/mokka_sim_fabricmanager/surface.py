@@ -1,22 +1,23 @@
 """The fabricmanager surface: a fake nv-fabricmanager whose readiness drives fabric state ``auto``.
 
-Nothing of the real fabric manager is visible as files except what it produces, so the
-plan is only the run directory its marker lives in; the daemon is the surface.  Its keys in
-the NVML state file (``nvml``) are the fabric state of every fabric GPU, as a real node shows it:
-fabric manager healthy -> the library follows the daemon's readiness marker (In Progress, then
-Completed); failed (daemon up, the fabric never trains) -> In Progress; disabled (no fabric
-manager on a fabric node) -> Not Started.  A state the profile gives explicitly is shown as given.
+Nothing of the real fabric manager is visible as files except what it produces, so the plan is only
+the run directory its marker lives in; the daemon (a native program, see ``daemon``) is the surface.
+Its keys in the NVML state file (``nvml``) are the fabric state of every fabric GPU, as a real node
+shows it: fabric manager healthy -> the library follows the daemon's readiness marker (In Progress,
+then Completed); failed (daemon up, the fabric never trains) -> In Progress; disabled (no fabric
+manager on a fabric node) -> Not Started. A state the profile gives explicitly is shown as given.
 """
 
 from __future__ import annotations
 
-import sys
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.nvml_view import FABRIC_STATE
 from mokka_core.stage.store import FABRICMANAGER_READY, RUN_DIR, NodeStore
 from mokka_core.stage.surface import Dir, Entry, NvmlKeys, Service, StageContext, Surface
+
+from .daemon import PROGRAM, binary
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -31,10 +32,10 @@ class FabricmanagerSurface(Surface):
         return [Dir(RUN_DIR)]
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
-        command = [sys.executable, "-m", "mokka_sim_fabricmanager.daemon", "--root", str(ctx.root)]
+        command = [str(binary()), "--root", str(ctx.root)]
         if node.surface(self.name).state == "failed":  # runs, but the fabric never trains
-            return [Service(name="nv-fabricmanager", command=[*command, "--failed"])]
-        return [Service(name="nv-fabricmanager", command=command, ready_path=FABRICMANAGER_READY)]
+            return [Service(name=PROGRAM, command=[*command, "--failed"])]
+        return [Service(name=PROGRAM, command=command, ready_path=FABRICMANAGER_READY)]
 
     def nvml(self, node: Node, ctx: StageContext) -> NvmlKeys:
         settings = node.surface(self.name)
