@@ -3,12 +3,15 @@
  * Every node runs the bare-metal driver, not a vGPU host (Virtual GPU Manager) or guest driver: every capture
  * (shared/reference/captures/qx-*.xml) shows `host_vgpu_mode` and `vgpu_heterogeneous_mode` N/A and
  * `virtualization_mode` Pass-Through or None, and none shows a "vGPU Software Licensed Product" element. A board
- * is a vGPU host when the state says so (`host_vgpu_mode` >= 0); nvml.h's answer elsewhere is NOT_SUPPORTED
+ * is a vGPU host when the state says so (`virtualization_mode` Host VGPU, or a `host_vgpu_mode`: the profile's
+ * `virtualization` block); nvml.h's answer elsewhere is NOT_SUPPORTED
  * ("if vGPU is not supported by the device", "device not in vGPU host mode"). Argument checks come first, as in
  * the other getters: the handle, NULL (INVALID_ARGUMENT), the struct version (ARGUMENT_VERSION_MISMATCH). */
 #include "util.h"
 
-static int vgpu_host(const struct mk_device *D) { return D->host_vgpu_mode >= 0; }
+static int vgpu_host(const struct mk_device *D) {
+    return D->virt_mode == NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU || D->host_vgpu_mode >= 0;
+}
 
 /* nvml.h lists no NOT_SUPPORTED for these calls: they report "isGridLicenseSupported: zero" where vGPU software
  * licensing does not apply, and the datacenter driver licenses nothing (no capture prints a licensed product).

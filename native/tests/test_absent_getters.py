@@ -116,9 +116,11 @@ def test_vgpu_argument_checks(lib_dir, state_file) -> None:
     """)
 
 
-def test_a_vgpu_host_without_vgpus_lists_none(lib_dir, state_file) -> None:
-    """A board the state makes a vGPU host (``host_vgpu_mode`` 0, non-SR-IOV) has no vGPU type or instance."""
-    run(lib_dir, state_file("t4", overrides={f"device.{i}.host_vgpu_mode": 0 for i in range(4)}), f"""
+@pytest.mark.parametrize("key, value", [("host_vgpu_mode", 0), ("virtualization_mode", 3)])
+def test_a_vgpu_host_without_vgpus_lists_none(lib_dir, state_file, key: str, value: int) -> None:
+    """A board the state makes a vGPU host (host vGPU mode non-SR-IOV, or virtualization mode Host VGPU) has no
+    vGPU type or instance."""
+    run(lib_dir, state_file("t4", overrides={f"device.{i}.{key}": value for i in range(4)}), f"""
         d = handles[0]
         for fn in ("SupportedVgpus", "CreatableVgpus", "ActiveVgpus"):
             count = U(5)
