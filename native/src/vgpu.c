@@ -99,7 +99,27 @@ MK_API nvmlReturn_t nvmlDeviceGetVgpuSchedulerState(nvmlDevice_t device, nvmlVgp
 }
 
 /* Utilization of vGPU instances and of their processes: a vGPU host without vGPU instances has no samples
- * (nvml.h: NOT_FOUND "if sample entries are not found"), the bare-metal driver NOT_SUPPORTED. */
+ * (nvml.h: NOT_FOUND "if sample entries are not found"), the bare-metal driver NOT_SUPPORTED. The older calls
+ * (DCGM's) take the count and, for instances, the sample type; a count of 0 with a buffer is INVALID_ARGUMENT. */
+static nvmlReturn_t no_samples(nvmlDevice_t device, int typed, const nvmlValueType_t *type, const unsigned int *count,
+                               const void *samples) {
+    DEV(device);
+    if (typed) NONNULL(type);
+    NONNULL(count);
+    if (samples != NULL && *count == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!vgpu_host(D)) NOTSUP();
+    return NVML_ERROR_NOT_FOUND;
+}
+MK_API nvmlReturn_t nvmlDeviceGetVgpuUtilization(nvmlDevice_t device, unsigned long long lastSeenTimeStamp,
+                                                 nvmlValueType_t *sampleValType, unsigned int *vgpuInstanceSamplesCount,
+                                                 nvmlVgpuInstanceUtilizationSample_t *utilizationSamples) {
+    return no_samples(device, 1, sampleValType, vgpuInstanceSamplesCount, utilizationSamples);
+}
+MK_API nvmlReturn_t nvmlDeviceGetVgpuProcessUtilization(nvmlDevice_t device, unsigned long long lastSeenTimeStamp,
+                                                        unsigned int *vgpuProcessSamplesCount,
+                                                        nvmlVgpuProcessUtilizationSample_t *utilizationSamples) {
+    return no_samples(device, 0, NULL, vgpuProcessSamplesCount, utilizationSamples);
+}
 MK_API nvmlReturn_t nvmlDeviceGetVgpuInstancesUtilizationInfo(nvmlDevice_t device,
                                                               nvmlVgpuInstancesUtilizationInfo_t *info) {
     DEV(device);

@@ -26,7 +26,7 @@ SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, ARGUMENT_VERSION_MISMATCH =
 PRELUDE = textwrap.dedent("""
     import ctypes
     L = ctypes.CDLL("libnvidia-ml.so.1")
-    U, I = ctypes.c_uint, ctypes.c_int
+    U, I, ULL = ctypes.c_uint, ctypes.c_int, ctypes.c_ulonglong
     def ref(x): return ctypes.byref(x)
     def version(struct, v): return ctypes.sizeof(struct) | v << 24  # NVML_STRUCT_VERSION
 
@@ -91,6 +91,8 @@ def test_the_bare_metal_driver_is_no_vgpu_host(lib_dir, state_file, board: str) 
             for fn, v1 in (("Instances", INSTANCES_V1), ("Processes", PROCESSES_V1)):
                 f = getattr(L, f"nvmlDeviceGetVgpu{{fn}}UtilizationInfo")
                 assert f(d, ref(UtilInfo(version=v1))) == {NOT_SUPPORTED}, fn
+            assert L.nvmlDeviceGetVgpuUtilization(d, ULL(0), ref(U()), ref(U(0)), None) == {NOT_SUPPORTED}
+            assert L.nvmlDeviceGetVgpuProcessUtilization(d, ULL(0), ref(U(0)), None) == {NOT_SUPPORTED}
     """)
 
 
@@ -109,6 +111,12 @@ def test_vgpu_argument_checks(lib_dir, state_file) -> None:
             assert getattr(L, "nvmlDeviceGet" + fn)(d, None, ref(U(16))) == {INVALID_ARGUMENT}, fn
         for fn in ("VgpuSchedulerCapabilities", "VgpuSchedulerLog", "VgpuSchedulerState"):
             assert getattr(L, "nvmlDeviceGet" + fn)(d, None) == {INVALID_ARGUMENT}, fn
+        buf = ctypes.create_string_buffer(64)
+        assert L.nvmlDeviceGetVgpuUtilization(d, ULL(0), None, ref(U(0)), None) == {INVALID_ARGUMENT}
+        assert L.nvmlDeviceGetVgpuUtilization(d, ULL(0), ref(U()), None, None) == {INVALID_ARGUMENT}
+        assert L.nvmlDeviceGetVgpuUtilization(d, ULL(0), ref(U()), ref(U(0)), buf) == {INVALID_ARGUMENT}
+        assert L.nvmlDeviceGetVgpuProcessUtilization(d, ULL(0), None, None) == {INVALID_ARGUMENT}
+        assert L.nvmlDeviceGetVgpuProcessUtilization(d, ULL(0), ref(U(0)), buf) == {INVALID_ARGUMENT}
         for fn, good in (("Instances", INSTANCES_V1), ("Processes", PROCESSES_V1)):
             f = getattr(L, f"nvmlDeviceGetVgpu{{fn}}UtilizationInfo")
             assert f(d, None) == {INVALID_ARGUMENT}
@@ -128,6 +136,8 @@ def test_a_vgpu_host_without_vgpus_lists_none(lib_dir, state_file, key: str, val
             assert count.value == 0, fn
         assert L.nvmlDeviceGetVgpuInstancesUtilizationInfo(d, ref(UtilInfo(version=INSTANCES_V1))) == {NOT_FOUND}
         assert L.nvmlDeviceGetVgpuProcessesUtilizationInfo(d, ref(UtilInfo(version=PROCESSES_V1))) == {NOT_FOUND}
+        assert L.nvmlDeviceGetVgpuUtilization(d, ULL(0), ref(U()), ref(U(0)), None) == {NOT_FOUND}
+        assert L.nvmlDeviceGetVgpuProcessUtilization(d, ULL(0), ref(U(0)), None) == {NOT_FOUND}
     """)
 
 
