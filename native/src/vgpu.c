@@ -14,7 +14,9 @@ static int vgpu_host(const struct mk_device *D) {
 }
 
 /* nvml.h lists no NOT_SUPPORTED for these calls: they report "isGridLicenseSupported: zero" where vGPU software
- * licensing does not apply, and the datacenter driver licenses nothing (no capture prints a licensed product).
+ * licensing does not apply, and the datacenter driver licenses nothing (no capture prints a licensed product;
+ * dcgm-exporter on bare-metal nodes prints DCGM_FI_DEV_VGPU_LICENSE_STATUS 0, NVIDIA/dcgm-exporter issue 317,
+ * where it would skip a NOT_SUPPORTED value).
  * Every version's struct starts with the flag and the feature count; with a count of 0 the array is not read. */
 static nvmlReturn_t no_licensing(nvmlDevice_t device, nvmlGridLicensableFeatures_t *f) {
     DEV(device);
