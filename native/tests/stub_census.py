@@ -6,8 +6,9 @@ Each consumer runs under ``mokka run --profile P`` with ``MOKKA_DEBUG=nvml``, wh
 - nvidia-ml-py (``NVML_PY``) calling every ``nvmlDeviceGet*``/``nvmlDeviceIs*`` that takes a handle only;
 - the go-nvml program of ``tests/k8s/gonvml``.
 
-Needs root (mount namespaces); fetches the consumers into the consumer cache the first time.
-``python native/tests/stub_census.py [PROFILE ...]`` prints, per consumer, the stubs called on any profile.
+Needs root (mount namespaces) and the gpu and pci surfaces; fetches the consumers into the consumer cache the
+first time. ``python native/tests/stub_census.py [PROFILE ...]`` prints, per consumer, the stubs called on any
+profile; ``test_stub_census.py`` fails when there is one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 from mokka_core.schema.builtin import BUILTIN_PROFILES
+from mokka_core.stage.native import NATIVE_DIR_ENV
 from mokka_core.testing import consumers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,32 +58,32 @@ def wide_query() -> str:
 
 
 def nvml_py() -> Path:
-    """nvidia-ml-py 13.x unpacked into the consumer cache (its own folder: the test venv keeps 12.550)."""
-    target = consumers.cache_dir() / NVML_PY.replace("==", "-")
-    if not (target / "pynvml.py").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), NVML_PY],
-                       check=True)
-    return target
+    """nvidia-ml-py 13.x in the consumer cache (its own folder: the test venv keeps 12.550)."""
+    try:
+        return consumers.python_packages((NVML_PY,))
+    except consumers.ConsumerUnavailable as exc:
+        consumers.missing(str(exc))
 
 
-def stubs_called(profile: str, *command: str, env: dict[str, str] | None = None) -> set[str]:
+def stubs_called(profile: str, *command: str, env: dict[str, str]) -> set[str]:
     done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", profile, "--", *command],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {}), "MOKKA_DEBUG": "nvml"})
+                          capture_output=True, text=True, timeout=600, env={**env, "MOKKA_DEBUG": "nvml"})
     if done.returncode != 0:
         raise RuntimeError(f"{command[0]} on {profile}: rc {done.returncode}: {done.stderr[-2000:]}")
     return set(STUB_LINE.findall(done.stdout + done.stderr))
 
 
-def census(profiles: list[str]) -> dict[str, dict[str, list[str]]]:
-    """{consumer: {profile: sorted stub names}}"""
+def census(profiles: list[str], native_dir: Path | None = None) -> dict[str, dict[str, list[str]]]:
+    """{consumer: {profile: sorted stub names}}, with the library in ``native_dir`` (default: the installed one)"""
     smi = consumers.require("nvidia-smi", version="555")
     script = "".join(f"{smi} {args} >/dev/null </dev/null\n" for args in (*SMI_MODES, wide_query()))
     gonvml = consumers.go_module_program(REPO / "tests" / "k8s" / "gonvml", ".", "gonvml")
+    env = {**os.environ, **({NATIVE_DIR_ENV: str(native_dir)} if native_dir else {})}
+    pynvml_env = {**env, "PYTHONPATH": str(nvml_py())}
     runs = {
-        "nvidia-smi 555": lambda p: stubs_called(p, "sh", "-c", script),
-        NVML_PY: lambda p: stubs_called(p, sys.executable, "-c", PYNVML_SCRIPT, env={"PYTHONPATH": str(nvml_py())}),
-        "go-nvml (tests/k8s/gonvml)": lambda p: stubs_called(p, str(gonvml)),
+        "nvidia-smi 555": lambda p: stubs_called(p, "sh", "-c", script, env=env),
+        NVML_PY: lambda p: stubs_called(p, sys.executable, "-c", PYNVML_SCRIPT, env=pynvml_env),
+        "go-nvml (tests/k8s/gonvml)": lambda p: stubs_called(p, str(gonvml), env=env),
     }
     return {consumer: {p: sorted(run(p)) for p in profiles} for consumer, run in runs.items()}
 

@@ -89,8 +89,9 @@ COUNTERS = {
     "DCGM_FI_DEV_FB_FREE": ("GetMemoryInfo_v2", ["fb_memory_usage/free"]),
     "DCGM_FI_DEV_FB_USED": ("GetMemoryInfo_v2", ["fb_memory_usage/used"]),
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("GetFieldValues(NVLINK_THROUGHPUT_DATA_RX/TX, all links)", "nvlink"),
-    # bare-metal driver: host_vgpu_mode N/A on every capture, so no license to report
-    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ("GetGridLicensableFeatures", ["gpu_virtualization_mode/host_vgpu_mode"]),
+    # the bare-metal driver answers (licensing not supported): dcgm-exporter on bare-metal nodes prints the counter
+    # as 0 (NVIDIA/dcgm-exporter issue 317, an A30 node), where a NOT_SUPPORTED value would be skipped
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ("GetGridLicensableFeatures", None),
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("GetRemappedRows", ["remapped_rows/remapped_row_unc", "remapped_rows"]),
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("GetRemappedRows", ["remapped_rows/remapped_row_corr", "remapped_rows"]),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("GetRemappedRows", ["remapped_rows/remapped_row_failure", "remapped_rows"]),

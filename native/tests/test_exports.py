@@ -100,7 +100,7 @@ def test_stubs_never_touch_their_arguments(lib_dir: Path) -> None:
     stubs = {name: 0 if params.strip() == "void" else params.count(",") + 1
              for name, params in STUB_RE.findall((NATIVE / "build" / "stubs_generated.c").read_text())}
     new = set(EXPORTS).difference(*REAL.values())
-    assert len(stubs) > 150 and len(new & set(stubs)) > 50, "the new names are stubs until implemented"
+    assert len(stubs) > 100 and len(new & set(stubs)) > 50, "the new names are stubs until implemented"
     p = subprocess.run([sys.executable, "-c", STUB_CALLS, json.dumps(stubs)], env=nvml_env(lib_dir, None),
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr[-3000:]
