@@ -12,6 +12,8 @@
 
 #define MK_API __attribute__((visibility("default")))
 #define MK_HIDDEN __attribute__((visibility("hidden")))
+/* the getters' hot path: inlined even in the -Os build */
+#define MK_HOT_INLINE static inline __attribute__((always_inline))
 
 #define MK_MAX_DEVICES 256   /* per snapshot */
 #define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS of the 550 API (the 13.x header says 36) */
@@ -214,12 +216,16 @@ struct mk_snap {
 /* the level token p0_modes starts with; the rest is the current level's string */
 #define MK_P0_PERF "perf=0, "
 
-/* handle: a small, stable, dereferenceable allocation per index */
+/* handle: a small, stable, dereferenceable allocation per index; a power-of-two size, so that telling a
+ * handle of the tables from any other pointer is a mask and a compare (util.h), not a division */
 struct nvmlDevice_st {
     uint32_t magic;
     uint32_t index;
     uint64_t reserved[2];
+    uint64_t pad;
 };
+_Static_assert((sizeof(struct nvmlDevice_st) & (sizeof(struct nvmlDevice_st) - 1)) == 0,
+               "handle size is a power of two");
 #define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
 #define MK_LOST_LATER (-1)         /* `lost` of a GPU whose delayed failure has not started (failure.c sets it) */
 
