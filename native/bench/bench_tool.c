@@ -1,7 +1,7 @@
 /* Benchmark helper for bench.py.
  *   bench_tool spawn <runs> <cmd> [args]  median wall ms, peak RSS KiB, exit status
  *   bench_tool dlopen <lib> [nvml]        dlopen (+ init, count, shutdown when "nvml")
- *   bench_tool getters <iterations>       ns/call of GetTemperature / GetMemoryInfo (median of batches)
+ *   bench_tool getters <iterations>       ns/call of the hot getters, one "name ns" line each (median of batches)
  *   bench_tool latency <state> <dir> <n>  rename <dir>/t<k>.state over <state>, poll until temperature==k
  */
 #include <dlfcn.h>
@@ -19,6 +19,9 @@ typedef int (*fn_u)(unsigned *);
 typedef int (*fn_h)(unsigned, void **);
 typedef int (*fn_t)(void *, int, unsigned *);
 typedef int (*fn_m)(void *, void *);
+typedef int (*fn_s)(void *, char *, unsigned);
+typedef int (*fn_c)(void *, int, unsigned *);
+typedef int (*fn_p)(void *, unsigned *);
 
 static double now(void) {
     struct timespec ts;
@@ -78,23 +81,48 @@ int main(int argc, char **argv) {
     if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0) return 2;
     if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(0, &dev) != 0) return 3;
     if (argc >= 3 && !strcmp(argv[1], "getters")) {
+        /* device 0 as the state file describes it, device 1 with the dynamic model on (bench.py's state) */
+        void *dyn;
+        if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(1, &dyn) != 0) return 3;
+        fn_s name = (fn_s)dlsym(h, "nvmlDeviceGetName"), uuid = (fn_s)dlsym(h, "nvmlDeviceGetUUID");
+        fn_m mem2 = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+        fn_c clock = (fn_c)dlsym(h, "nvmlDeviceGetClockInfo");
+        fn_p power = (fn_p)dlsym(h, "nvmlDeviceGetPowerUsage");
         long iters = atol(argv[2]);
-        enum { BATCHES = 301 }; /* short batches: a preempted batch does not move the median */
-        double t[BATCHES], m[BATCHES];
+        enum { BATCHES = 301, N = 8 }; /* short batches: a preempted batch does not move the median */
+        static const char *const what[N] = {"temperature", "memory", "name", "uuid", "memory_v2", "clock", "power",
+                                            "temperature_dynamic"};
+        static double t[N][BATCHES];
         unsigned v;
+        char buf[96];
+        struct { unsigned version; unsigned long long total, reserved, free, used; } m2 = {0x02000028u, 0, 0, 0, 0};
         unsigned long long mi[3];
+        /* a call that fails would time an error path: check each answers once */
+        if (temp(dev, 0, &v) || mem(dev, mi) || name(dev, buf, sizeof buf) || uuid(dev, buf, sizeof buf) ||
+            mem2(dev, &m2) || clock(dev, 0, &v) || power(dev, &v) || temp(dyn, 0, &v))
+            return 4;
         for (int b = 0; b < BATCHES; b++) {
             double t0 = now();
-            for (long i = 0; i < iters; i++) temp(dev, 0, &v);
-            double t1 = now();
-            for (long i = 0; i < iters; i++) mem(dev, mi);
-            double t2 = now();
-            t[b] = (t1 - t0) / iters * 1e9;
-            m[b] = (t2 - t1) / iters * 1e9;
+#define TIME(k, call)                                   \
+    do {                                                \
+        for (long i = 0; i < iters; i++) call;          \
+        double t1 = now();                              \
+        t[k][b] = (t1 - t0) / iters * 1e9;              \
+        t0 = t1;                                        \
+    } while (0)
+            TIME(0, temp(dev, 0, &v));
+            TIME(1, mem(dev, mi));
+            TIME(2, name(dev, buf, sizeof buf));
+            TIME(3, uuid(dev, buf, sizeof buf));
+            TIME(4, mem2(dev, &m2));
+            TIME(5, clock(dev, 0, &v));
+            TIME(6, power(dev, &v));
+            TIME(7, temp(dyn, 0, &v));
         }
-        qsort(t, BATCHES, sizeof(double), cmp);
-        qsort(m, BATCHES, sizeof(double), cmp);
-        printf("%.2f %.2f\n", t[BATCHES / 2], m[BATCHES / 2]);
+        for (int k = 0; k < N; k++) {
+            qsort(t[k], BATCHES, sizeof(double), cmp);
+            printf("%s %.2f\n", what[k], t[k][BATCHES / 2]);
+        }
         return 0;
     }
     if (argc >= 5 && !strcmp(argv[1], "latency")) {

@@ -176,6 +176,9 @@ struct mk_device {
     uint32_t dyn_power, dyn_power_base, dyn_power_var;
     uint32_t dyn_util, dyn_util_pattern, dyn_util_gpu_min, dyn_util_gpu_max, dyn_util_mem_min, dyn_util_mem_max,
         dyn_util_burst_period;
+    /* their values for the snapshot's dyn_second (dynamic.c); atomic: a refresh stores them while getters load */
+    _Atomic uint32_t dyn_temp_now, dyn_power_now;
+    _Atomic uint64_t dyn_util_now; /* gpu | memory << 32: one word, a reader never pairs two seconds */
     /* a failure each process starts after calls on the GPU (failure.c); 0: none */
     uint32_t fail_mode, fail_probability_ppb, fail_xid;
     uint64_t fail_after_calls, fail_seed;
@@ -208,6 +211,8 @@ struct mk_snap {
     struct mk_pcifn *pcifn;   /* npcifn entries, allocated when the file has any */
     char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute path) */
     uint64_t booted_ms;       /* wall-clock ms the node came up; 0 unknown */
+    uint64_t dyn_second;      /* the wall-clock second the devices' dyn_*_now hold (dynamic.c); 0 none yet */
+    uint32_t ndynamic;        /* devices with a dynamic metric, counted at the first evaluation */
     /* bookkeeping */
     struct mk_snap *retired_next;
     uint64_t retired_at;

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dynamic.h"
 #include "failure.h"
 #include "levels.h"
 #include "log.h"
@@ -652,6 +653,7 @@ static void load_locked(uint64_t now) {
         cur_failure_epoch = mk_failure_epoch();
         mk_failure_apply(s);
         mk_levels_derive(s);
+        mk_dynamic_update(s);
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;
@@ -679,5 +681,10 @@ void mk_refresh_slow(uint64_t now, int force) {
     atomic_store_explicit(&mk_g_next_check, now + CHECK_INTERVAL_NS, memory_order_relaxed);
     load_locked(now);
     retire(NULL, now);
+    /* a snapshot with dynamic metrics is also refreshed when the wall-clock second turns: its values change then */
+    struct mk_snap *s = atomic_load_explicit(&mk_g_snap, memory_order_relaxed);
+    uint64_t to_next_second = s ? mk_dynamic_update(s) : UINT64_MAX;
+    if (to_next_second < CHECK_INTERVAL_NS)
+        atomic_store_explicit(&mk_g_next_check, now + to_next_second, memory_order_relaxed);
     pthread_mutex_unlock(&refresh_mu);
 }
