@@ -670,7 +670,20 @@ static void load_locked(uint64_t now) {
 /* fork safety: never let a child inherit the refresh lock held by a thread that does not exist there */
 static void fork_prepare(void) { pthread_mutex_lock(&refresh_mu); }
 static void fork_release(void) { pthread_mutex_unlock(&refresh_mu); }
-__attribute__((constructor)) static void state_init(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+int (*mk_clock_gettime)(clockid_t, struct timespec *) = clock_gettime;
+
+static void find_vdso_clock(void) {
+    void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD); /* glibc lists the vDSO by this name */
+    if (!vdso) return;
+    void *fn = dlsym(vdso, "__vdso_clock_gettime");          /* x86 */
+    if (!fn) fn = dlsym(vdso, "__kernel_clock_gettime");     /* arm64 */
+    if (fn) mk_clock_gettime = (int (*)(clockid_t, struct timespec *))fn;
+}
+
+__attribute__((constructor)) static void state_init(void) {
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+    find_vdso_clock();
+}
 
 void mk_refresh_slow(uint64_t now, int force) {
     if (force) {
