@@ -28,7 +28,7 @@ MK_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *buf, unsigned i
     DEV(device);
     NONNULL(buf);
     if (!D->name[0]) NOTSUP();
-    return mk_copy_str(buf, length, D->name);
+    return mk_copy_strn(buf, length, D->name, D->name_len);
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned int length) {
@@ -36,7 +36,7 @@ MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned i
     DEV(device);
     NONNULL(buf);
     if (!D->uuid[0]) NOTSUP();
-    return mk_copy_str(buf, length, D->uuid);
+    return mk_copy_strn(buf, length, D->uuid, D->uuid_len);
 }
 STR_GETTER(nvmlDeviceGetSerial, serial)
 STR_GETTER(nvmlDeviceGetBoardPartNumber, board_part_number)

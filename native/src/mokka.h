@@ -84,6 +84,7 @@ struct mk_device {
     uint32_t present;         /* set when any device.<i> key was seen */
     /* identity */
     char name[96], uuid[96], serial[32], board_part_number[32], gpu_part_number[32], vbios[32];
+    uint8_t name_len, uuid_len; /* their strlen, derived at snapshot load (state.c): GetName/GetUUID scan nothing */
     char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     int32_t brand, architecture, cc_major, cc_minor;
     uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;

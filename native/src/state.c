@@ -654,6 +654,10 @@ static void load_locked(uint64_t now) {
         mk_failure_apply(s);
         mk_levels_derive(s);
         mk_dynamic_update(s);
+        for (uint32_t i = 0; i < s->ndev; i++) {
+            s->dev[i].name_len = (uint8_t)strlen(s->dev[i].name);
+            s->dev[i].uuid_len = (uint8_t)strlen(s->dev[i].uuid);
+        }
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;

@@ -15,29 +15,8 @@ _Atomic int mk_g_refcount;
 struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES] = {H64(0), H64(64), H64(128), H64(192)};
 _Static_assert(MK_MAX_DEVICES == 256, "handle table initialiser covers 256 devices");
 
-/* n bytes from src to dst, in overlapping 16-, 8- or 4-byte moves: the -Os build would make a memcpy of a
- * length it does not know a `rep movsb`, which costs more than the rest of a string getter */
-static void copy_short(char *dst, const char *src, size_t n) {
-    if (n >= 16) {
-        for (size_t i = 0; i + 16 < n; i += 16) memcpy(dst + i, src + i, 16);
-        memcpy(dst + n - 16, src + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(dst, src, 8);
-        memcpy(dst + n - 8, src + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(dst, src, 4);
-        memcpy(dst + n - 4, src + n - 4, 4);
-    } else {
-        for (size_t i = 0; i < n; i++) dst[i] = src[i];
-    }
-}
-
 nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src) {
-    if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    size_t n = strlen(src);
-    if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    copy_short(dst, src, n + 1);
-    return NVML_SUCCESS;
+    return mk_copy_strn(dst, len, src, strlen(src));
 }
 
 nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {

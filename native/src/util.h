@@ -3,6 +3,8 @@
 #ifndef MOKKA_UTIL_H
 #define MOKKA_UTIL_H
 
+#include <string.h>
+
 #include "log.h"
 #include "state.h"
 
@@ -10,6 +12,29 @@ MK_HIDDEN extern _Atomic int mk_g_refcount;   /* nvmlInit* calls not yet shut do
 MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
 
 nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
+/* n bytes from src to dst, in overlapping 16-, 8- or 4-byte moves: the -Os build would make a memcpy of a
+ * length it does not know a `rep movsb`, which costs more than the rest of a string getter */
+MK_HOT_INLINE void mk_copy_short(char *dst, const char *src, size_t n) {
+    if (n >= 16) {
+        for (size_t i = 0; i + 16 < n; i += 16) memcpy(dst + i, src + i, 16);
+        memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + n - 4, src + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+/* mk_copy_str of a string whose length n is known */
+MK_HOT_INLINE nvmlReturn_t mk_copy_strn(char *dst, unsigned int len, const char *src, size_t n) {
+    if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    mk_copy_short(dst, src, n + 1);
+    return NVML_SUCCESS;
+}
 uint64_t mk_now_us(void);
 /* does the bus id `query` ("[domain:]bus:dev.fn") name this PCI function / GPU */
 int mk_bus_match_fn(const char *query, uint32_t domain, uint32_t bus, uint32_t dev, uint32_t fn);

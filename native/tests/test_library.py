@@ -56,6 +56,34 @@ def test_init_count_getters(lib_dir, state_file):
     """)
 
 
+def test_string_getters_copy_every_length_and_nothing_past_it(lib_dir, state_file):
+    """GetName (its length derived at load), GetUUID and GetSerial (measured per call) for strings of every length
+    the state file allows: the exact string and its NUL; the caller's bytes after them untouched; one byte short
+    of room is INSUFFICIENT_SIZE and leaves the buffer as it was."""
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        import re
+        base = open({str(st)!r}).read()
+        for n in range(1, 96):
+            value = "".join(chr(0x41 + (n + i) % 26) for i in range(n))
+            serial = value[:31]
+            text = re.sub(r"^device\\.0\\.(name|uuid|serial)=.*$",
+                          lambda m: f"device.0.{{m[1]}}={{serial if m[1] == 'serial' else value}}", base, flags=re.M)
+            write_state({str(st)!r}, text)
+            assert L.nvmlInit_v2() == 0  # the first init refreshes: this process reads the new file now
+            d = h(0)[1]
+            for getter, want in (("nvmlDeviceGetName", value), ("nvmlDeviceGetUUID", value),
+                                 ("nvmlDeviceGetSerial", serial)):
+                size = len(want) + 1
+                buf = (ctypes.c_char * 100)(*([b"#"] * 100))
+                assert getattr(L, getter)(d, buf, size - 1) == 7, (getter, n)  # INSUFFICIENT_SIZE
+                assert buf.raw == b"#" * 100, (getter, n)
+                assert getattr(L, getter)(d, buf, size) == 0, (getter, n)
+                assert buf.raw == want.encode() + b"\\0" + b"#" * (99 - len(want)), (getter, n, buf.raw)
+            L.nvmlShutdown()
+    """)
+
+
 def test_struct_versions(lib_dir, state_file):
     st = state_file("h100")
     run(lib_dir, st, """
@@ -377,7 +405,8 @@ def test_dynamic_values_are_one_per_second_across_threads_and_snapshots(lib_dir,
         for t in ts: t.start()
         t0 = time.time(); k = 0
         while time.time() - t0 < 3.2:  # a new snapshot every few ms, of the same dynamic devices
-            write_state({str(st)!r}, make_state("h100", overrides={{**{dyn!r}, "device.0.temperature.gpu": 30 + k % 20}}))
+            overrides = {{**{dyn!r}, "device.0.temperature.gpu": 30 + k % 20}}
+            write_state({str(st)!r}, make_state("h100", overrides=overrides))
             k += 1; time.sleep(0.002)
         stop = True
         for t in ts: t.join()
