@@ -1,7 +1,8 @@
 /* Benchmark helper for bench.py.
  *   bench_tool spawn <runs> <cmd> [args]  median wall ms, peak RSS KiB, exit status
  *   bench_tool dlopen <lib> [nvml]        dlopen (+ init, count, shutdown when "nvml")
- *   bench_tool getters <iterations>       ns/call of the hot getters, one "name ns" line each (median of batches)
+ *   bench_tool getters <iterations> [lib...]  ns/call of the hot getters, one "name ns [ns...]" line each (median
+ *                                         of batches; with libs, each library in turn in every batch)
  *   bench_tool latency <state> <dir> <n>  rename <dir>/t<k>.state over <state>, poll until temperature==k
  */
 #include <dlfcn.h>
@@ -20,7 +21,6 @@ typedef int (*fn_h)(unsigned, void **);
 typedef int (*fn_t)(void *, int, unsigned *);
 typedef int (*fn_m)(void *, void *);
 typedef int (*fn_s)(void *, char *, unsigned);
-typedef int (*fn_c)(void *, int, unsigned *);
 typedef int (*fn_p)(void *, unsigned *);
 
 static double now(void) {
@@ -31,6 +31,88 @@ static double now(void) {
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* ---- getters: the hot getters' ns/call, of one library or, interleaved batch by batch, of several ---- */
+enum { GETTERS = 8 };
+static const char *const getter_names[GETTERS] = {"temperature", "memory", "name", "uuid", "memory_v2", "clock",
+                                                  "power", "temperature_dynamic"};
+struct lib {
+    fn_t temp;
+    fn_m mem, mem2;
+    fn_s name, uuid;
+    fn_t clock;
+    fn_p power;
+    void *dev, *dyn; /* GPU 0 as profiled, GPU 1 with the dynamic model on (bench.py's state) */
+};
+
+/* RTLD_LOCAL: a second library of the same soname, opened by its path, is a copy of its own */
+static int open_lib(const char *path, struct lib *l) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    l->temp = (fn_t)dlsym(h, "nvmlDeviceGetTemperature");
+    l->mem = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    l->mem2 = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+    l->name = (fn_s)dlsym(h, "nvmlDeviceGetName");
+    l->uuid = (fn_s)dlsym(h, "nvmlDeviceGetUUID");
+    l->clock = (fn_t)dlsym(h, "nvmlDeviceGetClockInfo");
+    l->power = (fn_p)dlsym(h, "nvmlDeviceGetPowerUsage");
+    fn_h handle = (fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0 || handle(0, &l->dev) != 0 || handle(1, &l->dyn) != 0) return 2;
+    return 0;
+}
+
+static struct { unsigned version; unsigned long long total, reserved, free, used; } mem2 = {0x02000028u, 0, 0, 0, 0};
+
+/* `iters` calls of getter k; its status (a getter that fails would time an error path) */
+static int call(const struct lib *l, int k, long iters) {
+    unsigned v;
+    char buf[96];
+    unsigned long long mi[3];
+    int rc = 0;
+    for (long i = 0; i < iters; i++) {
+        switch (k) {
+        case 0: rc |= l->temp(l->dev, 0, &v); break;
+        case 1: rc |= l->mem(l->dev, mi); break;
+        case 2: rc |= l->name(l->dev, buf, sizeof buf); break;
+        case 3: rc |= l->uuid(l->dev, buf, sizeof buf); break;
+        case 4: rc |= l->mem2(l->dev, &mem2); break;
+        case 5: rc |= l->clock(l->dev, 0, &v); break;
+        case 6: rc |= l->power(l->dev, &v); break;
+        default: rc |= l->temp(l->dyn, 0, &v); break;
+        }
+    }
+    return rc;
+}
+
+/* one line per getter: its name and the median ns/call with each library (the first: libnvidia-ml.so.1 as the
+ * loader finds it, then each path given) */
+static int getters(long iters, int nextra, char **extra) {
+    enum { BATCHES = 301, MAX_LIBS = 4 }; /* short batches: a preempted batch does not move the median */
+    static struct lib libs[MAX_LIBS];
+    static double t[MAX_LIBS][GETTERS][BATCHES];
+    int nlibs = 1 + (nextra < MAX_LIBS - 1 ? nextra : MAX_LIBS - 1);
+    for (int j = 0; j < nlibs; j++) {
+        int rc = open_lib(j ? extra[j - 1] : "libnvidia-ml.so.1", &libs[j]);
+        for (int k = 0; !rc && k < GETTERS; k++) rc = call(&libs[j], k, 1) ? 4 : 0;
+        if (rc) return rc;
+    }
+    for (int b = 0; b < BATCHES; b++)
+        for (int k = 0; k < GETTERS; k++)
+            for (int j = 0; j < nlibs; j++) {
+                double t0 = now();
+                call(&libs[j], k, iters);
+                t[j][k][b] = (now() - t0) / iters * 1e9;
+            }
+    for (int k = 0; k < GETTERS; k++) {
+        printf("%s", getter_names[k]);
+        for (int j = 0; j < nlibs; j++) {
+            qsort(t[j][k], BATCHES, sizeof(double), cmp);
+            printf(" %.2f", t[j][k][BATCHES / 2]);
+        }
+        printf("\n");
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -73,58 +155,13 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc >= 3 && !strcmp(argv[1], "getters")) return getters(atol(argv[2]), argc - 3, argv + 3);
     void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
     fn_t temp = (fn_t)dlsym(h, "nvmlDeviceGetTemperature");
-    fn_m mem = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo");
     void *dev;
     if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0) return 2;
     if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(0, &dev) != 0) return 3;
-    if (argc >= 3 && !strcmp(argv[1], "getters")) {
-        /* device 0 as the state file describes it, device 1 with the dynamic model on (bench.py's state) */
-        void *dyn;
-        if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(1, &dyn) != 0) return 3;
-        fn_s name = (fn_s)dlsym(h, "nvmlDeviceGetName"), uuid = (fn_s)dlsym(h, "nvmlDeviceGetUUID");
-        fn_m mem2 = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
-        fn_c clock = (fn_c)dlsym(h, "nvmlDeviceGetClockInfo");
-        fn_p power = (fn_p)dlsym(h, "nvmlDeviceGetPowerUsage");
-        long iters = atol(argv[2]);
-        enum { BATCHES = 301, N = 8 }; /* short batches: a preempted batch does not move the median */
-        static const char *const what[N] = {"temperature", "memory", "name", "uuid", "memory_v2", "clock", "power",
-                                            "temperature_dynamic"};
-        static double t[N][BATCHES];
-        unsigned v;
-        char buf[96];
-        struct { unsigned version; unsigned long long total, reserved, free, used; } m2 = {0x02000028u, 0, 0, 0, 0};
-        unsigned long long mi[3];
-        /* a call that fails would time an error path: check each answers once */
-        if (temp(dev, 0, &v) || mem(dev, mi) || name(dev, buf, sizeof buf) || uuid(dev, buf, sizeof buf) ||
-            mem2(dev, &m2) || clock(dev, 0, &v) || power(dev, &v) || temp(dyn, 0, &v))
-            return 4;
-        for (int b = 0; b < BATCHES; b++) {
-            double t0 = now();
-#define TIME(k, call)                                   \
-    do {                                                \
-        for (long i = 0; i < iters; i++) call;          \
-        double t1 = now();                              \
-        t[k][b] = (t1 - t0) / iters * 1e9;              \
-        t0 = t1;                                        \
-    } while (0)
-            TIME(0, temp(dev, 0, &v));
-            TIME(1, mem(dev, mi));
-            TIME(2, name(dev, buf, sizeof buf));
-            TIME(3, uuid(dev, buf, sizeof buf));
-            TIME(4, mem2(dev, &m2));
-            TIME(5, clock(dev, 0, &v));
-            TIME(6, power(dev, &v));
-            TIME(7, temp(dyn, 0, &v));
-        }
-        for (int k = 0; k < N; k++) {
-            qsort(t[k], BATCHES, sizeof(double), cmp);
-            printf("%s %.2f\n", what[k], t[k][BATCHES / 2]);
-        }
-        return 0;
-    }
     if (argc >= 5 && !strcmp(argv[1], "latency")) {
         int n = atoi(argv[4]);
         double *lat = calloc((size_t)n, sizeof(double));
