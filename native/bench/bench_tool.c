@@ -64,24 +64,25 @@ static int open_lib(const char *path, struct lib *l) {
 
 static struct { unsigned version; unsigned long long total, reserved, free, used; } mem2 = {0x02000028u, 0, 0, 0, 0};
 
-/* `iters` calls of getter k; its status (a getter that fails would time an error path) */
+/* `iters` calls of getter k, in a loop of its own (no dispatch inside the timed loop); its status (a getter that
+ * fails would time an error path) */
 static int call(const struct lib *l, int k, long iters) {
     unsigned v;
     char buf[96];
     unsigned long long mi[3];
     int rc = 0;
-    for (long i = 0; i < iters; i++) {
-        switch (k) {
-        case 0: rc |= l->temp(l->dev, 0, &v); break;
-        case 1: rc |= l->mem(l->dev, mi); break;
-        case 2: rc |= l->name(l->dev, buf, sizeof buf); break;
-        case 3: rc |= l->uuid(l->dev, buf, sizeof buf); break;
-        case 4: rc |= l->mem2(l->dev, &mem2); break;
-        case 5: rc |= l->clock(l->dev, 0, &v); break;
-        case 6: rc |= l->power(l->dev, &v); break;
-        default: rc |= l->temp(l->dyn, 0, &v); break;
-        }
+#define LOOP(expr) do { for (long i = 0; i < iters; i++) rc |= (expr); } while (0)
+    switch (k) {
+    case 0: LOOP(l->temp(l->dev, 0, &v)); break;
+    case 1: LOOP(l->mem(l->dev, mi)); break;
+    case 2: LOOP(l->name(l->dev, buf, sizeof buf)); break;
+    case 3: LOOP(l->uuid(l->dev, buf, sizeof buf)); break;
+    case 4: LOOP(l->mem2(l->dev, &mem2)); break;
+    case 5: LOOP(l->clock(l->dev, 0, &v)); break;
+    case 6: LOOP(l->power(l->dev, &v)); break;
+    default: LOOP(l->temp(l->dyn, 0, &v)); break;
     }
+#undef LOOP
     return rc;
 }
 
