@@ -15,8 +15,11 @@ nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
 /* n bytes from src to dst, in overlapping 16-, 8- or 4-byte moves: the -Os build would make a memcpy of a
  * length it does not know a `rep movsb`, which costs more than the rest of a string getter */
 MK_HOT_INLINE void mk_copy_short(char *dst, const char *src, size_t n) {
-    if (n >= 16) {
-        for (size_t i = 0; i + 16 < n; i += 16) memcpy(dst + i, src + i, 16);
+    if (n >= 32) {
+        for (size_t i = 0; i + 32 < n; i += 32) memcpy(dst + i, src + i, 32);
+        memcpy(dst + n - 32, src + n - 32, 32);
+    } else if (n >= 16) {
+        memcpy(dst, src, 16);
         memcpy(dst + n - 16, src + n - 16, 16);
     } else if (n >= 8) {
         memcpy(dst, src, 8);
