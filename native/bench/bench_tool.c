@@ -1,7 +1,8 @@
 /* Benchmark helper for bench.py.
  *   bench_tool spawn <runs> <cmd> [args]  median wall ms, peak RSS KiB, exit status
  *   bench_tool dlopen <lib> [nvml]        dlopen (+ init, count, shutdown when "nvml")
- *   bench_tool getters <iterations>       ns/call of GetTemperature / GetMemoryInfo (median of batches)
+ *   bench_tool getters <iterations> [lib...]  ns/call of the hot getters, one "name ns [ns...]" line each (median
+ *                                         of batches; with libs, each library in turn in every batch)
  *   bench_tool latency <state> <dir> <n>  rename <dir>/t<k>.state over <state>, poll until temperature==k
  */
 #include <dlfcn.h>
@@ -19,6 +20,8 @@ typedef int (*fn_u)(unsigned *);
 typedef int (*fn_h)(unsigned, void **);
 typedef int (*fn_t)(void *, int, unsigned *);
 typedef int (*fn_m)(void *, void *);
+typedef int (*fn_s)(void *, char *, unsigned);
+typedef int (*fn_p)(void *, unsigned *);
 
 static double now(void) {
     struct timespec ts;
@@ -28,6 +31,89 @@ static double now(void) {
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* ---- getters: the hot getters' ns/call, of one library or, interleaved batch by batch, of several ---- */
+enum { GETTERS = 8 };
+static const char *const getter_names[GETTERS] = {"temperature", "memory", "name", "uuid", "memory_v2", "clock",
+                                                  "power", "temperature_dynamic"};
+struct lib {
+    fn_t temp;
+    fn_m mem, mem2;
+    fn_s name, uuid;
+    fn_t clock;
+    fn_p power;
+    void *dev, *dyn; /* GPU 0 as profiled, GPU 1 with the dynamic model on (bench.py's state) */
+};
+
+/* RTLD_LOCAL: a second library of the same soname, opened by its path, is a copy of its own */
+static int open_lib(const char *path, struct lib *l) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    l->temp = (fn_t)dlsym(h, "nvmlDeviceGetTemperature");
+    l->mem = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    l->mem2 = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+    l->name = (fn_s)dlsym(h, "nvmlDeviceGetName");
+    l->uuid = (fn_s)dlsym(h, "nvmlDeviceGetUUID");
+    l->clock = (fn_t)dlsym(h, "nvmlDeviceGetClockInfo");
+    l->power = (fn_p)dlsym(h, "nvmlDeviceGetPowerUsage");
+    fn_h handle = (fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0 || handle(0, &l->dev) != 0 || handle(1, &l->dyn) != 0) return 2;
+    return 0;
+}
+
+static struct { unsigned version; unsigned long long total, reserved, free, used; } mem2 = {0x02000028u, 0, 0, 0, 0};
+
+/* `iters` calls of getter k, in a loop of its own (no dispatch inside the timed loop); its status (a getter that
+ * fails would time an error path) */
+static int call(const struct lib *l, int k, long iters) {
+    unsigned v;
+    char buf[96];
+    unsigned long long mi[3];
+    int rc = 0;
+#define LOOP(expr) do { for (long i = 0; i < iters; i++) rc |= (expr); } while (0)
+    switch (k) {
+    case 0: LOOP(l->temp(l->dev, 0, &v)); break;
+    case 1: LOOP(l->mem(l->dev, mi)); break;
+    case 2: LOOP(l->name(l->dev, buf, sizeof buf)); break;
+    case 3: LOOP(l->uuid(l->dev, buf, sizeof buf)); break;
+    case 4: LOOP(l->mem2(l->dev, &mem2)); break;
+    case 5: LOOP(l->clock(l->dev, 0, &v)); break;
+    case 6: LOOP(l->power(l->dev, &v)); break;
+    default: LOOP(l->temp(l->dyn, 0, &v)); break;
+    }
+#undef LOOP
+    return rc;
+}
+
+/* one line per getter: its name and the median ns/call with each library (the first: libnvidia-ml.so.1 as the
+ * loader finds it, then each path given) */
+static int getters(long iters, int nextra, char **extra) {
+    enum { BATCHES = 301, MAX_LIBS = 4 }; /* short batches: a preempted batch does not move the median */
+    static struct lib libs[MAX_LIBS];
+    static double t[MAX_LIBS][GETTERS][BATCHES];
+    int nlibs = 1 + (nextra < MAX_LIBS - 1 ? nextra : MAX_LIBS - 1);
+    for (int j = 0; j < nlibs; j++) {
+        int rc = open_lib(j ? extra[j - 1] : "libnvidia-ml.so.1", &libs[j]);
+        for (int k = 0; !rc && k < GETTERS; k++) rc = call(&libs[j], k, 1) ? 4 : 0;
+        if (rc) return rc;
+    }
+    for (int b = 0; b < BATCHES; b++)
+        for (int k = 0; k < GETTERS; k++)
+            for (int j = 0; j < nlibs; j++) {
+                double t0 = now();
+                call(&libs[j], k, iters);
+                t[j][k][b] = (now() - t0) / iters * 1e9;
+            }
+    for (int k = 0; k < GETTERS; k++) {
+        printf("%s", getter_names[k]);
+        for (int j = 0; j < nlibs; j++) {
+            qsort(t[j][k], BATCHES, sizeof(double), cmp);
+            printf(" %.2f", t[j][k][BATCHES / 2]);
+        }
+        printf("\n");
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -70,33 +156,13 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc >= 3 && !strcmp(argv[1], "getters")) return getters(atol(argv[2]), argc - 3, argv + 3);
     void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
     fn_t temp = (fn_t)dlsym(h, "nvmlDeviceGetTemperature");
-    fn_m mem = (fn_m)dlsym(h, "nvmlDeviceGetMemoryInfo");
     void *dev;
     if (((fn0)dlsym(h, "nvmlInit_v2"))() != 0) return 2;
     if (((fn_h)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(0, &dev) != 0) return 3;
-    if (argc >= 3 && !strcmp(argv[1], "getters")) {
-        long iters = atol(argv[2]);
-        enum { BATCHES = 301 }; /* short batches: a preempted batch does not move the median */
-        double t[BATCHES], m[BATCHES];
-        unsigned v;
-        unsigned long long mi[3];
-        for (int b = 0; b < BATCHES; b++) {
-            double t0 = now();
-            for (long i = 0; i < iters; i++) temp(dev, 0, &v);
-            double t1 = now();
-            for (long i = 0; i < iters; i++) mem(dev, mi);
-            double t2 = now();
-            t[b] = (t1 - t0) / iters * 1e9;
-            m[b] = (t2 - t1) / iters * 1e9;
-        }
-        qsort(t, BATCHES, sizeof(double), cmp);
-        qsort(m, BATCHES, sizeof(double), cmp);
-        printf("%.2f %.2f\n", t[BATCHES / 2], m[BATCHES / 2]);
-        return 0;
-    }
     if (argc >= 5 && !strcmp(argv[1], "latency")) {
         int n = atoi(argv[4]);
         double *lat = calloc((size_t)n, sizeof(double));

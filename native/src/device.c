@@ -28,7 +28,7 @@ MK_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *buf, unsigned i
     DEV(device);
     NONNULL(buf);
     if (!D->name[0]) NOTSUP();
-    return mk_copy_str(buf, length, D->name);
+    return mk_copy_strn(buf, length, D->name, D->name_len);
 }
 
 MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned int length) {
@@ -36,7 +36,7 @@ MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned i
     DEV(device);
     NONNULL(buf);
     if (!D->uuid[0]) NOTSUP();
-    return mk_copy_str(buf, length, D->uuid);
+    return mk_copy_strn(buf, length, D->uuid, D->uuid_len);
 }
 STR_GETTER(nvmlDeviceGetSerial, serial)
 STR_GETTER(nvmlDeviceGetBoardPartNumber, board_part_number)
@@ -325,7 +325,7 @@ MK_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatur
     NONNULL(temp);
     if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     if (!D->temp_gpu && !D->dyn_temp) NOTSUP();
-    *temp = mk_temperature(S, D);
+    *temp = mk_temperature(D);
     return NVML_SUCCESS;
 }
 
@@ -335,7 +335,7 @@ MK_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperatu
     VERSIONED(temperature, nvmlTemperature_v1);
     if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     if (!D->temp_gpu && !D->dyn_temp) NOTSUP();
-    temperature->temperature = (int)mk_temperature(S, D);
+    temperature->temperature = (int)mk_temperature(D);
     return NVML_SUCCESS;
 }
 
@@ -364,7 +364,7 @@ MK_API nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarg
     DEV(device);
     VERSIONED(marginTempInfo, nvmlMarginTemperature_v1);
     if (!D->temp_tlimit || !D->temp_gpu) NOTSUP();
-    marginTempInfo->marginTemperature = (int)D->temp_tlimit_ref - (int)mk_temperature(S, D);
+    marginTempInfo->marginTemperature = (int)D->temp_tlimit_ref - (int)mk_temperature(D);
     return NVML_SUCCESS;
 }
 
@@ -379,7 +379,7 @@ MK_API nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsigned i
     p->sensor[0].controller = NVML_THERMAL_CONTROLLER_GPU_INTERNAL;
     p->sensor[0].defaultMinTemp = 0;
     p->sensor[0].defaultMaxTemp = (int)D->temp_gpu_max;
-    p->sensor[0].currentTemp = (int)mk_temperature(S, D);
+    p->sensor[0].currentTemp = (int)mk_temperature(D);
     p->sensor[0].target = NVML_THERMAL_TARGET_GPU;
     return NVML_SUCCESS;
 }
@@ -394,7 +394,7 @@ MK_API nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsigned i
         *out = (expr);                                                     \
         return NVML_SUCCESS;                                               \
     }
-POWER_GETTER(nvmlDeviceGetPowerUsage, mk_power_usage(S, D))
+POWER_GETTER(nvmlDeviceGetPowerUsage, mk_power_usage(D))
 POWER_GETTER(nvmlDeviceGetPowerManagementLimit, D->power_limit)
 POWER_GETTER(nvmlDeviceGetPowerManagementDefaultLimit, D->power_default)
 POWER_GETTER(nvmlDeviceGetEnforcedPowerLimit, D->power_enforced)
@@ -597,7 +597,7 @@ MK_API nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPo
 MK_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
     DEV(device);
     NONNULL(u);
-    mk_utilization(S, D, &u->gpu, &u->memory);
+    mk_utilization(D, &u->gpu, &u->memory);
     return NVML_SUCCESS;
 }
 
@@ -626,11 +626,11 @@ MK_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t
     switch (type) {
     case NVML_TOTAL_POWER_SAMPLES:
         if (!D->power_supported) NOTSUP();
-        value = mk_power_usage(S, D);
+        value = mk_power_usage(D);
         break;
     case NVML_GPU_UTILIZATION_SAMPLES:
     case NVML_MEMORY_UTILIZATION_SAMPLES:
-        mk_utilization(S, D, &gpu, &mem);
+        mk_utilization(D, &gpu, &mem);
         value = type == NVML_GPU_UTILIZATION_SAMPLES ? gpu : mem;
         break;
     case NVML_ENC_UTILIZATION_SAMPLES: value = D->util_enc; break;

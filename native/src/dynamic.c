@@ -1,4 +1,5 @@
-/* Time-varying metrics: values change once per wall-clock second, identically in every process. */
+/* Time-varying metrics: values change once per wall-clock second, identically in every process; evaluated
+ * once per second (mk_dynamic_update), never per call. */
 #include <time.h>
 
 #include "dynamic.h"
@@ -18,15 +19,7 @@ static uint32_t dyn_uniform(const struct mk_snap *s, const struct mk_device *d, 
     return lo + (uint32_t)(r % ((uint64_t)hi - lo + 1));
 }
 
-static uint64_t wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    return (uint64_t)ts.tv_sec;
-}
-
-unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d) {
-    if (!d->dyn_temp) return d->temp_gpu;
-    uint64_t t = wall_seconds();
+static unsigned temperature(const struct mk_snap *s, const struct mk_device *d, uint64_t t) {
     uint32_t period = d->dyn_temp_period ? d->dyn_temp_period : 60;
     uint32_t phase = (uint32_t)(t % period);
     /* triangle wave 0..1..0 over the period (no libm) */
@@ -38,10 +31,8 @@ unsigned mk_temperature(const struct mk_snap *s, const struct mk_device *d) {
     return (unsigned)v;
 }
 
-unsigned mk_power_usage(const struct mk_snap *s, const struct mk_device *d) {
-    if (!d->dyn_power) return d->power_usage;
-    int64_t v = (int64_t)d->dyn_power_base + dyn_uniform(s, d, wall_seconds(), 2, 0, 2 * d->dyn_power_var) -
-                d->dyn_power_var;
+static unsigned power_usage(const struct mk_snap *s, const struct mk_device *d, uint64_t t) {
+    int64_t v = (int64_t)d->dyn_power_base + dyn_uniform(s, d, t, 2, 0, 2 * d->dyn_power_var) - d->dyn_power_var;
     if (d->power_min && v < d->power_min) v = d->power_min;
     if (d->power_max && v > d->power_max) v = d->power_max;
     return v < 0 ? 0 : (unsigned)v;
@@ -63,13 +54,25 @@ static uint32_t util_band(const struct mk_snap *s, const struct mk_device *d, ui
     return dyn_uniform(s, d, t, ch, lo, hi);
 }
 
-void mk_utilization(const struct mk_snap *s, const struct mk_device *d, unsigned *gpu, unsigned *mem) {
-    if (!d->dyn_util) {
-        *gpu = d->util_gpu;
-        *mem = d->util_mem;
-        return;
+uint64_t mk_dynamic_update(struct mk_snap *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec, to_next = 1000000000ull - (uint64_t)ts.tv_nsec;
+    if (s->dyn_second == t) return s->ndynamic ? to_next : UINT64_MAX;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->ndev; i++) {
+        struct mk_device *d = &s->dev[i];
+        if (!d->dyn_temp && !d->dyn_power && !d->dyn_util) continue;
+        n++;
+        if (d->dyn_temp) atomic_store_explicit(&d->dyn_temp_now, temperature(s, d, t), memory_order_relaxed);
+        if (d->dyn_power) atomic_store_explicit(&d->dyn_power_now, power_usage(s, d, t), memory_order_relaxed);
+        if (d->dyn_util) {
+            uint64_t gpu = util_band(s, d, t, 3, d->dyn_util_gpu_min, d->dyn_util_gpu_max);
+            uint64_t mem = util_band(s, d, t, 4, d->dyn_util_mem_min, d->dyn_util_mem_max);
+            atomic_store_explicit(&d->dyn_util_now, gpu | mem << 32, memory_order_relaxed);
+        }
     }
-    uint64_t t = wall_seconds();
-    *gpu = util_band(s, d, t, 3, d->dyn_util_gpu_min, d->dyn_util_gpu_max);
-    *mem = util_band(s, d, t, 4, d->dyn_util_mem_min, d->dyn_util_mem_max);
+    s->dyn_second = t;
+    s->ndynamic = n;
+    return n ? to_next : UINT64_MAX;
 }

@@ -101,7 +101,7 @@ static nvmlReturn_t take(nvmlDevice_t device, unsigned gpu_instance, nvmlGpmSamp
     s->device = device->index;
     s->gpu_instance = gpu_instance;
     unsigned gpu, mem;
-    mk_utilization(S, D, &gpu, &mem);
+    mk_utilization(D, &gpu, &mem);
     const uint64_t reading[C_COUNT] = {gpu, mem, D->util_dec, D->util_jpg, D->util_ofa, D->gpm_pcie_tx, D->gpm_pcie_rx};
     pthread_once(&acc_once, acc_init);
     pthread_mutex_lock(&acc[s->device].mu);

@@ -12,6 +12,8 @@
 
 #define MK_API __attribute__((visibility("default")))
 #define MK_HIDDEN __attribute__((visibility("hidden")))
+/* the getters' hot path: inlined even in the -Os build */
+#define MK_HOT_INLINE static inline __attribute__((always_inline))
 
 #define MK_MAX_DEVICES 256   /* per snapshot */
 #define MK_MAX_LINKS 18      /* NVML_NVLINK_MAX_LINKS of the 550 API (the 13.x header says 36) */
@@ -82,6 +84,7 @@ struct mk_device {
     uint32_t present;         /* set when any device.<i> key was seen */
     /* identity */
     char name[96], uuid[96], serial[32], board_part_number[32], gpu_part_number[32], vbios[32];
+    uint8_t name_len, uuid_len; /* their strlen, derived at snapshot load (state.c): GetName/GetUUID scan nothing */
     char inforom_image[32], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     int32_t brand, architecture, cc_major, cc_minor;
     uint32_t minor_number, board_id, multi_gpu_board, module_id, num_cores;
@@ -174,6 +177,9 @@ struct mk_device {
     uint32_t dyn_power, dyn_power_base, dyn_power_var;
     uint32_t dyn_util, dyn_util_pattern, dyn_util_gpu_min, dyn_util_gpu_max, dyn_util_mem_min, dyn_util_mem_max,
         dyn_util_burst_period;
+    /* their values for the snapshot's dyn_second (dynamic.c); atomic: a refresh stores them while getters load */
+    _Atomic uint32_t dyn_temp_now, dyn_power_now;
+    _Atomic uint64_t dyn_util_now; /* gpu | memory << 32: one word, a reader never pairs two seconds */
     /* a failure each process starts after calls on the GPU (failure.c); 0: none */
     uint32_t fail_mode, fail_probability_ppb, fail_xid;
     uint64_t fail_after_calls, fail_seed;
@@ -206,6 +212,8 @@ struct mk_snap {
     struct mk_pcifn *pcifn;   /* npcifn entries, allocated when the file has any */
     char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute path) */
     uint64_t booted_ms;       /* wall-clock ms the node came up; 0 unknown */
+    uint64_t dyn_second;      /* the wall-clock second the devices' dyn_*_now hold (dynamic.c); 0 none yet */
+    uint32_t ndynamic;        /* devices with a dynamic metric, counted at the first evaluation */
     /* bookkeeping */
     struct mk_snap *retired_next;
     uint64_t retired_at;
@@ -214,12 +222,16 @@ struct mk_snap {
 /* the level token p0_modes starts with; the rest is the current level's string */
 #define MK_P0_PERF "perf=0, "
 
-/* handle: a small, stable, dereferenceable allocation per index */
+/* handle: a small, stable, dereferenceable allocation per index; a power-of-two size, so that telling a
+ * handle of the tables from any other pointer is a mask and a compare (util.h), not a division */
 struct nvmlDevice_st {
     uint32_t magic;
     uint32_t index;
     uint64_t reserved[2];
+    uint64_t pad;
 };
+_Static_assert((sizeof(struct nvmlDevice_st) & (sizeof(struct nvmlDevice_st) - 1)) == 0,
+               "handle size is a power of two");
 #define MK_HANDLE_MAGIC 0x4D4B4E56u /* "VNKM" */
 #define MK_LOST_LATER (-1)         /* `lost` of a GPU whose delayed failure has not started (failure.c sets it) */
 

@@ -428,7 +428,7 @@ static nvmlReturn_t field(const struct mk_snap *S, const struct mk_device *D, nv
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
         if (!D->power_supported || v->scopeId != 0) return NVML_ERROR_NOT_SUPPORTED;
-        UI(mk_power_usage(S, D)); return NVML_SUCCESS;
+        UI(mk_power_usage(D)); return NVML_SUCCESS;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:
     case NVML_FI_DEV_POWER_DEFAULT_LIMIT:

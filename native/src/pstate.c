@@ -54,7 +54,7 @@ MK_API nvmlReturn_t nvmlDeviceGetDynamicPstatesInfo(nvmlDevice_t device, nvmlGpu
     DEV(device);
     NONNULL(info);
     unsigned gpu, mem;
-    mk_utilization(S, D, &gpu, &mem);
+    mk_utilization(D, &gpu, &mem);
     memset(info, 0, sizeof *info);
     const unsigned busy[] = {
         [NVML_GPU_UTILIZATION_DOMAIN_GPU] = gpu,

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dynamic.h"
 #include "failure.h"
 #include "levels.h"
 #include "log.h"
@@ -652,6 +653,11 @@ static void load_locked(uint64_t now) {
         cur_failure_epoch = mk_failure_epoch();
         mk_failure_apply(s);
         mk_levels_derive(s);
+        mk_dynamic_update(s);
+        for (uint32_t i = 0; i < s->ndev; i++) {
+            s->dev[i].name_len = (uint8_t)strlen(s->dev[i].name);
+            s->dev[i].uuid_len = (uint8_t)strlen(s->dev[i].uuid);
+        }
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;
@@ -668,7 +674,20 @@ static void load_locked(uint64_t now) {
 /* fork safety: never let a child inherit the refresh lock held by a thread that does not exist there */
 static void fork_prepare(void) { pthread_mutex_lock(&refresh_mu); }
 static void fork_release(void) { pthread_mutex_unlock(&refresh_mu); }
-__attribute__((constructor)) static void state_init(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+int (*mk_clock_gettime)(clockid_t, struct timespec *) = clock_gettime;
+
+static void find_vdso_clock(void) {
+    void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD); /* glibc lists the vDSO by this name */
+    if (!vdso) return;
+    void *fn = dlsym(vdso, "__vdso_clock_gettime");          /* x86 */
+    if (!fn) fn = dlsym(vdso, "__kernel_clock_gettime");     /* arm64 */
+    if (fn) mk_clock_gettime = (int (*)(clockid_t, struct timespec *))fn;
+}
+
+__attribute__((constructor)) static void state_init(void) {
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+    find_vdso_clock();
+}
 
 void mk_refresh_slow(uint64_t now, int force) {
     if (force) {
@@ -679,5 +698,10 @@ void mk_refresh_slow(uint64_t now, int force) {
     atomic_store_explicit(&mk_g_next_check, now + CHECK_INTERVAL_NS, memory_order_relaxed);
     load_locked(now);
     retire(NULL, now);
+    /* a snapshot with dynamic metrics is also refreshed when the wall-clock second turns: its values change then */
+    struct mk_snap *s = atomic_load_explicit(&mk_g_snap, memory_order_relaxed);
+    uint64_t to_next_second = s ? mk_dynamic_update(s) : UINT64_MAX;
+    if (to_next_second < CHECK_INTERVAL_NS)
+        atomic_store_explicit(&mk_g_next_check, now + to_next_second, memory_order_relaxed);
     pthread_mutex_unlock(&refresh_mu);
 }

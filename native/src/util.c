@@ -8,7 +8,7 @@
 
 _Atomic int mk_g_refcount;
 /* Handles: a static, initialised table (file-backed .data, so pages are only faulted in when used). */
-#define H1(i) {MK_HANDLE_MAGIC, (i), {0, 0}}
+#define H1(i) {MK_HANDLE_MAGIC, (i), {0, 0}, 0}
 #define H4(i) H1(i), H1((i) + 1), H1((i) + 2), H1((i) + 3)
 #define H16(i) H4(i), H4((i) + 4), H4((i) + 8), H4((i) + 12)
 #define H64(i) H16(i), H16((i) + 16), H16((i) + 32), H16((i) + 48)
@@ -16,11 +16,18 @@ struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES] = {H64(0), H64(64), H64(128), 
 _Static_assert(MK_MAX_DEVICES == 256, "handle table initialiser covers 256 devices");
 
 nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src) {
-    if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    size_t n = strlen(src);
-    if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(dst, src, n + 1);
-    return NVML_SUCCESS;
+    return mk_copy_strn(dst, len, src, strlen(src));
+}
+
+nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
+    if (__builtin_expect(atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0, 0))
+        return NVML_ERROR_UNINITIALIZED;
+    if (__builtin_expect(!mk_handle_valid(h), 0))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct mk_snap *S = mk_snapshot();
+    nvmlReturn_t r = mk_dev_in(&S, h, d);
+    if (r == NVML_SUCCESS) *s = S;
+    return r;
 }
 
 int mk_failure_count(struct mk_snap **s, uint32_t i) {

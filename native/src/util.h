@@ -3,6 +3,8 @@
 #ifndef MOKKA_UTIL_H
 #define MOKKA_UTIL_H
 
+#include <string.h>
+
 #include "log.h"
 #include "state.h"
 
@@ -10,6 +12,32 @@ MK_HIDDEN extern _Atomic int mk_g_refcount;   /* nvmlInit* calls not yet shut do
 MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
 
 nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
+/* n bytes from src to dst, in overlapping 16-, 8- or 4-byte moves: the -Os build would make a memcpy of a
+ * length it does not know a `rep movsb`, which costs more than the rest of a string getter */
+MK_HOT_INLINE void mk_copy_short(char *dst, const char *src, size_t n) {
+    if (n >= 32) {
+        for (size_t i = 0; i + 32 < n; i += 32) memcpy(dst + i, src + i, 32);
+        memcpy(dst + n - 32, src + n - 32, 32);
+    } else if (n >= 16) {
+        memcpy(dst, src, 16);
+        memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + n - 4, src + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+/* mk_copy_str of a string whose length n is known */
+MK_HOT_INLINE nvmlReturn_t mk_copy_strn(char *dst, unsigned int len, const char *src, size_t n) {
+    if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if ((size_t)len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    mk_copy_short(dst, src, n + 1);
+    return NVML_SUCCESS;
+}
 uint64_t mk_now_us(void);
 /* does the bus id `query` ("[domain:]bus:dev.fn") name this PCI function / GPU */
 int mk_bus_match_fn(const char *query, uint32_t domain, uint32_t bus, uint32_t dev, uint32_t fn);
@@ -36,10 +64,9 @@ static inline int mk_clock_index(nvmlClockType_t t) {
 #define MK_MIG_SLOTS (15 * MK_MAX_CI)
 MK_HIDDEN extern struct nvmlDevice_st mk_g_mig_handles[MK_MAX_DEVICES][MK_MIG_SLOTS];
 nvmlDevice_t mk_mig_handle(uint32_t dev, uint32_t gi, uint32_t ci);
-static inline int mk_is_mig_handle(nvmlDevice_t h) {
-    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_mig_handles;
-    return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 &&
-           off / sizeof(struct nvmlDevice_st) < (uintptr_t)MK_MAX_DEVICES * MK_MIG_SLOTS;
+MK_HOT_INLINE int mk_is_mig_handle(nvmlDevice_t h) {
+    uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_mig_handles; /* NULL and lower addresses wrap to past the end */
+    return off < sizeof mk_g_mig_handles && (off & (sizeof(struct nvmlDevice_st) - 1)) == 0;
 }
 /* a MIG device: its GPU, the position of its compute instance in mig_ci and its GPU-instance profile */
 struct mk_mig {
@@ -73,9 +100,9 @@ unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, u
 /* the getters that also answer for MIG devices start with this */
 #define MIG_ANSWERS(h, call) do { if (mk_is_mig_handle(h)) return (call); } while (0)
 
-static inline int mk_handle_valid(nvmlDevice_t h) {
+MK_HOT_INLINE int mk_handle_valid(nvmlDevice_t h) {
     uintptr_t off = (uintptr_t)h - (uintptr_t)mk_g_handles;
-    return h != NULL && off % sizeof(struct nvmlDevice_st) == 0 && off / sizeof(struct nvmlDevice_st) < MK_MAX_DEVICES;
+    return off < sizeof mk_g_handles && (off & (sizeof(struct nvmlDevice_st) - 1)) == 0;
 }
 
 /* A call on GPU i of *s whose failure starts after calls (failure.c): counts it; where this call started the
@@ -83,14 +110,14 @@ static inline int mk_handle_valid(nvmlDevice_t h) {
 int mk_failure_count(struct mk_snap **s, uint32_t i);
 
 /* GPU i of snapshot *s is lost (marked lost, or its delayed failure has started). */
-static inline int mk_lost(struct mk_snap **s, uint32_t i) {
+MK_HOT_INLINE int mk_lost(struct mk_snap **s, uint32_t i) {
     int32_t lost = (*s)->dev[i].lost;
     if (__builtin_expect(lost == 0, 1)) return 0;
     return lost == MK_LOST_LATER ? mk_failure_count(s, i) : lost > 0;
 }
 
 /* The device of a valid handle in snapshot *s: GPU_IS_LOST when it is gone or lost. */
-static inline nvmlReturn_t mk_dev_in(struct mk_snap **s, nvmlDevice_t h, struct mk_device **d) {
+MK_HOT_INLINE nvmlReturn_t mk_dev_in(struct mk_snap **s, nvmlDevice_t h, struct mk_device **d) {
     uint32_t i = h->index;
     if (__builtin_expect(*s == NULL || i >= (*s)->ndev, 0))
         return NVML_ERROR_GPU_IS_LOST;
@@ -100,17 +127,8 @@ static inline nvmlReturn_t mk_dev_in(struct mk_snap **s, nvmlDevice_t h, struct 
     return NVML_SUCCESS;
 }
 
-/* Resolve a handle: init check, handle check, lost check. */
-static inline nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
-    if (__builtin_expect(atomic_load_explicit(&mk_g_refcount, memory_order_relaxed) <= 0, 0))
-        return NVML_ERROR_UNINITIALIZED;
-    if (__builtin_expect(!mk_handle_valid(h), 0))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    struct mk_snap *S = mk_snapshot();
-    nvmlReturn_t r = mk_dev_in(&S, h, d);
-    if (r == NVML_SUCCESS) *s = S;
-    return r;
-}
+/* Resolve a handle: init check, handle check, lost check.  One copy (util.c) for every getter. */
+nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d);
 
 /* Resolve two handles in the same snapshot; the first handle's error wins. */
 static inline nvmlReturn_t mk_dev2(nvmlDevice_t h1, nvmlDevice_t h2, struct mk_snap **s, struct mk_device **d1,

@@ -56,6 +56,34 @@ def test_init_count_getters(lib_dir, state_file):
     """)
 
 
+def test_string_getters_copy_every_length_and_nothing_past_it(lib_dir, state_file):
+    """GetName (its length derived at load), GetUUID and GetSerial (measured per call) for strings of every length
+    the state file allows: the exact string and its NUL; the caller's bytes after them untouched; one byte short
+    of room is INSUFFICIENT_SIZE and leaves the buffer as it was."""
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        import re
+        base = open({str(st)!r}).read()
+        for n in range(1, 96):
+            value = "".join(chr(0x41 + (n + i) % 26) for i in range(n))
+            serial = value[:31]
+            text = re.sub(r"^device\\.0\\.(name|uuid|serial)=.*$",
+                          lambda m: f"device.0.{{m[1]}}={{serial if m[1] == 'serial' else value}}", base, flags=re.M)
+            write_state({str(st)!r}, text)
+            assert L.nvmlInit_v2() == 0  # the first init refreshes: this process reads the new file now
+            d = h(0)[1]
+            for getter, want in (("nvmlDeviceGetName", value), ("nvmlDeviceGetUUID", value),
+                                 ("nvmlDeviceGetSerial", serial)):
+                size = len(want) + 1
+                buf = (ctypes.c_char * 100)(*([b"#"] * 100))
+                assert getattr(L, getter)(d, buf, size - 1) == 7, (getter, n)  # INSUFFICIENT_SIZE
+                assert buf.raw == b"#" * 100, (getter, n)
+                assert getattr(L, getter)(d, buf, size) == 0, (getter, n)
+                assert buf.raw == want.encode() + b"\\0" + b"#" * (99 - len(want)), (getter, n, buf.raw)
+            L.nvmlShutdown()
+    """)
+
+
 def test_struct_versions(lib_dir, state_file):
     st = state_file("h100")
     run(lib_dir, st, """
@@ -349,6 +377,51 @@ def test_dynamic_metrics(lib_dir, state_file):
         assert len({s[1:] for s in seen}) >= 2                               # values move with time
         assert temp(h(0)[1]) == (0, 34)                                      # static devices stay static
         print(sorted(seen)[-1])
+    """)
+    assert p.stdout
+
+
+def test_dynamic_values_are_one_per_second_across_threads_and_snapshots(lib_dir, state_file):
+    """The model is evaluated when a snapshot is published and when the second turns, while other threads read:
+    every thread reads the same values for a second (a new snapshot of the same second too) and a reading at a
+    boundary is the last second's or the next one's, never a pair of the two."""
+    dyn = {"device.1.dynamic.utilization": 1, "device.1.dynamic.temperature": 1,
+           "device.1.dynamic.temperature.base_c": 50, "device.1.dynamic.temperature.variance_c": 20}
+    st = state_file("h100", overrides=dyn)
+    p = run(lib_dir, st, f"""
+        class Util(ctypes.Structure):
+            _fields_ = [("gpu", U), ("memory", U)]
+        L.nvmlInit_v2(); d = h(1)[1]
+        stop = False; readings = []
+        def reader():
+            u = Util(); t = U(); mine = []
+            while not stop:
+                before = time.time()
+                assert L.nvmlDeviceGetUtilizationRates(d, ctypes.byref(u)) == 0
+                assert L.nvmlDeviceGetTemperature(d, 0, ctypes.byref(t)) == 0
+                mine.append((before, time.time(), (u.gpu, u.memory), t.value))
+            readings.extend(mine)
+        ts = [threading.Thread(target=reader) for _ in range(4)]
+        for t in ts: t.start()
+        t0 = time.time(); k = 0
+        while time.time() - t0 < 3.2:  # a new snapshot every few ms, of the same dynamic devices
+            overrides = {{**{dyn!r}, "device.0.temperature.gpu": 30 + k % 20}}
+            write_state({str(st)!r}, make_state("h100", overrides=overrides))
+            k += 1; time.sleep(0.002)
+        stop = True
+        for t in ts: t.join()
+        per_second = {{}}
+        for before, after, util, temp in readings:  # clear of the boundary by more than a tick and a refresh
+            if int(before) == int(after) and before % 1 > 0.1:
+                per_second.setdefault(int(before), set()).add(util)
+        assert len(per_second) >= 2 and all(len(v) == 1 for v in per_second.values()), per_second
+        one = {{sec: next(iter(v)) for sec, v in per_second.items()}}
+        for before, after, util, temp in readings:
+            near = [one[sec] for sec in range(int(before) - 1, int(after) + 1) if sec in one]
+            assert not near or util in near, (before, after, util, near)
+            assert 30 <= temp <= 70, temp
+        assert len(set(one.values())) >= 2  # the values move with the second
+        print(len(readings), len(one), k)
     """)
     assert p.stdout
 
