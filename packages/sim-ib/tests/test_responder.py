@@ -179,24 +179,23 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
 
 
 def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
-    import asyncio
+    import threading
 
     from mokka_sim_ib.fabric import Directory, description, frame, read_message
 
-    async def scenario() -> tuple[str, int]:
-        async def describe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await read_message(reader)
-            writer.write(frame(description("far-node", "0.0.0.0", 18515, ())))
-            await writer.drain()
-            writer.close()
+    def describe(server: socket.socket) -> None:  # a peer that says it listens everywhere
+        conn, _ = server.accept()
+        with conn:
+            read_message(conn, time.monotonic() + 5)
+            conn.sendall(frame(description("far-node", "0.0.0.0", 18515, ())))
 
-        server = await asyncio.start_server(describe, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        async with server:
-            (peer,) = await Directory(None, [("127.0.0.1", port)], "near-node").peers()
-        return peer.address, peer.port - port
-
-    assert asyncio.run(scenario()) == ("127.0.0.1", 0)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        peer_side = threading.Thread(target=describe, args=(server,))
+        peer_side.start()
+        (peer,) = Directory(None, [("127.0.0.1", port)], "near-node").peers()
+        peer_side.join(timeout=10)
+    assert (peer.address, peer.port - port) == ("127.0.0.1", 0)
 
 
 def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:
