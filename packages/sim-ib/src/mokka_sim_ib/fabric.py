@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mokka_core.model.node import node_name_problem
+from mokka_core.model.names import node_name_problem
 from mokka_core.stage.store import atomic_write
 
 from .mad import PortModel
