@@ -7,7 +7,7 @@ node, so its size counts); ``mokka-sim-ib respond`` is the same for a person.
 
 from __future__ import annotations
 
-import argparse
+import getopt
 import os
 import sys
 from pathlib import Path
@@ -46,22 +46,38 @@ def serve(root: Path, listen: str, fabric_dir: Path, peers: list[str]) -> int:
     return foreground(PROGRAM, run, errors=(MokkaError, ValueError))
 
 
-def _help_formatter(prog: str) -> argparse.HelpFormatter:
-    # a fixed width: for the terminal's, argparse loads shutil, and shutil zlib, bz2 and lzma (over half a
-    # megabyte that the service, one per node, would keep)
-    return argparse.HelpFormatter(prog, width=100)
+USAGE = f"usage: {PROGRAM} [--root ROOT] [--listen HOST:PORT] [--fabric-dir DIR] [--peer HOST:PORT ...]"
+HELP = f"""{USAGE}
+
+MAD responder of a simulated node's HCAs.
+
+  --root ROOT          staged root (default: $MOKKA_ROOT)
+  --listen HOST:PORT   TCP address for other nodes' responders (default: $MOKKA_IB_LISTEN, else 127.0.0.1:0)
+  --fabric-dir DIR     where responders of one machine find each other (default: $MOKKA_IB_FABRIC_DIR, else
+                       {DEFAULT_FABRIC_DIR})
+  --peer HOST:PORT     another node's responder (repeatable; $MOKKA_IB_PEERS, comma-separated)"""
+OPTIONS = ["root=", "listen=", "fabric-dir=", "peer=", "help"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=PROGRAM, description="MAD responder of a simulated node's HCAs.",
-                                     formatter_class=_help_formatter)
-    parser.add_argument("--root", type=Path, default=None, help="staged root (default: $MOKKA_ROOT)")
-    parser.add_argument("--listen", default=os.environ.get("MOKKA_IB_LISTEN", "127.0.0.1:0"))
-    parser.add_argument("--fabric-dir", type=Path,
-                        default=Path(os.environ.get("MOKKA_IB_FABRIC_DIR", DEFAULT_FABRIC_DIR)))
-    parser.add_argument("--peer", action="append", default=[], help="HOST:PORT of another node's responder")
-    args = parser.parse_args(argv)
-    sys.exit(serve(find_root(args.root), args.listen, args.fabric_dir, args.peer))
+    # getopt, not argparse: argparse and the locale and shutil modules it loads are most of a megabyte,
+    # which this service (one per node) would keep
+    try:
+        options, extra = getopt.getopt(sys.argv[1:] if argv is None else argv, "h", OPTIONS)
+        if extra:
+            raise getopt.GetoptError(f"unexpected argument {extra[0]!r}")
+    except getopt.GetoptError as exc:
+        print(f"{PROGRAM}: {exc}\n{USAGE}", file=sys.stderr)
+        sys.exit(2)
+    given = dict(options)  # the last of a repeated option counts, except --peer
+    if "-h" in given or "--help" in given:
+        print(HELP)
+        sys.exit(0)
+    root = Path(given["--root"]) if "--root" in given else None
+    listen = given.get("--listen", os.environ.get("MOKKA_IB_LISTEN", "127.0.0.1:0"))
+    fabric_dir = Path(given.get("--fabric-dir", os.environ.get("MOKKA_IB_FABRIC_DIR", DEFAULT_FABRIC_DIR)))
+    peers = [value for name, value in options if name == "--peer"]
+    sys.exit(serve(find_root(root), listen, fabric_dir, peers))
 
 
 if __name__ == "__main__":
