@@ -74,7 +74,7 @@ class Loop:
     def call_soon(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` in the loop's thread, after what runs now (callable from any thread)."""
         self._handed_in.append(callback)
-        with contextlib.suppress(BlockingIOError):  # the loop has wake-ups pending already
+        with contextlib.suppress(OSError):  # full: a wake-up is pending already; closed: the loop has ended
             self._waker.send(b"\0")
 
     def in_thread(self, work: Callable[[], T], then: Callable[[T | None], None]) -> None:
