@@ -127,7 +127,8 @@ def test_the_responder_service_loads_no_cli_no_schema_and_no_asyncio() -> None:
     import subprocess
     import sys
 
-    heavy = {"pydantic", "typer", "rich", "yaml", "asyncio", "dataclasses", "inspect", "logging", "subprocess"}
+    heavy = {"pydantic", "typer", "rich", "yaml", "asyncio", "dataclasses", "inspect", "logging", "subprocess",
+             "argparse"}
     probe = ("import sys, mokka_sim_ib.responder_service; "
              f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
