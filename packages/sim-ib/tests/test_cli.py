@@ -14,8 +14,6 @@ from mokka_sim_ib.surface import IbSurface
 class TestContract(SimContract):
     app = app
     surface = IbSurface
-    #: the responder is an asyncio server (asyncio brings subprocess) that logs what it answers
-    service_may_load = frozenset({"asyncio", "subprocess", "logging", "dataclasses"})
     own_examples = frozenset({"respond", "exec"})  # run below: they need a staged node, the shim and the tools
 
 

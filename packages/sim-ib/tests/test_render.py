@@ -123,12 +123,14 @@ def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
     assert service.command[-4:] == ["-m", "mokka_sim_ib.responder_service", "--root", str(tmp_path)]
 
 
-def test_the_responder_service_loads_no_cli_and_no_schema() -> None:
+def test_the_responder_service_loads_no_cli_no_schema_and_no_asyncio() -> None:
     import subprocess
     import sys
 
+    heavy = {"pydantic", "typer", "rich", "yaml", "asyncio", "dataclasses", "inspect", "logging", "subprocess",
+             "argparse"}
     probe = ("import sys, mokka_sim_ib.responder_service; "
-             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'typer', 'rich', 'yaml'}))")
+             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"  # one runs per node at rest: each of these costs megabytes
 

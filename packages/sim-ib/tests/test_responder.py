@@ -18,6 +18,7 @@ from mokka_sim_ib import mad
 from mokka_sim_ib.fabric import Directory
 from mokka_sim_ib.mad import Umad
 from mokka_sim_ib.responder import ACK, CTL_HELLO, CTL_HELLO_ACK, CTL_MAGIC, CTL_REGISTER, HELLO, REGISTER
+from mokka_sim_ib.testing import stage_node
 
 
 def connect(node, hca: int = 0) -> socket.socket:  # type: ignore[no-untyped-def]
@@ -107,6 +108,43 @@ def test_failed_node_does_not_answer(fabric) -> None:  # type: ignore[no-untyped
     assert reply.status == mad.ETIMEDOUT
 
 
+def test_a_mad_it_cannot_answer_times_out_and_it_goes_on_serving(fabric) -> None:  # type: ignore[no-untyped-def]
+    a, _ = fabric("node-a"), fabric("node-b")
+    with connect(a) as sock:
+        bad = request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_INFO, dlid=0xFFFF, path=[0] + [1] * 63, timeout_ms=50)
+        bad.mad[7] = 200  # more hops than the 64-byte initial path holds
+        assert exchange(sock, bad).status == mad.ETIMEDOUT
+        assert exchange(sock, request(mad.CLASS_SMI, mad.ATTR_SM_INFO, dlid=1)).status == 0
+
+
+def test_static_peers_carry_pings_without_a_shared_fabric_dir(tmp_path: Path) -> None:
+    nodes = [stage_node(tmp_path / name, name) for name in ("node-a", "node-b")]
+    ports = []
+    for _ in nodes:
+        with socket.create_server(("127.0.0.1", 0)) as probe:
+            ports.append(probe.getsockname()[1])
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "mokka_sim_ib.responder_service", "--root", str(node.root),
+                          "--listen", f"127.0.0.1:{mine}", "--peer", f"localhost:{other}"],
+                         env={**os.environ, "MOKKA_IB_FABRIC_DIR": str(tmp_path / f"fabric-{node.name}")},
+                         stdout=subprocess.DEVNULL)
+        for node, mine, other in zip(nodes, ports, reversed(ports), strict=True)]
+    try:
+        deadline = time.monotonic() + 20
+        while not all(node.socket.exists() for node in nodes):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
+            time.sleep(0.05)
+        a, b = nodes
+        with connect(a) as sock:
+            reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=b.lid(1)))
+        assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"node-b"
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+    assert [p.returncode for p in processes] == [0, 0]
+
+
 def test_unknown_device_index_is_refused(fabric) -> None:  # type: ignore[no-untyped-def]
     a = fabric("node-a")
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
@@ -179,24 +217,23 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
 
 
 def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
-    import asyncio
+    import threading
 
     from mokka_sim_ib.fabric import Directory, description, frame, read_message
 
-    async def scenario() -> tuple[str, int]:
-        async def describe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await read_message(reader)
-            writer.write(frame(description("far-node", "0.0.0.0", 18515, ())))
-            await writer.drain()
-            writer.close()
+    def describe(server: socket.socket) -> None:  # a peer that says it listens everywhere
+        conn, _ = server.accept()
+        with conn:
+            read_message(conn, time.monotonic() + 5)
+            conn.sendall(frame(description("far-node", "0.0.0.0", 18515, ())))
 
-        server = await asyncio.start_server(describe, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        async with server:
-            (peer,) = await Directory(None, [("127.0.0.1", port)], "near-node").peers()
-        return peer.address, peer.port - port
-
-    assert asyncio.run(scenario()) == ("127.0.0.1", 0)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        peer_side = threading.Thread(target=describe, args=(server,))
+        peer_side.start()
+        (peer,) = Directory(None, [("127.0.0.1", port)], "near-node").peers()
+        peer_side.join(timeout=10)
+    assert (peer.address, peer.port - port) == ("127.0.0.1", 0)
 
 
 def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:

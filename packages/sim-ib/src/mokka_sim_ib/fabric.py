@@ -18,22 +18,23 @@ Cabling: no switches are modelled.  Nodes are paired in name order (1st with 2nd
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import logging
+import socket
 import struct
+import sys
 import time
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from mokka_core.model.node import node_name_problem
+from mokka_core.model.names import node_name_problem
 from mokka_core.stage.store import atomic_write
 
 from .mad import PortModel
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from pathlib import Path
+
 LENGTH = struct.Struct(">I")
 MAX_MESSAGE = 1 << 20
 IO_TIMEOUT_S = 5.0
@@ -41,31 +42,26 @@ PEER_CACHE_S = 2.0
 WILDCARDS = ("", "0.0.0.0", "::")
 
 
-@dataclass(frozen=True)
 class Peer:
-    node_name: str
-    address: str
-    port: int
-    ports: tuple[PortModel, ...]
+    __slots__ = ("address", "node_name", "port", "ports")
+
+    def __init__(self, node_name: str, address: str, port: int, ports: tuple[PortModel, ...]) -> None:
+        self.node_name = node_name
+        self.address = address
+        self.port = port
+        self.ports = ports
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Peer:
         return cls(data["node_name"], data["address"], int(data["port"]),
                    tuple(PortModel.from_json(p) for p in data["ports"]))
 
+    def reached_at(self, address: str, port: int) -> Peer:
+        return Peer(self.node_name, address, port, self.ports)
+
 
 def description(node_name: str, address: str, port: int, ports: tuple[PortModel, ...]) -> dict[str, Any]:
     return {"node_name": node_name, "address": address, "port": port, "ports": [p.to_json() for p in ports]}
-
-
-async def read_message(reader: asyncio.StreamReader) -> dict[str, Any]:
-    (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
-    if size > MAX_MESSAGE:
-        raise ValueError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
-    message = json.loads(await reader.readexactly(size))
-    if not isinstance(message, dict):
-        raise ValueError("a fabric message must be a JSON object")
-    return message
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -73,29 +69,63 @@ def frame(message: dict[str, Any]) -> bytes:
     return LENGTH.pack(len(body)) + body
 
 
-async def request(address: str, port: int, message: dict[str, Any]) -> dict[str, Any]:
-    async def exchange() -> dict[str, Any]:
-        reader, writer = await asyncio.open_connection(address, port)
-        try:
-            writer.write(frame(message))
-            await writer.drain()
-            return await read_message(reader)
-        finally:
-            writer.close()
+def unframe(received: bytes) -> dict[str, Any] | None:
+    """The message ``received`` starts with, or None while it is incomplete."""
+    if len(received) < LENGTH.size:
+        return None
+    (size,) = LENGTH.unpack_from(received)
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
+    if len(received) < LENGTH.size + size:
+        return None
+    message = json.loads(received[LENGTH.size:LENGTH.size + size])
+    if not isinstance(message, dict):
+        raise ValueError("a fabric message must be a JSON object")
+    return message
 
-    return await asyncio.wait_for(exchange(), IO_TIMEOUT_S)
+
+def read_message(sock: socket.socket, deadline: float) -> dict[str, Any]:
+    """One message from a blocking ``sock`` by ``deadline`` (``time.monotonic()``), else TimeoutError."""
+    received = b""
+    while (message := unframe(received)) is None:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed after {len(received)} bytes of a message")
+        received += chunk
+    return message
+
+
+def resolvable(host: str) -> str | bytes:
+    """``host`` as getaddrinfo takes it: an ASCII name as bytes, which skips the idna codec (its unicodedata is
+    most of a megabyte, which a responder would keep), any other name as it is."""
+    return host.encode() if host.isascii() else host
+
+
+def request(address: str, port: int, message: dict[str, Any]) -> dict[str, Any]:
+    """Send ``message`` to the responder at ``address:port`` and return its answer (all within IO_TIMEOUT_S)."""
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    with socket.create_connection((resolvable(address), port), timeout=IO_TIMEOUT_S) as sock:  # type: ignore[arg-type]
+        sock.sendall(frame(message))
+        return read_message(sock, deadline)
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 class Directory:
     """Who else is on the fabric: the fabric directory's files plus the static peers."""
 
-    def __init__(self, fabric_dir: Path | None, static_peers: list[tuple[str, int]], own_name: str) -> None:
+    def __init__(self, fabric_dir: Path | None, static_peers: list[tuple[str, int]], own_name: str,
+                 say: Callable[[str], None] = _to_stderr) -> None:
         problem = node_name_problem(own_name)
         if problem:  # the fabric file is named after the node: never a path from an unchecked name
             raise ValueError(f"node name {problem}")
         self.fabric_dir = fabric_dir
         self.static_peers = static_peers
         self.own_name = own_name
+        self.say = say
         self._published: str | None = None
         self._cache: tuple[float, list[Peer]] = (0.0, [])
 
@@ -115,9 +145,15 @@ class Directory:
             if path.read_text() == self._published:
                 path.unlink()
 
-    async def peers(self) -> list[Peer]:
-        stamp, cached = self._cache
-        if time.monotonic() - stamp < PEER_CACHE_S:
+    def cached(self) -> list[Peer] | None:
+        """The peers found less than PEER_CACHE_S ago, or None (ask :meth:`peers`)."""
+        stamp, found = self._cache
+        return found if time.monotonic() - stamp < PEER_CACHE_S else None
+
+    def peers(self) -> list[Peer]:
+        """The other nodes, found anew once the cache is stale: this blocks while static peers are asked over TCP."""
+        cached = self.cached()
+        if cached is not None:
             return cached
         found: dict[str, Peer] = {}
         if self.fabric_dir is not None and self.fabric_dir.is_dir():
@@ -125,19 +161,18 @@ class Directory:
                 try:
                     peer = Peer.from_json(json.loads(path.read_text()))
                 except (OSError, ValueError, KeyError, TypeError) as exc:
-                    log.warning("ignoring fabric entry %s: %s", path, exc)
+                    self.say(f"ignoring fabric entry {path}: {exc}")
                     continue
                 if peer.address in WILDCARDS:  # listening everywhere: reachable on this machine's loopback
-                    peer = replace(peer, address="127.0.0.1")
+                    peer = peer.reached_at("127.0.0.1", peer.port)
                 if peer.node_name != self.own_name:
                     found[peer.node_name] = peer
         for address, port in self.static_peers:
             try:
                 # reach it where we were told to, whatever address it listens on
-                peer = replace(Peer.from_json(await request(address, port, {"op": "describe"})), address=address,
-                               port=port)
-            except (TimeoutError, OSError, ValueError, KeyError, TypeError, asyncio.IncompleteReadError) as exc:
-                log.info("peer %s:%d unreachable: %s", address, port, exc)
+                peer = Peer.from_json(request(address, port, {"op": "describe"})).reached_at(address, port)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self.say(f"peer {address}:{port} unreachable: {exc}")
                 continue
             if peer.node_name != self.own_name:
                 found[peer.node_name] = peer

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from mokka_core.errors import ConfigError
 from mokka_core.model.identity import format_guid
 
+from .config import NodeConfig
+from .mad import PortModel
+
 if TYPE_CHECKING:
     from mokka_core.model.node import Hca, Node
 
@@ -139,4 +142,23 @@ def _port(node: Node, hca: Hca, failed: bool) -> PortView:
         hca_type=ib.hca_type,
         pci_device_id=hca.device_id,
         bus_id=hca.bus_id,
+    )
+
+
+def node_config(node: Node, views: list[PortView]) -> NodeConfig:
+    """The responder's input (``config.NODE_CONFIG``) for these ports of ``node``."""
+    prefix = node.infiniband.guid_prefix if node.infiniband else "a088c203"
+    # The subnet manager is not on any simulated host: it stands for the fabric's (unmodelled) switch.
+    sm_guid = (int(prefix.replace(":", "")[:8], 16) << 32) | 0x1
+    return NodeConfig(node.node_name, GID_PREFIX, SM_LID, sm_guid, tuple(_model(node.node_name, v) for v in views))
+
+
+def _model(node_name: str, view: PortView) -> PortModel:
+    _, _, width, speed, speed_ext = RATES[view.rate_gbps]
+    return PortModel(
+        node_name=node_name, hca=view.hca, index=view.index, node_guid=view.node_guid, port_guid=view.port_guid,
+        lid=view.lid, sm_lid=view.sm_lid, state=view.state_number, phys_state=PHYS_STATES[view.phys_state][0],
+        width_active=width, speed_active=speed, speed_ext_active=min(speed_ext, 0x8), cap_mask=CAP_MASK,
+        node_desc=view.node_desc, device_id=view.pci_device_id, revision=view.hw_rev_number(),
+        vendor_id=MELLANOX_VENDOR_ID,
     )

@@ -9,7 +9,6 @@ the ``ib_user_mad_hdr`` integers are host-endian except the ``__be`` ones.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 UMAD_HDR = struct.Struct("=IIIII4s4s2sBBBBBB16s4sH6s")  # struct ib_user_mad_hdr (ABI 5), 64 bytes
 MAD_SIZE = 256
@@ -46,22 +45,27 @@ SA_DATA = 56
 PERF_DATA = 64
 
 
-@dataclass
 class Umad:
     """One ``struct ib_user_mad`` with its 256-byte MAD."""
 
-    agent_id: int
-    status: int
-    timeout_ms: int
-    retries: int
-    lid: int  # destination LID on send, source LID on receive
-    qpn: int
-    qkey: int
-    sl: int
-    grh_present: bool
-    gid: bytes
-    pkey_index: int
-    mad: bytearray
+    # plain classes, not dataclasses: the responder runs on every node, and dataclasses bring inspect
+    __slots__ = ("agent_id", "gid", "grh_present", "lid", "mad", "pkey_index", "qkey", "qpn", "retries", "sl", "status",
+                 "timeout_ms")
+
+    def __init__(self, agent_id: int, status: int, timeout_ms: int, retries: int, lid: int, qpn: int, qkey: int,
+                 sl: int, grh_present: bool, gid: bytes, pkey_index: int, mad: bytearray) -> None:
+        self.agent_id = agent_id
+        self.status = status
+        self.timeout_ms = timeout_ms
+        self.retries = retries
+        self.lid = lid  # destination LID on send, source LID on receive
+        self.qpn = qpn
+        self.qkey = qkey
+        self.sl = sl
+        self.grh_present = grh_present
+        self.gid = gid
+        self.pkey_index = pkey_index
+        self.mad = mad
 
     @classmethod
     def decode(cls, packet: bytes) -> Umad:
@@ -136,30 +140,36 @@ class Umad:
                     self.grh_present, self.gid, self.pkey_index, bytearray(self.mad))
 
 
-@dataclass(frozen=True)
 class PortModel:
     """What an SMP about one CA port can report; built from staged data, or a peer's description."""
 
-    node_name: str
-    hca: str
-    index: int
-    node_guid: int
-    port_guid: int
-    lid: int
-    sm_lid: int
-    state: int  # PortInfo:PortState
-    phys_state: int
-    width_active: int
-    speed_active: int
-    speed_ext_active: int
-    cap_mask: int
-    node_desc: str
-    device_id: int
-    revision: int
-    vendor_id: int
+    __slots__ = ("cap_mask", "device_id", "hca", "index", "lid", "node_desc", "node_guid", "node_name", "phys_state",
+                 "port_guid", "revision", "sm_lid", "speed_active", "speed_ext_active", "state", "vendor_id",
+                 "width_active")
+
+    def __init__(self, *, node_name: str, hca: str, index: int, node_guid: int, port_guid: int, lid: int, sm_lid: int,
+                 state: int, phys_state: int, width_active: int, speed_active: int, speed_ext_active: int,
+                 cap_mask: int, node_desc: str, device_id: int, revision: int, vendor_id: int) -> None:
+        self.node_name = node_name
+        self.hca = hca
+        self.index = index
+        self.node_guid = node_guid
+        self.port_guid = port_guid
+        self.lid = lid
+        self.sm_lid = sm_lid
+        self.state = state  # PortInfo:PortState
+        self.phys_state = phys_state
+        self.width_active = width_active
+        self.speed_active = speed_active
+        self.speed_ext_active = speed_ext_active
+        self.cap_mask = cap_mask
+        self.node_desc = node_desc
+        self.device_id = device_id
+        self.revision = revision
+        self.vendor_id = vendor_id
 
     def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> PortModel:

@@ -1,31 +1,33 @@
 """The MAD responder as a long-lived service, in the foreground (SIGTERM stops it).
 
 ``python -m mokka_sim_ib.responder_service --root R`` is what the surface's service runs: it loads
-no CLI and no profile schema (a node at rest runs one per node, so its size counts);
-``mokka-sim-ib respond`` is the same for a person.
+no CLI, no profile schema, no node model, no asyncio and no logging (a node at rest runs one per
+node, so its size counts); ``mokka-sim-ib respond`` is the same for a person.
 """
 
 from __future__ import annotations
 
-import argparse
+import getopt
 import os
 import sys
-import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mokka_core.errors import MokkaError
-from mokka_core.node.foreground import foreground, log_to_stdout
+from mokka_core.node.foreground import foreground
 from mokka_core.stage.paths import find_root
 
 from . import config, responder
+from .responder import PROGRAM
 
-PROGRAM = "sim-ib responder"
+if TYPE_CHECKING:
+    import threading
+
 DEFAULT_FABRIC_DIR = "/run/mokka/ib-fabric"
 
 
 def serve(root: Path, listen: str, fabric_dir: Path, peers: list[str]) -> int:
     """Serve the node staged under ``root`` until stopped; the exit status (2: a bad address)."""
-    log_to_stdout(PROGRAM, loggers=("mokka-sim-ib",))
     everyone = peers + [p for p in os.environ.get("MOKKA_IB_PEERS", "").split(",") if p]
     try:
         addresses = [responder.parse_address(p) for p in everyone]
@@ -44,15 +46,38 @@ def serve(root: Path, listen: str, fabric_dir: Path, peers: list[str]) -> int:
     return foreground(PROGRAM, run, errors=(MokkaError, ValueError))
 
 
+USAGE = f"usage: {PROGRAM} [--root ROOT] [--listen HOST:PORT] [--fabric-dir DIR] [--peer HOST:PORT ...]"
+HELP = f"""{USAGE}
+
+MAD responder of a simulated node's HCAs.
+
+  --root ROOT          staged root (default: $MOKKA_ROOT)
+  --listen HOST:PORT   TCP address for other nodes' responders (default: $MOKKA_IB_LISTEN, else 127.0.0.1:0)
+  --fabric-dir DIR     where responders of one machine find each other (default: $MOKKA_IB_FABRIC_DIR, else
+                       {DEFAULT_FABRIC_DIR})
+  --peer HOST:PORT     another node's responder (repeatable; $MOKKA_IB_PEERS, comma-separated)"""
+OPTIONS = ["root=", "listen=", "fabric-dir=", "peer=", "help"]
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=PROGRAM, description="MAD responder of a simulated node's HCAs.")
-    parser.add_argument("--root", type=Path, default=None, help="staged root (default: $MOKKA_ROOT)")
-    parser.add_argument("--listen", default=os.environ.get("MOKKA_IB_LISTEN", "127.0.0.1:0"))
-    parser.add_argument("--fabric-dir", type=Path,
-                        default=Path(os.environ.get("MOKKA_IB_FABRIC_DIR", DEFAULT_FABRIC_DIR)))
-    parser.add_argument("--peer", action="append", default=[], help="HOST:PORT of another node's responder")
-    args = parser.parse_args(argv)
-    sys.exit(serve(find_root(args.root), args.listen, args.fabric_dir, args.peer))
+    # getopt, not argparse: argparse and the locale and shutil modules it loads are most of a megabyte,
+    # which this service (one per node) would keep
+    try:
+        options, extra = getopt.getopt(sys.argv[1:] if argv is None else argv, "h", OPTIONS)
+        if extra:
+            raise getopt.GetoptError(f"unexpected argument {extra[0]!r}")
+    except getopt.GetoptError as exc:
+        print(f"{PROGRAM}: {exc}\n{USAGE}", file=sys.stderr)
+        sys.exit(2)
+    given = dict(options)  # the last of a repeated option counts, except --peer
+    if "-h" in given or "--help" in given:
+        print(HELP)
+        sys.exit(0)
+    root = Path(given["--root"]) if "--root" in given else None
+    listen = given.get("--listen", os.environ.get("MOKKA_IB_LISTEN", "127.0.0.1:0"))
+    fabric_dir = Path(given.get("--fabric-dir", os.environ.get("MOKKA_IB_FABRIC_DIR", DEFAULT_FABRIC_DIR)))
+    peers = [value for name, value in options if name == "--peer"]
+    sys.exit(serve(find_root(root), listen, fabric_dir, peers))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ class IbSurface(Surface):
         views = hca.ports(node)
         if not views:
             return []
-        node_file = config.node_config(node, views).to_json()
+        node_file = hca.node_config(node, views).to_json()
         return [
             *sysfs.device_entries(node, views),
             Dir(IB_DIR),

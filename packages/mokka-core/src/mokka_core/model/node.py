@@ -7,7 +7,6 @@ default is applied once, in ``resolve``, so two surfaces reading the same field 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from ..schema.surfaces import SurfaceHealth
@@ -16,19 +15,8 @@ from .value import Value
 
 _set = object.__setattr__  # the one way a field is set: in __init__
 
-#: a node name is a DNS-1123 subdomain, as a Kubernetes node name is (files are named after it)
-_NODE_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-NODE_NAME_MAX = 253
 #: a node's name where neither the spec nor $NODE_NAME gives one
 DEFAULT_NODE_NAME = "mokka-node"
-
-
-def node_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a node name (a DNS-1123 subdomain of at most 253 characters), or None."""
-    if len(name) > NODE_NAME_MAX or not _NODE_NAME_RE.fullmatch(name):
-        return (f"must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most {NODE_NAME_MAX} "
-                f"characters, as Kubernetes node names are), got {name[:80]!r}")
-    return None
 
 
 class SurfaceSettings(Value):

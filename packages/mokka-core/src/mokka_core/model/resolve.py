@@ -25,7 +25,8 @@ from .codec import decode, encode
 from .config import GpuConfig, Infiniband, Nvlink, System
 from .derive import BusMap, derive
 from .inputs import Inputs
-from .node import DEFAULT_NODE_NAME, Gpu, Node, NumaNode, RootComplex, SurfaceSettings, Switch, node_name_problem
+from .names import node_name_problem
+from .node import DEFAULT_NODE_NAME, Gpu, Node, NumaNode, RootComplex, SurfaceSettings, Switch
 from .numa import HostCpus, format_cpulist, parse_cpulist
 
 IDENTITY_KEYS = ("index", "uuid", "minor_number", "grace_cpu_pair")
