@@ -43,18 +43,16 @@ struct server {
     char request[REQUEST_BUFFER];
 };
 
-/* Room for one more element of an array of size bytes each; false if there is no memory for it. */
-static bool grow(void **items, size_t count, size_t *capacity, size_t size)
+/* items with room for one more of size bytes (moved, if it had to grow); NULL if there is no memory for it. */
+static void *grow(void *items, size_t count, size_t *capacity, size_t size)
 {
     if (count < *capacity)
-        return true;
+        return items;
     size_t more = *capacity ? *capacity * 2 : 8;
-    void *grown = realloc(*items, more * size);
-    if (grown == NULL)
-        return false;
-    *items = grown;
-    *capacity = more;
-    return true;
+    void *grown = realloc(items, more * size);
+    if (grown != NULL)
+        *capacity = more;
+    return grown;
 }
 
 static void reply(struct server *server, uint64_t unique, const void *payload, size_t len, int error)
@@ -73,45 +71,46 @@ static struct reader *find_reader(struct server *server, uint64_t fh)
     return NULL;
 }
 
-/* Answer a read of fh now, or park it; false if it was parked. */
-static bool answer_read(struct server *server, uint64_t unique, uint64_t fh, uint32_t size)
+/* Answer a read of fh now, or park it until its reader has a record (server_wake). */
+static void answer_read(struct server *server, uint64_t unique, uint64_t fh, uint32_t size)
 {
     struct reader *reader = find_reader(server, fh);
     if (reader == NULL) {
         reply(server, unique, NULL, 0, EBADF);
-        return true;
+        return;
     }
     log_refresh(server->log);
     if (reader->next_record < server->log->count) {
         const struct record *record = &server->log->records[reader->next_record];
         if (record->len > size) {
             reply(server, unique, NULL, 0, EINVAL); /* as the kernel: the buffer must hold a record */
-            return true;
+            return;
         }
         reader->next_record++;
         reply(server, unique, record->text, record->len, 0);
-        return true;
+        return;
     }
     if (reader->nonblocking) {
         reply(server, unique, NULL, 0, EAGAIN);
-        return true;
+        return;
     }
-    if (!grow((void **)&server->waiting, server->waiting_count, &server->waiting_capacity,
-              sizeof *server->waiting)) {
+    struct waiting *waiting = grow(server->waiting, server->waiting_count, &server->waiting_capacity, sizeof *waiting);
+    if (waiting == NULL) {
         reply(server, unique, NULL, 0, ENOMEM);
-        return true;
+        return;
     }
+    server->waiting = waiting;
     server->waiting[server->waiting_count++] = (struct waiting){unique, fh, size};
-    return false;
 }
 
 static void open_file(struct server *server, uint64_t unique, const struct fuse_open_in *in)
 {
-    if (!grow((void **)&server->readers, server->readers_count, &server->readers_capacity,
-              sizeof *server->readers)) {
+    struct reader *readers = grow(server->readers, server->readers_count, &server->readers_capacity, sizeof *readers);
+    if (readers == NULL) {
         reply(server, unique, NULL, 0, ENOMEM);
         return;
     }
+    server->readers = readers;
     uint64_t fh = server->next_fh++;
     server->readers[server->readers_count++] = (struct reader){fh, 0, (in->flags & O_NONBLOCK) != 0};
     struct fuse_open_out out = {.fh = fh, .open_flags = FOPEN_DIRECT_IO};
@@ -207,7 +206,7 @@ bool server_handle(struct server *server)
     }
     case FUSE_READ: {
         const struct fuse_read_in *in = BODY(struct fuse_read_in, request, length);
-        in ? (void)answer_read(server, unique, in->fh, in->size) : reply(server, unique, NULL, 0, EINVAL);
+        in ? answer_read(server, unique, in->fh, in->size) : reply(server, unique, NULL, 0, EINVAL);
         break;
     }
     case FUSE_INTERRUPT: { /* takes no answer: the interrupted read gets EINTR, if it still waits */
