@@ -192,6 +192,22 @@ print(json.dumps(seen))
     assert seen[11:] == [["EAGAIN"], len("".join(LOADING))], out
 
 
+def test_a_log_not_there_reads_as_empty_and_lines_are_records(served) -> None:
+    """No log (yet, or gone): an empty /dev/kmsg, not an error; blank lines are no records, and a last line
+    without its newline is a record with one, as ``kernel_log.kernel_log`` writes every record."""
+    check = """
+os.unlink(LOG)
+fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+seen = [read(fd), os.fstat(fd).st_size]
+stage("4,1,0,-;first\\n\\n\\n4,2,0,-;second")
+seen += [read(fd), read(fd), read(fd), os.fstat(fd).st_size]
+print(json.dumps(seen))
+"""
+    (seen,), out = served(check, "".join(LOADING))
+    records = ["4,1,0,-;first\n", "4,2,0,-;second\n"]
+    assert seen == ["EAGAIN", 0, *records, "EAGAIN", len("".join(records))], out
+
+
 def test_util_linux_dmesg_reads_the_log_and_follows_it(served) -> None:
     """dmesg reads /dev/kmsg with O_NONBLOCK to its end; ``dmesg -w`` then waits in read() for the next."""
     check = f"""
