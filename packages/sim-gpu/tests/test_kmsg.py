@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -34,7 +35,7 @@ mount --rbind {root}/dev /dev
 {service} > {root}/service.out 2>&1 &
 service=$!
 for i in $(seq 500); do [ -e {root}/{ready} ] && break; sleep 0.02; done
-{check} || echo "check failed: $?"
+timeout 40 {check} || echo "check failed: $?"
 kill -TERM $service; wait $service || echo "service exited $?"
 echo "mounted=$(grep -c ' /dev/kmsg ' /proc/self/mountinfo || true)"
 echo "marker=$(test -e {root}/{ready} && echo left || echo removed)"
@@ -72,7 +73,11 @@ def served(tmp_path: Path, in_namespace: Callable[[str], subprocess.CompletedPro
         (tmp_path / "check.py").write_text(PRELUDE + check)
         command = " ".join(kmsg_service(StageContext(root=root)).command)
         runs = shell or f"{sys.executable} {tmp_path / 'check.py'} {root / KERNEL_LOG}"
-        done = in_namespace(NAMESPACE.format(root=root, ready=READY, service=command, check=runs))
+        try:
+            done = in_namespace(NAMESPACE.format(root=root, ready=READY, service=command, check=runs))
+        finally:  # a service that did not stop (its marker holds its pid) goes: readers it left waiting with it
+            if (root / READY).exists():
+                os.kill(int((root / READY).read_text()), signal.SIGKILL)
         assert done.returncode == 0, done.stdout + done.stderr
         lines = done.stdout.splitlines()
         assert "mounted=0" in lines and "marker=removed" in lines, done.stdout  # SIGTERM: unmounted, marker gone

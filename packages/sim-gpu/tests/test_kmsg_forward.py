@@ -52,15 +52,17 @@ def serve(root: Path, target: Path | str, steps: int = 0, prefix: tuple[str, ...
     """Run the service on ``root`` until it is ready (it has written what the log held), ``steps`` more looks at
     the log, then SIGTERM; what it said.  ``prefix``: a program it runs under (strace)."""
     command = kmsg_service(StageContext(root=root, host_kmsg=str(target))).command
-    service = subprocess.Popen([*prefix, *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    service = subprocess.Popen([*prefix, *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
     try:
         wait_for(lambda: (root / READY).exists() or service.poll() is not None, what="mokka-kmsg ready")
         time.sleep(steps * STEP_SECONDS)
-        os.kill(int((root / READY).read_text()), signal.SIGTERM)  # its marker holds its pid
-    finally:
-        if service.poll() is None and not prefix:
-            service.send_signal(signal.SIGTERM)
+        os.kill(int((root / READY).read_text()), signal.SIGTERM)  # its marker holds its pid (strace's child)
         out, _ = service.communicate(timeout=30)
+    finally:
+        if service.poll() is None:  # it never got ready, or did not stop: nothing of it outlives the test
+            os.killpg(service.pid, signal.SIGKILL)
+            service.communicate()
     assert service.returncode == 0, out
     assert not (root / READY).exists(), out  # its marker goes with it
     return out
