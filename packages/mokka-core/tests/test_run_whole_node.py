@@ -189,3 +189,22 @@ def test_dmesg_reads_the_nodes_boot_not_the_hosts() -> None:
     assert lines[2].startswith("NVRM: loading NVIDIA UNIX ") and "Kernel Module  550.163.01  " in lines[2]
     assert lines[-1].startswith("nvidia-uvm: Loaded the UVM driver, major device number ")
     assert len(lines) == 5, out
+
+
+#: ``dmesg -w`` waits in read() on the node's /dev/kmsg; an Xid raised meanwhile is its next line
+FOLLOW_SCRIPT = """
+dmesg -w > "$MOKKA_ROOT/follow" & follow=$!
+for i in $(seq 250); do [ "$(wc -l < "$MOKKA_ROOT/follow")" -ge 5 ] && break; sleep 0.02; done
+{ctl} xid 0 13 > /dev/null
+for i in $(seq 250); do grep -q 'NVRM: Xid' "$MOKKA_ROOT/follow" && break; sleep 0.02; done
+kill $follow; wait $follow || true
+cat "$MOKKA_ROOT/follow"
+"""
+
+
+def test_dmesg_follows_the_nodes_kernel_log() -> None:
+    ctl = Path(sys.executable).parent / "nvml-mock-ctl"
+    out = mokka_run("--profile", "h100", "--", "sh", "-c", FOLLOW_SCRIPT.replace("{ctl}", str(ctl)))
+    lines = [line.split("] ", 1)[1] for line in out.splitlines()]
+    assert lines[0] == "nvidia: loading out-of-tree module taints kernel." and len(lines) == 6, out
+    assert re.fullmatch(r"NVRM: Xid \(PCI:0000:1b:00\): 13, pid='<unknown>', name=<unknown>", lines[5]), out

@@ -1,6 +1,7 @@
 """The node's kernel log written to the host's (``mokka node up --host-kmsg``): once, in order, off by default.
 
-A regular file stands in for the host's /dev/kmsg: the test machine's kernel log is written only by the
+The ``mokka-kmsg`` program runs on a root that is not shown at the real paths, so it only forwards.  A
+regular file stands in for the host's /dev/kmsg: the test machine's kernel log is written only by the
 one opt-in test (``MOKKA_TEST_REAL_KMSG=1``), with records that say they are a check, not an Xid.
 """
 
@@ -11,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -22,9 +24,8 @@ from mokka_core.stage.store import KERNEL_LOG, KERNEL_LOG_FORWARDED
 from mokka_core.stage.surface import StageContext
 from mokka_core.testing.tree import tree_snapshot
 from mokka_core.testing.waiting import wait_for
-from mokka_sim_gpu import kmsg_forward
-from mokka_sim_gpu.kernel_log import LOADING_RECORDS, loading_messages
-from mokka_sim_gpu.kmsg_forward import Forwarder, host_record, pending
+from mokka_sim_gpu.kernel_log import LOADING_RECORDS, READY, loading_messages
+from mokka_sim_gpu.kmsg_service import kmsg_service
 from mokka_sim_gpu.surface import GpuSurface
 
 #: a node's log starts with the driver's loading lines (``kernel_log.loading_messages``), never forwarded
@@ -32,24 +33,14 @@ LOADING = [f"4,{seq},0,-;{text}\n".encode() for seq, text in enumerate(loading_m
 XID_79 = b"4,6,5000,-;NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
 OFF_BUS = b"4,7,5000,-;NVRM: GPU 0000:1b:00.0: GPU has fallen off the bus.\n"
 XID_13 = b"4,8,7000,-;NVRM: Xid (PCI:0000:1b:00): 13, pid='<unknown>', name=<unknown>\n"
+#: how often the service looks for new records (``FORWARD_POLL_MS`` in native/kmsg/main.c), with a margin
+STEP_SECONDS = 1.3
 
 
-def test_a_record_is_written_as_the_kernel_takes_a_write_to_dev_kmsg() -> None:
-    """Documentation/ABI/testing/dev-kmsg: a write is one record, ``<level>`` then the text."""
-    assert host_record(XID_79) == (b"<4>NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, "
-                                   b"GPU has fallen off the bus.\n")
-
-
-def test_pending_goes_on_after_the_last_record_written() -> None:
-    log = [*LOADING, XID_79, OFF_BUS, XID_13]
-    assert len(LOADING) == LOADING_RECORDS
-    assert pending(log, None) == [XID_79, OFF_BUS, XID_13]  # the host's log has its own boot
-    assert pending(log, OFF_BUS) == [XID_13]
-    assert pending(log, XID_13) == []
-    # reset cleared the log, then a new Xid: numbered 1 again, stamped later than the last written
-    renumbered = [b"4,6,9000,-;NVRM: Xid (PCI:0000:1b:00): 31, pid='<unknown>', name=<unknown>\n"]
-    assert pending([*LOADING, *renumbered], XID_13) == renumbered
-    assert pending([], XID_13) == []
+def host_record(record: bytes) -> bytes:
+    """What the kernel takes as one write to /dev/kmsg (Documentation/ABI/testing/dev-kmsg): ``<level>text``."""
+    fields, _, text = record.partition(b";")
+    return b"<" + fields.split(b",", 1)[0] + b">" + text
 
 
 def node_log(root: Path, *lines: bytes) -> None:
@@ -57,55 +48,102 @@ def node_log(root: Path, *lines: bytes) -> None:
     (root / KERNEL_LOG).write_bytes(b"".join([*LOADING, *lines]))
 
 
-def test_each_record_is_one_write_and_none_is_written_twice(tmp_path: Path, monkeypatch) -> None:
+def serve(root: Path, target: Path | str, steps: int = 0, prefix: tuple[str, ...] = ()) -> str:
+    """Run the service on ``root`` until it is ready (it has written what the log held), ``steps`` more looks at
+    the log, then SIGTERM; what it said.  ``prefix``: a program it runs under (strace)."""
+    command = kmsg_service(StageContext(root=root, host_kmsg=str(target))).command
+    service = subprocess.Popen([*prefix, *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        wait_for(lambda: (root / READY).exists() or service.poll() is not None, what="mokka-kmsg ready")
+        time.sleep(steps * STEP_SECONDS)
+        os.kill(int((root / READY).read_text()), signal.SIGTERM)  # its marker holds its pid (strace's child)
+        out, _ = service.communicate(timeout=30)
+    finally:
+        if service.poll() is None:  # it never got ready, or did not stop: nothing of it outlives the test
+            os.killpg(service.pid, signal.SIGKILL)
+            service.communicate()
+    assert service.returncode == 0, out
+    assert not (root / READY).exists(), out  # its marker goes with it
+    return out
+
+
+def test_a_record_is_written_as_the_kernel_takes_a_write_to_dev_kmsg(tmp_path: Path) -> None:
+    """Documentation/ABI/testing/dev-kmsg: a write is one record, ``<level>`` then the text."""
+    target = tmp_path / "host-kmsg"
+    target.write_bytes(b"")
+    node_log(tmp_path, XID_79)
+    serve(tmp_path, target)
+    assert target.read_bytes() == (b"<4>NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, "
+                                   b"GPU has fallen off the bus.\n")
+
+
+@pytest.mark.parametrize(("log", "last", "written"), [
+    ([XID_79, OFF_BUS, XID_13], None, [XID_79, OFF_BUS, XID_13]),  # the host's log has its own boot
+    ([XID_79, OFF_BUS, XID_13], OFF_BUS, [XID_13]),
+    ([XID_79, OFF_BUS, XID_13], XID_13, []),
+    # reset cleared the log, then a new Xid: numbered 6 again, stamped later than the last written
+    ([b"4,6,9000,-;NVRM: Xid (PCI:0000:1b:00): 31, pid='<unknown>', name=<unknown>\n"], XID_13,
+     [b"4,6,9000,-;NVRM: Xid (PCI:0000:1b:00): 31, pid='<unknown>', name=<unknown>\n"]),
+    ([], XID_13, []),
+], ids=["first-start", "after-the-last", "nothing-new", "renumbered", "cut"])
+def test_it_goes_on_after_the_last_record_written(tmp_path: Path, log: list[bytes], last: bytes | None,
+                                                  written: list[bytes]) -> None:
+    assert len(LOADING) == LOADING_RECORDS
+    target = tmp_path / "host-kmsg"
+    target.write_bytes(b"")
+    node_log(tmp_path, *log)
+    if last is not None:
+        (tmp_path / KERNEL_LOG_FORWARDED).write_bytes(last)
+    serve(tmp_path, target)
+    assert target.read_bytes() == b"".join(map(host_record, written))
+    assert (tmp_path / KERNEL_LOG_FORWARDED).read_bytes() == (written[-1] if written else last)
+
+
+def test_each_record_is_one_write_and_none_is_written_twice(tmp_path: Path) -> None:
+    from mokka_core.testing.consumers import apt_tool
+
+    strace = apt_tool("strace", "strace")
+    trace = tmp_path / "trace"
     target = tmp_path / "host-kmsg"
     target.write_bytes(b"")
     node_log(tmp_path, XID_79, OFF_BUS)
-    writes: list[bytes] = []
-    real_write = os.write
-
-    def spy(fd: int, data: bytes) -> int:
-        writes.append(bytes(data))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(kmsg_forward.os, "write", spy)
-    forwarder = Forwarder(tmp_path, str(target))
-    forwarder.step()
-    forwarder.step()
-    assert writes == [host_record(XID_79), host_record(OFF_BUS)]
+    serve(tmp_path, target, steps=1, prefix=(str(strace), "-qq", "-e", "trace=write", "-e", "signal=none",
+                                            "-xx", "-s", "512", "-o", str(trace)))
+    writes = [bytes.fromhex(data.replace("\\x", "")) for data in
+              re.findall(r'^write\(\d+, "((?:\\x[0-9a-f]{2})*)"', trace.read_text(), re.MULTILINE)]
+    assert [w for w in writes if w.startswith(b"<")] == [host_record(XID_79), host_record(OFF_BUS)], writes
     assert (tmp_path / KERNEL_LOG_FORWARDED).read_bytes() == OFF_BUS
     node_log(tmp_path, XID_79, OFF_BUS, XID_13)
-    Forwarder(tmp_path, str(target)).step()  # a restarted service goes on after the last record written
-    assert writes[2:] == [host_record(XID_13)]
+    serve(tmp_path, target)  # a restarted service goes on after the last record written
     assert target.read_bytes() == b"".join(map(host_record, (XID_79, OFF_BUS, XID_13)))
 
 
-def test_a_target_that_cannot_be_written_is_said_once_and_gets_its_records_later(tmp_path: Path, capsys) -> None:
+def test_a_target_that_cannot_be_written_is_said_once_and_gets_its_records_later(tmp_path: Path) -> None:
     target = tmp_path / "host-kmsg"
     node_log(tmp_path, XID_79)
-    forwarder = Forwarder(tmp_path, str(target))
-    forwarder.start()
-    forwarder.step()
-    forwarder.step()
-    out = capsys.readouterr().out
-    assert out.count(f"mokka-kmsg: cannot write the host's kernel log {target} (No such file or directory)") == 1
-    assert not target.exists()  # never created: a missing target is the host's, not ours to make
-    target.write_bytes(b"")
-    forwarder.step()
-    assert target.read_bytes() == host_record(XID_79)
-    assert f"{target} takes records again" in capsys.readouterr().out
+    command = kmsg_service(StageContext(root=tmp_path, host_kmsg=str(target))).command
+    service = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (tmp_path / READY).exists() or service.poll() is not None, what="mokka-kmsg ready")
+        time.sleep(STEP_SECONDS)  # one more look at the log, the target still missing
+        assert not target.exists()  # never created: a missing target is the host's, not ours to make
+        target.write_bytes(b"")
+        wait_for(lambda: target.read_bytes() == host_record(XID_79), what="the record written once it can be")
+    finally:
+        service.send_signal(signal.SIGTERM)
+        out, _ = service.communicate(timeout=30)
+    assert out.count(f"mokka-kmsg: cannot write the host's kernel log {target} (No such file or directory)") == 1, out
+    assert f"{target} takes records again" in out
 
 
-def test_a_state_that_cannot_be_kept_does_not_repeat_a_record(tmp_path: Path, capsys) -> None:
+def test_a_state_that_cannot_be_kept_does_not_repeat_a_record(tmp_path: Path) -> None:
     target = tmp_path / "host-kmsg"
     target.write_bytes(b"")
     node_log(tmp_path, XID_79, OFF_BUS)
     (tmp_path / KERNEL_LOG_FORWARDED).mkdir()  # the state's path taken: every save fails
-    forwarder = Forwarder(tmp_path, str(target))
-    forwarder.step()
-    forwarder.step()
+    out = serve(tmp_path, target, steps=1)
     assert target.read_bytes() == host_record(XID_79) + host_record(OFF_BUS)
-    out = capsys.readouterr().out
     assert out.count(f"cannot keep the last record written in {tmp_path / KERNEL_LOG_FORWARDED}") == 1, out
 
 
@@ -117,7 +155,7 @@ def test_the_real_kernel_takes_each_record_as_written_past_its_rate_limit(tmp_pa
     tag = uuid.uuid4().hex
     written = [f"4,{n},0,-;mokka-kmsg write check {tag} {n}, not an Xid\n".encode() for n in range(1, 13)]
     node_log(tmp_path, *written)
-    Forwarder(tmp_path, "/dev/kmsg").step()
+    serve(tmp_path, "/dev/kmsg")
     reader = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     found: list[bytes] = []
     try:

@@ -12,17 +12,19 @@ A log is never empty while the driver is loaded, as on a real node: util-linux d
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.store import KERNEL_LOG, RUN_DIR
 from mokka_core.stage.surface import Entry, File
 
+from .device_nodes import UVM_MAJOR
+from .render_proc import BUILD_DATE, kernel_arch
+
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
 
 PRIORITY = 4  # LOG_KERN | LOG_WARNING
-#: the marker the /dev/kmsg service (:mod:`.kmsg`) writes once it serves
+#: the marker the /dev/kmsg service (:mod:`.kmsg_service`) writes once it serves
 READY = f"{RUN_DIR}/kmsg.ready"
 UNKNOWN_PROCESS = "pid='<unknown>', name=<unknown>"
 #: What the driver says after the process, for the Xids the node raises itself (fail fallen-off-bus,
@@ -46,10 +48,6 @@ def xid_location(bus_id: str) -> str:
 def loading_messages(driver_version: str) -> list[str]:
     """What the four modules print as they load (proprietary, out of tree: ``modules.TAINT``), nvidia first;
     the NVRM banner is /proc/driver/nvidia/version's first line."""
-    # here, not at the top: the kmsg service reads records through this module and stays lean
-    from .device_nodes import UVM_MAJOR
-    from .render_proc import BUILD_DATE, kernel_arch
-
     return [
         "nvidia: loading out-of-tree module taints kernel.",
         "nvidia: module license 'NVIDIA' taints kernel.",
@@ -82,25 +80,3 @@ def kernel_log(node: Node) -> str:
 def kernel_log_entries(node: Node) -> list[Entry]:
     return [File(KERNEL_LOG, kernel_log(node), mode=0o644)]
 
-
-def records(log: bytes) -> list[bytes]:
-    return [line + b"\n" for line in log.split(b"\n") if line]
-
-
-class LogFile:
-    """The staged kernel log's records, read again only when the file changed (inode, mtime)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._records: list[bytes] = []
-
-    def records(self) -> list[bytes]:
-        try:
-            st = self.path.stat()
-            stamp = (st.st_ino, st.st_mtime_ns)
-            if stamp != self._stamp:
-                self._records, self._stamp = records(self.path.read_bytes()), stamp
-        except FileNotFoundError:
-            self._records, self._stamp = [], None
-        return self._records

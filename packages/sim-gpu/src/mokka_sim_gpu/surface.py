@@ -20,14 +20,14 @@ Lost and fallen-off-bus GPUs (and every GPU when the pci surface is failed) keep
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.surface import Entry, PlanPart, Service, StageContext, Surface
 
 from .device_nodes import char_majors, device_node_entries, proc_devices_entries
-from .kernel_log import READY, kernel_log_entries
+from .kernel_log import kernel_log_entries
 from .kernel_objects import kernel_object_entries
+from .kmsg_service import kmsg_service
 from .library import library_entries, state_file_entries
 from .mig_caps import mig_cap_entries
 from .modules import module_entries
@@ -88,11 +88,7 @@ class GpuSurface(Surface):
         return char_majors(node) if node.driver_loaded and node.surface("gpu").enabled else ()
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
-        """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see :mod:`.kmsg`),
-        also written to the host's kernel log where the node was asked to (``ctx.host_kmsg``)."""
-        if not node.surface("gpu").active:
-            return []
-        command = [sys.executable, "-m", "mokka_sim_gpu.kmsg", "--root", str(ctx.root)]
-        if ctx.host_kmsg is not None:
-            command += ["--host-kmsg", ctx.host_kmsg]
-        return [Service(name="mokka-kmsg", command=command, ready_path=READY)]
+        """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see
+        :mod:`.kmsg_service`), also written to the host's kernel log where the node was asked to
+        (``ctx.host_kmsg``)."""
+        return [kmsg_service(ctx)] if node.surface("gpu").active else []
