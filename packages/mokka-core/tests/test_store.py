@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import posixpath
 import select
@@ -33,7 +34,7 @@ def layout_constants() -> dict[str, str]:
 
 def layout_properties(node: NodeStore) -> dict[str, Path]:
     return {name: getattr(node, name) for name, value in vars(NodeStore).items()
-            if isinstance(value, property) and isinstance(getattr(node, name), Path)}
+            if isinstance(value, (property, functools.cached_property)) and isinstance(getattr(node, name), Path)}
 
 
 def test_every_name_is_unique_and_under_the_state_dir(tmp_path: Path) -> None:

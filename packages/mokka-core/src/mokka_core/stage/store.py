@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import time
 from collections.abc import Iterator
@@ -52,16 +53,29 @@ __all__ = [
 
 
 class NodeStore:
-    """The state directory of the node under ``root``."""
+    """The state directory of the node under ``root``.
+
+    One per root for the last few roots, its paths made once: a process that changes a node again and
+    again (``Node.ctl``, the node daemon) asks for the same ones at every change."""
+
+    def __new__(cls, root: Path) -> NodeStore:
+        found = _STORES.get(root)
+        if found is None or type(found) is not cls:
+            found = super().__new__(cls)
+            found.root = root
+            if len(_STORES) >= _STORES_KEPT:
+                _STORES.pop(next(iter(_STORES)))
+            _STORES[root] = found
+        return found
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    @property
+    @functools.cached_property
     def dir(self) -> Path:
         return self.root / STATE_DIR
 
-    @property
+    @functools.cached_property
     def node_file(self) -> Path:
         """Which NodeSpec the root was built from (``stage.nodefile``)."""
         return self.root / NODE_FILE
@@ -76,48 +90,48 @@ class NodeStore:
             return 0
         return value if type(value) is int and value > 0 else 0
 
-    @property
+    @functools.cached_property
     def kernel_log_forwarded(self) -> Path:
         """The last kernel-log record written to the host's kernel log, so that none is written twice."""
         return self.root / KERNEL_LOG_FORWARDED
 
-    @property
+    @functools.cached_property
     def override_file(self) -> Path:
         """The runtime override file (``nvml-mock-ctl``, the allocation watcher), unless the node names another."""
         return self.root / OVERRIDE_FILE
 
-    @property
+    @functools.cached_property
     def overlay_file(self) -> Path:
         """The topology overlay, unless the node names another."""
         return self.root / OVERLAY_FILE
 
-    @property
+    @functools.cached_property
     def lock_file(self) -> Path:
         return self.root / LOCK_FILE
 
-    @property
+    @functools.cached_property
     def daemon_file(self) -> Path:
         """The node daemon's run state (``node.runstate``)."""
         return self.root / DAEMON_FILE
 
-    @property
+    @functools.cached_property
     def supervisord_config(self) -> Path:
         return self.root / SUPERVISORD_CONFIG
 
-    @property
+    @functools.cached_property
     def supervisord_pid(self) -> Path:
         return self.root / SUPERVISORD_PID
 
-    @property
+    @functools.cached_property
     def supervisord_socket(self) -> Path:
         return self.root / SUPERVISORD_SOCKET
 
-    @property
+    @functools.cached_property
     def log_dir(self) -> Path:
         """The services' logs and the node's log (``node.logstream``); teardown removes it whole."""
         return self.root / LOG_DIR
 
-    @property
+    @functools.cached_property
     def node_log(self) -> Path:
         return self.root / NODE_LOG
 
@@ -125,7 +139,7 @@ class NodeStore:
         """Where supervisord writes ``program``'s output (supervisord's own log is ``supervisord``)."""
         return self.log_dir / f"{program}.log"
 
-    @property
+    @functools.cached_property
     def manifests_dir(self) -> Path:
         return self.root / MANIFESTS_DIR
 
@@ -133,37 +147,37 @@ class NodeStore:
         """What ``surface`` staged under the root (``stage.staging``)."""
         return self.manifests_dir / f"{surface}.json"
 
-    @property
+    @functools.cached_property
     def surface_cache(self) -> Path:
         """The installed surface classes, so a ctl change need not scan entry points (``stage.render``)."""
         return self.root / SURFACE_CACHE
 
-    @property
+    @functools.cached_property
     def snapshot(self) -> Path:
         """What was rendered from what: the node, its inputs' fingerprints, each plan's digest (``stage.snapshot``)."""
         return self.root / SNAPSHOT
 
-    @property
+    @functools.cached_property
     def preload_kill_switch(self) -> Path:
         return self.root / PRELOAD_KILL_SWITCH
 
-    @property
+    @functools.cached_property
     def run_dir(self) -> Path:
         return self.root / RUN_DIR
 
-    @property
+    @functools.cached_property
     def fabricmanager_ready(self) -> Path:
         return self.root / FABRICMANAGER_READY
 
-    @property
+    @functools.cached_property
     def ib_dir(self) -> Path:
         return self.root / IB_DIR
 
-    @property
+    @functools.cached_property
     def imex_dir(self) -> Path:
         return self.root / IMEX_DIR
 
-    @property
+    @functools.cached_property
     def ctl_socket(self) -> Path:
         """Where the node daemon takes nvml-mock-ctl commands (``node.relay``)."""
         return self.root / CTL_SOCKET
@@ -276,6 +290,10 @@ def scratch_dir(parent: Path, prefix: str) -> Path:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free directory name like {parent / prefix}*")
+
+
+_STORES: dict[Path, NodeStore] = {}
+_STORES_KEPT = 32
 
 
 def write_temps(directory: Path) -> list[Path]:
