@@ -71,16 +71,26 @@ def node(tmp_path: Path):
     staging.teardown_all(root)
 
 
+#: what a listing shows while the daemon removes what it lists: the partition is still changing
+CHANGING = "(changing)"
+
+
 def capability_files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root / CAPS)) for p in (root / CAPS).glob("gpu*/mig/**/access"))
+    try:
+        return sorted(str(p.relative_to(root / CAPS)) for p in (root / CAPS).glob("gpu*/mig/**/access"))
+    except FileNotFoundError:
+        return [CHANGING]
 
 
 def cap_nodes(root: Path) -> dict[str, tuple[int, int]]:
     out = {}
-    for path in (root / "dev/nvidia-caps").glob("nvidia-cap*") if (root / "dev/nvidia-caps").is_dir() else ():
-        st = path.lstat()
-        assert stat.S_ISCHR(st.st_mode) or stat.S_ISREG(st.st_mode)
-        out[path.name] = (os.major(st.st_rdev), os.minor(st.st_rdev)) if stat.S_ISCHR(st.st_mode) else (0, 0)
+    try:
+        for path in (root / "dev/nvidia-caps").glob("nvidia-cap*") if (root / "dev/nvidia-caps").is_dir() else ():
+            st = path.lstat()
+            assert stat.S_ISCHR(st.st_mode) or stat.S_ISREG(st.st_mode)
+            out[path.name] = (os.major(st.st_rdev), os.minor(st.st_rdev)) if stat.S_ISCHR(st.st_mode) else (0, 0)
+    except FileNotFoundError:
+        return {CHANGING: (0, 0)}
     return out
 
 
