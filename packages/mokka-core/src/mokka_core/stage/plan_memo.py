@@ -49,9 +49,6 @@ class Reuse:
         self.touched = touched
         self.contributions: dict[str, tuple[type[Surface], StageContext, Contribution]] = {}
         self.parts: dict[tuple[str, str], tuple[PlanPart, StageContext, list[Entry]]] = {}
-        #: by surface, the indices of its plan that parts taken from the last render hold: published by it as
-        #: they are (``staging.stage_wave``'s ``trusted``)
-        self.taken: dict[str, set[int]] = {}
         self.spans: dict[str, list[tuple[tuple[str, str], int, int, bool]]] = {}  # (part, start, end, taken)
         self.digests: dict[tuple[str, str], list[str]] = {}
 
@@ -75,17 +72,18 @@ class Reuse:
         if len(parts) == 1:  # the whole plan: it could be taken only where render keeps the surface anyway
             return list(parts[0].build(node, ctx))
         entries: list[Entry] = []
-        taken: set[int] = set()
         spans = self.spans[name] = []
         for part in parts:
             built, was_taken = self._part(name, part, node, ctx)
             start = len(entries)
             entries += built
             spans.append(((name, part.name), start, len(entries), was_taken))
-            if was_taken:
-                taken.update(range(start, len(entries)))
-        self.taken[name] = taken
         return entries
+
+    def taken(self, name: str) -> set[int]:
+        """The indices of ``name``'s plan that parts taken from the last render hold: published by it as they
+        are (``staging.stage_wave``'s ``trusted``)."""
+        return {n for _, start, end, taken in self.spans.get(name, ()) if taken for n in range(start, end)}
 
     def entry_digests(self, name: str, plan: list[Entry], digest: Callable[[Entry], str]) -> list[str]:
         """``digest`` of each entry of ``name``'s plan as :meth:`plan` built it: a part taken from the last

@@ -226,7 +226,7 @@ def render(root: Path, node: Node, surfaces: Mapping[str, Surface], *, force: bo
     result = RenderResult(unchanged=sorted((set(plans) | kept) - set(changed)))
     if changed:
         staging.stage_wave(changed, root, {name: each[name] for name in changed},
-                           trusted={name: reuse.taken[name] for name in changed if name in reuse.taken})
+                           trusted={name: reuse.taken(name) for name in changed})
         result.staged = list(changed)
     if boot is not None:
         mig_boot.publish(root, boot)

@@ -219,7 +219,7 @@ def _lone_replacement(plans: dict[str, list[Entry]], root: Path, previous: dict[
         return None
     head = entry.path.rpartition("/")[0]
     parts = head.split("/") if head else []
-    return {"/".join(parts[: n + 1]) for n in range(len(parts))}, lone
+    return {"/".join(parts[:depth]) for depth in range(1, len(parts) + 1)}, lone
 
 
 def _stage_lone(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
