@@ -417,6 +417,8 @@ def test_dynamic_values_are_one_per_second_across_threads_and_snapshots(lib_dir,
         assert len(per_second) >= 2 and all(len(v) == 1 for v in per_second.values()), per_second
         one = {{sec: next(iter(v)) for sec, v in per_second.items()}}
         for before, after, util, temp in readings:
+            if before % 1 <= 0.1 and int(before) - 1 not in one:
+                continue  # just after a boundary it may be the last second's value, of a second never read clear
             near = [one[sec] for sec in range(int(before) - 1, int(after) + 1) if sec in one]
             assert not near or util in near, (before, after, util, near)
             assert 30 <= temp <= 70, temp
