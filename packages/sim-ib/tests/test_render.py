@@ -128,7 +128,7 @@ def test_the_responder_service_loads_no_cli_no_schema_and_no_asyncio() -> None:
     import sys
 
     heavy = {"pydantic", "typer", "rich", "yaml", "asyncio", "dataclasses", "inspect", "logging", "subprocess",
-             "argparse"}
+             "argparse", "getopt", "gettext"}
     probe = ("import sys, mokka_sim_ib.responder_service; "
              f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -181,3 +181,14 @@ def test_other_surfaces_do_not_change_when_ib_is_disabled_or_failed(tmp_path: Pa
         compared.append(name)
     if not compared:
         pytest.skip("no other surface package (with its native parts) installed here")
+
+
+def test_the_responder_service_options_as_getopt_took_them() -> None:
+    from mokka_sim_ib.responder_service import parse
+
+    assert parse(["--root", "/r", "--peer=a:1", "--peer", "b:2", "-h"]) == [
+        ("--root", "/r"), ("--peer", "a:1"), ("--peer", "b:2"), ("--help", "")]
+    for bad, said in ((["--bogus"], "--bogus not recognized"), (["--root"], "--root requires argument"),
+                      (["stray"], "unexpected argument 'stray'")):
+        with pytest.raises(ValueError, match=said):
+            parse(bad)

@@ -7,7 +7,6 @@ node, so its size counts); ``mokka-sim-ib respond`` is the same for a person.
 
 from __future__ import annotations
 
-import getopt
 import os
 import sys
 from pathlib import Path
@@ -56,21 +55,40 @@ MAD responder of a simulated node's HCAs.
   --fabric-dir DIR     where responders of one machine find each other (default: $MOKKA_IB_FABRIC_DIR, else
                        {DEFAULT_FABRIC_DIR})
   --peer HOST:PORT     another node's responder (repeatable; $MOKKA_IB_PEERS, comma-separated)"""
-OPTIONS = ["root=", "listen=", "fabric-dir=", "peer=", "help"]
+OPTIONS = ("--root", "--listen", "--fabric-dir", "--peer")
+
+
+def parse(argv: list[str]) -> list[tuple[str, str]]:
+    """``--name VALUE`` / ``--name=VALUE`` pairs in order; ``-h``/``--help`` as ``("--help", "")``.
+
+    By hand, not getopt or argparse: they load gettext (and argparse the locale and shutil modules), a fifth
+    of this service's start-up and most of a megabyte that it would keep (one runs per node).
+    """
+    options, args = [], list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            options.append(("--help", ""))
+            continue
+        name, given, value = arg.partition("=")
+        if name not in OPTIONS:
+            raise ValueError(f"option {arg} not recognized" if arg.startswith("-") else f"unexpected argument {arg!r}")
+        if not given:
+            if not args:
+                raise ValueError(f"option {name} requires argument")
+            value = args.pop(0)
+        options.append((name, value))
+    return options
 
 
 def main(argv: list[str] | None = None) -> None:
-    # getopt, not argparse: argparse and the locale and shutil modules it loads are most of a megabyte,
-    # which this service (one per node) would keep
     try:
-        options, extra = getopt.getopt(sys.argv[1:] if argv is None else argv, "h", OPTIONS)
-        if extra:
-            raise getopt.GetoptError(f"unexpected argument {extra[0]!r}")
-    except getopt.GetoptError as exc:
+        options = parse(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
         print(f"{PROGRAM}: {exc}\n{USAGE}", file=sys.stderr)
         sys.exit(2)
     given = dict(options)  # the last of a repeated option counts, except --peer
-    if "-h" in given or "--help" in given:
+    if "--help" in given:
         print(HELP)
         sys.exit(0)
     root = Path(given["--root"]) if "--root" in given else None
