@@ -2,12 +2,13 @@
 
     python -m mokka_core.run.prestart FD -- PROGRAM [ARGS...]
 
-``mokka run`` starts each service this way as soon as the node is planned, so the services' start-up
-overlaps the staging.  They start in ``mokka run``'s own namespaces, where nothing moves while they import
-(the command's namespace is being mounted meanwhile).  What comes on FD lets the service run: ``go``, or
-``PID ROOTLESS``: first enter the mount namespace of PID (and its user namespace where ROOTLESS is 1).  A
-``python -m MODULE`` service (the form surfaces declare) then runs its module's ``main(ARGS)``, already
-imported; any other program is exec'd.  End of file (the run gave up) exits 0 without running it.
+``mokka run`` starts each ``python -m MODULE`` service this way as soon as the node is planned, so its
+interpreter's start-up and imports overlap the staging (a native program is simply started once the
+namespace is set up: it has nothing to import).  They start in ``mokka run``'s own namespaces, where
+nothing moves while they import (the command's namespace is being mounted meanwhile).  What comes on FD
+lets the service run: ``go``, or ``PID ROOTLESS``: first enter the mount namespace of PID (and its user
+namespace where ROOTLESS is 1).  The service then runs its module's ``main(ARGS)``, already imported (a
+program given in another form is exec'd).  End of file (the run gave up) exits 0 without running it.
 """
 
 from __future__ import annotations
@@ -46,10 +47,15 @@ def main(argv: list[str] | None = None) -> None:
 
 def _imported_main(program: list[str]) -> Callable[[list[str]], object] | None:
     """``main`` of the module a ``python -m MODULE`` program runs, imported now (None for other programs)."""
-    if len(program) < 3 or program[1] != "-m" or os.path.realpath(program[0]) != os.path.realpath(sys.executable):
+    if not runs_a_module(program):
         return None
     service = getattr(importlib.import_module(program[2]), "main", None)
     return service if callable(service) else None
+
+
+def runs_a_module(program: list[str]) -> bool:
+    """Whether ``program`` is ``python -m MODULE ...`` with this interpreter (what holding it ahead can import)."""
+    return len(program) >= 3 and program[1] == "-m" and os.path.realpath(program[0]) == os.path.realpath(sys.executable)
 
 
 if __name__ == "__main__":

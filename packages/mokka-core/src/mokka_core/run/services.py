@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import MokkaError
 from ..stage.surface import Service
+from .prestart import runs_a_module
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Services:
         self.log_path = log_path  # None: the services write to our stdout and stderr
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._held: list[int] = []  # write ends of the held services' gates (``mokka_core.run.prestart``)
+        self._later: list[tuple[str, Service]] = []  # held start: the programs :meth:`release` starts
 
     def __enter__(self) -> Services:
         return self
@@ -55,10 +57,18 @@ class Services:
     def start(self, before_exec: Callable[[], None] | None = None, *, held: bool = False) -> None:
         """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace).
 
-        ``held``: each starts its interpreter and imports its module, then waits for :meth:`release`
-        (:mod:`mokka_core.run.prestart`), so that start-up overlaps what the caller does meanwhile.
+        ``held``: each ``python -m MODULE`` service starts its interpreter and imports its module, then waits
+        for :meth:`release` (:mod:`mokka_core.run.prestart`), so that start-up overlaps what the caller does
+        meanwhile; any other program (a native one starts in a few ms) is started by :meth:`release` itself.
         """
+        chosen = sorted(self.services.items())
+        if held:
+            self._later = [(name, service) for name, service in chosen if not runs_a_module(service.command)]
+            chosen = [(name, service) for name, service in chosen if runs_a_module(service.command)]
+        self._spawn(chosen, before_exec, held)
 
+    def _spawn(self, services: list[tuple[str, Service]], before_exec: Callable[[], None] | None,
+               held: bool) -> None:
         parent = os.getpid()
         libc()  # loaded here once, not in every child between fork and exec
 
@@ -71,7 +81,7 @@ class Services:
 
         output = open(self.log_path, "ab") if self.log_path is not None else None  # noqa: SIM115
         try:
-            for name, service in sorted(self.services.items()):
+            for name, service in services:
                 env = {**os.environ, "MOKKA_ROOT": str(self.root.absolute()), **service.environment}
                 command, gate = list(service.command), None
                 if held:
@@ -94,13 +104,24 @@ class Services:
                 output.close()
 
     def release(self, joining: tuple[int, bool] | None = None) -> None:
-        """Let the held services run (see :meth:`start`); ``joining``: (pid, rootless) of the process whose
-        mount (and, rootless, user) namespace they enter first."""
+        """Let the held services run (see :meth:`start`) and start the others; ``joining``: (pid, rootless)
+        of the process whose mount (and, rootless, user) namespace they enter first."""
         word = b"go" if joining is None else f"{joining[0]} {int(joining[1])}".encode()
         for release in self._held:
             with contextlib.suppress(BrokenPipeError):  # it exited already: wait_ready says so
                 os.write(release, word)
         self._close_gates()
+        later, self._later = self._later, []
+        if joining is None:
+            self._spawn(later, None, held=False)
+            return
+        from .namespace import Joinable
+
+        namespace = Joinable(*joining)
+        try:
+            self._spawn(later, namespace.join, held=False)
+        finally:
+            namespace.close()
 
     def _close_gates(self) -> None:
         for release in self._held:
