@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -116,8 +117,11 @@ def test_a_daemon_run_from_a_thread_never_rests(tmp_path: Path) -> None:
         assert state is not None and state.phase == "ready" and not state.resting
 
 
+Node = tuple["subprocess.Popen[str]", dict[str, str]]
+
+
 @pytest.fixture
-def node(root: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def node(root: Path, tmp_path: Path) -> Iterator[Node]:
     """A `mokka node up` process (rest after 1 s), its output file, and the root's picture before it."""
     before = snapshot(root)
     with open(tmp_path / "out.log", "w") as out:
@@ -132,7 +136,7 @@ def node(root: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
                 subprocess.run([str(BIN / "mokka"), "node", "down", "--root", str(root)], capture_output=True)
 
 
-def test_resting_keeps_the_pid_the_services_and_readiness_in_a_few_mb(root: Path, node, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_resting_keeps_the_pid_the_services_and_readiness_in_a_few_mb(root: Path, node: Node, tmp_path: Path) -> None:
     daemon, before = node
     supervisord = read_pid(root)
     services = [pid for pid in descendants(daemon.pid) if pid != supervisord]
@@ -157,7 +161,7 @@ def test_resting_keeps_the_pid_the_services_and_readiness_in_a_few_mb(root: Path
     assert "awake (pid" in out and "stopping (SIGTERM)" in out and "node torn down" in out
 
 
-def test_work_wakes_the_daemon_which_does_it_and_rests_again(root: Path, node, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_work_wakes_the_daemon_which_does_it_and_rests_again(root: Path, node: Node, tmp_path: Path) -> None:
     pytest.importorskip("pynvml")
     if native_dir() is None:
         pytest.skip("mock libnvidia-ml not built (make -C native install)")
@@ -167,7 +171,8 @@ def test_work_wakes_the_daemon_which_does_it_and_rests_again(root: Path, node, t
     done = ctl(root, "temp", "0", "77")
     assert done.returncode == 0 and "77" in done.stdout, done.stdout + done.stderr
     assert temperature(root) == 77
-    assert RunState.load(root).pid == daemon.pid  # type: ignore[union-attr]
+    state = RunState.load(root)
+    assert state is not None and state.pid == daemon.pid
     wait_for(lambda: resting(root, daemon.pid), what="at rest again")
     # a file edited by hand: the lean form sees it change, the daemon renders it
     override = NodeStore(root).override_file
@@ -195,7 +200,7 @@ def test_work_wakes_the_daemon_which_does_it_and_rests_again(root: Path, node, t
     assert snapshot(root) == before
 
 
-def test_sigkill_of_the_resting_daemon_takes_supervisord_and_the_services_down(root: Path, node) -> None:  # type: ignore[no-untyped-def]
+def test_sigkill_of_the_resting_daemon_takes_supervisord_and_the_services_down(root: Path, node: Node) -> None:
     daemon, before = node
     wait_for(lambda: resting(root, daemon.pid), what="the daemon at rest")
     processes = descendants(daemon.pid)

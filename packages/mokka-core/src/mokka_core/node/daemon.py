@@ -211,7 +211,7 @@ def _adopt(resume: Mapping[str, Any], supervisor: Supervisor
         supervisor.adopt(int(pid))
     elif programs:
         log.error("supervisord is gone (it exited while the node rested): its services do not run")
-    return seen, programs  # type: ignore[return-value]
+    return seen, programs
 
 
 def _claim(root: Path, resumed: bool = False) -> RunState:

@@ -111,7 +111,7 @@ class CtlSocket:
 
     def _serve(self, listener: socket.socket, stop: int) -> None:
         while True:
-            ready, _, _ = select.select([listener, stop], [], [])
+            ready, _, _ = select.select([listener.fileno(), stop], [], [])
             if stop in ready:
                 return
             try:

@@ -37,7 +37,7 @@ if __package__:
     from .tail import Tail, prefixed
 else:  # the lean form, run as a file: its sibling is the one module it needs (after the standard library)
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    from tail import Tail, prefixed  # type: ignore[import-not-found,no-redef]
+    from tail import Tail, prefixed  # type: ignore[no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
