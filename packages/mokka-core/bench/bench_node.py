@@ -192,10 +192,10 @@ def bench_rest(spec: NodeSpec, runs: int) -> tuple[list[float], list[float]]:
     at_rest, awake = [], []
     try:
         for n in range(runs):
-            for out in (at_rest, awake):  # the second one finds the daemon the first woke
+            for k, out in enumerate((at_rest, awake)):  # the second one finds the daemon the first woke
                 before = signature(watched)
                 started = time.monotonic()
-                subprocess.run([ctl, "--root", str(root), "temp", "0", str(30 + (2 * n + len(out)) % 60)],
+                subprocess.run([ctl, "--root", str(root), "temp", "0", str(30 + (2 * n + k) % 60)],
                                stdout=subprocess.DEVNULL, check=True)
                 while signature(watched) == before:
                     time.sleep(0.0005)

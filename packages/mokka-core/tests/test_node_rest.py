@@ -211,3 +211,21 @@ def test_sigkill_of_the_resting_daemon_takes_supervisord_and_the_services_down(r
     done = subprocess.run([str(BIN / "mokka"), "node", "down", "--root", str(root)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("delay_ms", [0, 150, 300, 450, 600])
+def test_sigterm_around_the_exec_into_rest_is_never_lost(root: Path, tmp_path: Path, delay_ms: int) -> None:
+    """A stop signal taken while the daemon hands over and execs (or while the lean form starts) stays pending."""
+    before = snapshot(root)
+    with open(tmp_path / "out.log", "w") as out:
+        daemon = up(root, out, "--rest-after", "0.3")  # the last --rest-after counts
+        wait_for(lambda: node_status(root)["ready"], timeout=60, what="node ready")
+        time.sleep(delay_ms / 1000)
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            assert daemon.wait(60) == 0, (tmp_path / "out.log").read_text()
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait(10)
+    assert snapshot(root) == before, (tmp_path / "out.log").read_text()
