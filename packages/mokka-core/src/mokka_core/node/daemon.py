@@ -7,9 +7,9 @@ re-stage what follows the NVML setter record (MIG partitions made by nvidia-smi)
 change of it, until ``stop_flag`` is set.  Whatever happens, a started node is torn down before
 ``run`` returns.  A node with nothing to do for ``settings.rest_after_s`` rests: from the main thread,
 ``run`` execs the daemon's lean form (``node.rest``), which execs the daemon again when there is work,
-and that ``run`` (``settings.resume``) adopts the running node instead of staging one.  Signals are not handled here: ``mokka node up`` (``cli.node``, through
-``node.foreground``) turns SIGTERM/SIGINT into ``stop_flag.set()``, and tests drive ``run`` from a thread
-(``mokka_core.testing.runner.DaemonRunner``).
+and that ``run`` (``settings.resume``) adopts the running node instead of staging one.  Signals are not
+handled here: ``mokka node up`` (``cli.node``, through ``node.foreground``) turns SIGTERM/SIGINT into
+``stop_flag.set()``, and tests drive ``run`` from a thread (``mokka_core.testing.runner.DaemonRunner``).
 """
 
 from __future__ import annotations

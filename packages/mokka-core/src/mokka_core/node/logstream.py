@@ -21,6 +21,8 @@ from ..stage.store import NodeStore, atomic_write
 from .tail import Tail, prefixed
 from .watch import observe
 
+log = logging.getLogger(__name__)
+
 DAEMON_SOURCE = "mokka-node"
 #: the node log is rotated at this size, keeping one older file (``node.log.1``)
 NODE_LOG_MAX_BYTES = 8 << 20
@@ -60,7 +62,10 @@ class LogStream:
         self.store.log_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.store.node_log, "a", encoding="utf-8")  # noqa: SIM115 - open until close()
         for source, fd in (tails or {}).items():
-            self._tails[source] = Tail(self.store.service_log(source), fd)
+            try:
+                self._tails[source] = Tail(self.store.service_log(source), fd)
+            except OSError as exc:  # read again from its start
+                log.warning("the log of %s handed over (fd %d) cannot be read on: %s", source, fd, exc)
         if self._file.tell() > NODE_LOG_MAX_BYTES:  # grown while the daemon rested
             self._rotate()
         own = self.store.node_log.name  # the node log's own writes (and its rotation) wake nothing

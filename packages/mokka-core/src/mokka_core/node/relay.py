@@ -52,8 +52,11 @@ class CtlSocket:
 
         ``fd``: the socket already listening (handed over by :meth:`detach`), with the clients waiting in it."""
         if fd is not None:
-            os.set_inheritable(fd, False)
-            return self._serve_in_thread(socket.socket(fileno=fd))
+            try:
+                os.set_inheritable(fd, False)
+                return self._serve_in_thread(socket.socket(fileno=fd))
+            except OSError as exc:  # not a socket any more: a new one (its waiting clients run their commands)
+                log.warning("the ctl socket handed over (fd %d) is gone (%s): listening anew", fd, exc)
         self.path.unlink(missing_ok=True)  # a killed daemon's
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
