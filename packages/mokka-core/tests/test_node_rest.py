@@ -122,7 +122,7 @@ Node = tuple["subprocess.Popen[str]", dict[str, str]]
 
 @pytest.fixture
 def node(root: Path, tmp_path: Path) -> Iterator[Node]:
-    """A `mokka node up` process (rest after 1 s), its output file, and the root's picture before it."""
+    """A ready `mokka node up` process (rest after 1 s, its output in out.log) and the root's picture before it."""
     before = snapshot(root)
     with open(tmp_path / "out.log", "w") as out:
         daemon = up(root, out)

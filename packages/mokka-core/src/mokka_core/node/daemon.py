@@ -27,7 +27,6 @@ from typing import Any, NamedTuple, NoReturn
 from ..errors import MokkaError
 from ..model.apply import apply
 from ..model.node import Node
-from ..model.resolve import resolve_parts
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot, staging
 from ..stage.paths import NVML_SETTINGS_FILE
@@ -83,6 +82,10 @@ def _run_claimed(settings: NodeSettings, root: Path, spec: NodeSpec, state: RunS
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
         if resume is None:
+            # imported here: the profile schema is most of what a daemon back from rest would import, and
+            # the change a ctl rendered (its snapshot fresh) needs none of it
+            from ..model.resolve import resolve_parts
+
             with NodeStore(root).lock():
                 left = staging.recover(root)  # what a SIGKILLed start left, before this one stages
                 if left:
@@ -404,6 +407,8 @@ def _follow_record(root: Path, chosen: Mapping[str, Surface], stop_flag: threadi
 
 def _render_files(root: Path, spec: NodeSpec, chosen: Mapping[str, Surface], stop_flag: threading.Event) -> Node:
     """Resolve the node from its files, render what changed and record it (caller holds the node lock)."""
+    from ..model.resolve import resolve_parts
+
     inputs = spec.inputs()
     base, doc = resolve_parts(inputs)
     node = apply(base, doc)
