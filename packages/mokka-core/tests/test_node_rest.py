@@ -213,6 +213,21 @@ def test_sigkill_of_the_resting_daemon_takes_supervisord_and_the_services_down(r
     assert snapshot(root) == before
 
 
+def test_supervisord_gone_while_resting_wakes_the_daemon_which_says_so(root: Path, node: Node,
+                                                                        tmp_path: Path) -> None:
+    daemon, before = node
+    wait_for(lambda: resting(root, daemon.pid), what="the daemon at rest")
+    supervisord = read_pid(root)
+    assert supervisord is not None
+    os.kill(supervisord, signal.SIGTERM)  # it stops its services and exits: the lean form reaps it
+    wait_for(lambda: "supervisord is gone" in (tmp_path / "out.log").read_text(), what="the daemon woken")
+    wait_for(lambda: resting(root, daemon.pid), what="at rest again")
+    assert not node_status(root)["ready"]
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(60) == 0, (tmp_path / "out.log").read_text()
+    assert snapshot(root) == before, (tmp_path / "out.log").read_text()
+
+
 @pytest.mark.parametrize("delay_ms", [0, 150, 300, 450, 600])
 def test_sigterm_around_the_exec_into_rest_is_never_lost(root: Path, tmp_path: Path, delay_ms: int) -> None:
     """A stop signal taken while the daemon hands over and execs (or while the lean form starts) stays pending."""
