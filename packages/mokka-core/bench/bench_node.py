@@ -9,7 +9,11 @@
 * idle: ``mokka node up`` with every installed surface and its services, at rest for ``--idle-seconds``
   (60): CPU of the daemon and every process under it (utime + stime, /proc/<pid>/stat) <= 0.5% of one
   core, their RSS summed (VmRSS, /proc/<pid>/status) <= 60 MB; PSS (smaps_rollup) beside it, since
-  RSS counts the interpreter's shared pages once per process
+  RSS counts the interpreter's shared pages once per process.  Measured once the daemon rests in its
+  lean form (``--rest-after``, as ``mokka node up``'s; 0: it never rests, the figures of a daemon awake)
+* rest: ``nvml-mock-ctl temp`` as a new process on a ``mokka node up`` daemon at rest (``--rest-after 1``),
+  from its start to a consumer seeing the change: the daemon's own start (imports, surfaces) included;
+  beside it the same on the daemon awake (the ctl run right after the one before)
 * run: ``mokka run --profile P -- true`` as a new process, interpreter start to exit, services
   started and stopped (<= 300 ms median; needs root or user namespaces), and where its time goes
   (the ``phase`` lines ``mokka run`` logs at debug level: plan, stage, mount, services, stop)
@@ -43,7 +47,7 @@ from pathlib import Path
 
 from mokka_core.model.spec import NodeSpec
 from mokka_core.node.runstate import RunState
-from mokka_core.node.settings import NodeSettings
+from mokka_core.node.settings import REST_AFTER_S, NodeSettings
 from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.store import SNAPSHOT
 from mokka_core.testing.runner import DaemonRunner
@@ -132,18 +136,28 @@ def memory_kib(pid: int, key: str, name: str) -> int:
     return 0
 
 
-def bench_idle(spec: NodeSpec, seconds: float) -> list[str]:
-    """A node daemon with every surface and service at rest: CPU share and memory, in total and per process."""
+def node_up(spec: NodeSpec, root: Path, rest_after: float) -> subprocess.Popen[bytes]:
+    """``mokka node up`` as a process, once its node is ready (and its daemon at rest, where it rests)."""
     mokka = shutil.which("mokka") or str(Path(sys.executable).with_name("mokka"))
-    root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
     daemon = subprocess.Popen([mokka, "node", "up", "--profile", spec.profile or "h100", "--gpus",
-                               str(spec.gpus or 8), "--root", str(root)],
+                               str(spec.gpus or 8), "--root", str(root), "--rest-after", str(rest_after)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(daemon, root, rest_after > 0)
+    return daemon
+
+
+def wait_ready(daemon: subprocess.Popen[bytes], root: Path, resting: bool) -> None:
+    while (state := RunState.load(root)) is None or state.phase != "ready" or (resting and not state.resting):
+        if daemon.poll() is not None:
+            raise SystemExit(f"mokka node up exited with {daemon.returncode}")
+        time.sleep(0.01)
+
+
+def bench_idle(spec: NodeSpec, seconds: float, rest_after: float) -> list[str]:
+    """A node daemon with every surface and service at rest: CPU share and memory, in total and per process."""
+    root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+    daemon = node_up(spec, root, rest_after)
     try:
-        while (state := RunState.load(root)) is None or state.phase != "ready":
-            if daemon.poll() is not None:
-                raise SystemExit(f"mokka node up exited with {daemon.returncode}")
-            time.sleep(0.05)
         time.sleep(2)  # the services' own start-up is not rest
         pids = descendants(daemon.pid)
         before = {pid: cpu_ticks(pid) for pid in pids}
@@ -160,12 +174,38 @@ def bench_idle(spec: NodeSpec, seconds: float) -> list[str]:
     share = 100 * sum(used.values()) / hz / seconds
     total_rss, total_pss = sum(rss.values()) / 1024, sum(pss.values()) / 1024
     verdict = [f"CPU {'ok' if share <= 0.5 else 'OVER 0.5%'}", f"RSS {'ok' if total_rss <= 60 else 'OVER 60 MB'}"]
-    lines = [f"{'idle ' + str(int(seconds)) + ' s, ' + str(len(pids)) + ' processes':<44} CPU {share:5.2f}% of one core"
+    label = f"idle {seconds:.0f} s, {len(pids)} processes" + (", daemon awake" if rest_after <= 0 else "")
+    lines = [f"{label:<44} CPU {share:5.2f}% of one core"
              f"  RSS {total_rss:6.1f} MB  PSS {total_pss:6.1f} MB  ({', '.join(verdict)})"]
     for pid in pids:
         lines.append(f"  {names[pid]:<60} CPU {100 * used[pid] / hz / seconds:5.2f}%  RSS {rss[pid] / 1024:5.1f} MB"
                      f"  PSS {pss[pid] / 1024:5.1f} MB")
     return lines
+
+
+def bench_rest(spec: NodeSpec, runs: int) -> tuple[list[float], list[float]]:
+    """``nvml-mock-ctl temp`` start to visible on a ``mokka node up`` daemon at rest, and on it awake."""
+    ctl = shutil.which("nvml-mock-ctl") or str(Path(sys.executable).with_name("nvml-mock-ctl"))
+    root = Path(tempfile.mkdtemp(prefix="mokka-bench-"))
+    daemon = node_up(spec, root, 1.0)
+    watched = root / NVML_STATE_FILE
+    at_rest, awake = [], []
+    try:
+        for n in range(runs):
+            for k, out in enumerate((at_rest, awake)):  # the second one finds the daemon the first woke
+                before = signature(watched)
+                started = time.monotonic()
+                subprocess.run([ctl, "--root", str(root), "temp", "0", str(30 + (2 * n + k) % 60)],
+                               stdout=subprocess.DEVNULL, check=True)
+                while signature(watched) == before:
+                    time.sleep(0.0005)
+                out.append(time.monotonic() - started)
+            wait_ready(daemon, root, True)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    return at_rest, awake
 
 
 def signature(path: Path) -> tuple[int, int, int] | None:
@@ -263,8 +303,11 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--dir", default=None, help="where to make the node roots (e.g. /dev/shm for tmpfs)")
-    parser.add_argument("--only", choices=("up", "ctl", "idle", "run"), default=None, help="only these figures")
+    parser.add_argument("--only", choices=("up", "ctl", "idle", "rest", "run"), default=None,
+                        help="only these figures")
     parser.add_argument("--idle-seconds", type=float, default=60.0, help="how long the idle node is measured")
+    parser.add_argument("--rest-after", type=float, default=REST_AFTER_S,
+                        help="mokka node up --rest-after for the idle figures (0: the daemon stays awake)")
     args = parser.parse_args()
     if args.dir:
         tempfile.tempdir = args.dir
@@ -273,8 +316,14 @@ def main() -> None:
           f"roots under {tempfile.gettempdir()}")
     large = len(spec.resolve().gpus) > 8
     if args.only in (None, "idle"):
-        print("\n".join(bench_idle(spec, args.idle_seconds)))
+        print("\n".join(bench_idle(spec, args.idle_seconds, args.rest_after)))
     if args.only == "idle":
+        return
+    if args.only in (None, "rest"):
+        at_rest, awake = bench_rest(spec, max(3, args.runs // 2))
+        print(figures("rest: ctl start to visible, daemon at rest", at_rest))
+        print(figures("rest: ctl start to visible, daemon awake", awake))
+    if args.only == "rest":
         return
     if args.only in (None, "run"):
         totals, phases = bench_run(spec, max(5, args.runs // 2))

@@ -16,6 +16,7 @@ import typer
 
 from ..model.spec import NodeSpec, surface_settings
 from ..node.foreground import foreground
+from ..node.settings import REST_AFTER_S
 from ..schema.surfaces import SURFACES
 from ..stage import staging
 from ..stage.paths import find_root
@@ -45,15 +46,27 @@ def up(
         help="Also write every record of the node's kernel log (its Xids), once, to this kernel log of the host "
              "(e.g. /dev/kmsg, or /host/dev/kmsg in a pod), so host log watchers see them. Default: nothing "
              "is written outside the root.")] = None,
+    rest_after: Annotated[float, typer.Option(
+        "--rest-after", envvar="MOKKA_NODE_REST_AFTER",
+        help="Seconds a ready node with nothing to do waits before the daemon rests: it execs a lean form of "
+             "itself (same pid, a few MB) that wakes it again for the next ctl command, file change or "
+             "signal. 0: never rests.")] = REST_AFTER_S,
 ) -> None:
     """Stage the node (all surfaces or none), supervise services, re-render when the profile, overlay or
     override file changes; SIGTERM tears it down.
 
     Example: mokka node up --profile h100 --gpus 8 --root /tmp/node
     """
+    from ..node import rest
     from ..node.daemon import run
     from ..node.logstream import daemon_logging
     from ..node.settings import NodeSettings
+
+    try:
+        resume = rest.take()  # back from rest: the same command line, and the node to adopt
+    except ValueError as exc:
+        typer.echo(f"mokka-node: cannot resume from rest: {exc}", err=True)
+        raise typer.Exit(1) from None
 
     settings_by_surface = surface_settings(disable, fail)
     only = None
@@ -73,7 +86,8 @@ def up(
 
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,
                             teardown_deadline_s=teardown_deadline, ctl=execute_captured, log_echo=sys.stdout,
-                            host_kmsg=str(host_kmsg.absolute()) if host_kmsg else None)
+                            host_kmsg=str(host_kmsg.absolute()) if host_kmsg else None,
+                            rest_after_s=rest_after if rest_after > 0 else None, resume=resume)
     daemon_logging()
     raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))
 

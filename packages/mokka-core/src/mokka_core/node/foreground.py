@@ -57,6 +57,8 @@ def stop_on_signals(program: str) -> threading.Event:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
+    # a daemon exec'd with them blocked (the node daemon back from rest, ``node.rest``) gets the pending ones now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*STOP_SIGNALS, signal.SIGCHLD))
     return stop
 
 

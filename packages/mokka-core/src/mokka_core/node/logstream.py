@@ -13,12 +13,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
 from ..stage.store import NodeStore, atomic_write
+from .tail import Tail, prefixed
 from .watch import observe
+
+log = logging.getLogger(__name__)
 
 DAEMON_SOURCE = "mokka-node"
 #: the node log is rotated at this size, keeping one older file (``node.log.1``)
@@ -33,54 +36,12 @@ def daemon_logging(logger: str = "mokka_core", level: int = logging.INFO) -> Non
     core.propagate = False
 
 
-def prefixed(source: str, text: str) -> str:
-    return "".join(f"[{source}] {line}\n" for line in text.splitlines())
-
-
 def source_of(line: str) -> str | None:
     """The source a node-log line is prefixed with (``[nv-fabricmanager] ...``), None if it has none."""
     if not line.startswith("["):
         return None
     end = line.find("] ")
     return line[1:end] if end > 1 else None
-
-
-class _Tail:
-    """A service's log file read from where the last read stopped, across supervisord's rotations."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file: IO[bytes] | None = None
-        self.inode: int | None = None
-        self.partial = b""
-
-    def read_lines(self, final: bool = False) -> list[str]:
-        data = b""
-        try:
-            inode = self.path.stat().st_ino
-        except OSError:
-            inode = None
-        if self.file is not None:
-            if os.fstat(self.file.fileno()).st_size < self.file.tell():  # truncated: read it from the start
-                self.file.seek(0)
-            data += self.file.read()
-            if inode != self.inode:  # rotated (or removed): the old file's rest is read, then the new one
-                self.file.close()
-                self.file = None
-        if self.file is None and inode is not None:
-            with contextlib.suppress(OSError):
-                self.file = open(self.path, "rb")  # noqa: SIM115 - kept open between reads
-                self.inode = os.fstat(self.file.fileno()).st_ino
-                data += self.file.read()
-        *lines, self.partial = (self.partial + data).split(b"\n")
-        if final and self.partial:
-            lines, self.partial = [*lines, self.partial], b""
-        return [line.decode(errors="replace") for line in lines]
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
 
 
 class LogStream:
@@ -91,13 +52,22 @@ class LogStream:
         self.echo = echo
         self._lock = threading.Lock()
         self._file: TextIO | None = None
-        self._tails: dict[str, _Tail] = {}
+        self._tails: dict[str, Tail] = {}
         self._observer: Any = None
 
-    def open(self) -> None:
-        """Start the node log (appended to: a restarted daemon keeps its predecessor's lines) and forwarding."""
+    def open(self, tails: Mapping[str, int] | None = None) -> None:
+        """Start the node log (appended to: a restarted daemon keeps its predecessor's lines) and forwarding.
+
+        ``tails``: the services' log files as :meth:`suspend` handed them over, forwarded from there on."""
         self.store.log_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.store.node_log, "a", encoding="utf-8")  # noqa: SIM115 - open until close()
+        for source, fd in (tails or {}).items():
+            try:
+                self._tails[source] = Tail(self.store.service_log(source), fd)
+            except OSError as exc:  # read again from its start
+                log.warning("the log of %s handed over (fd %d) cannot be read on: %s", source, fd, exc)
+        if self._file.tell() > NODE_LOG_MAX_BYTES:  # grown while the daemon rested
+            self._rotate()
         own = self.store.node_log.name  # the node log's own writes (and its rotation) wake nothing
         self._observer = observe([str(self.store.log_dir)],
                                  lambda path: None if os.path.basename(path).startswith(own) else self._drain())
@@ -122,16 +92,25 @@ class LogStream:
         """Forward what the services wrote last and close the node log; later lines go to the echo only.
 
         Called once the services are stopped and before teardown removes the log dir."""
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=2)
-            self._observer = None
+        self._stop_observer()
         self._drain(final=True)
         for tail in self._tails.values():
             tail.close()
         self._tails.clear()
         with self._lock:
             self._close_file()
+
+    def suspend(self) -> dict[str, int]:
+        """Stop forwarding and close the node log; each service's log file, open (inheritable) at the first
+        line not forwarded yet, for whoever forwards from here (the daemon's lean form at rest, then the
+        daemon again: :meth:`open`), so that no line is lost or forwarded twice."""
+        self._stop_observer()
+        self._drain()
+        handed = {source: fd for source, tail in self._tails.items() if (fd := tail.detach()) is not None}
+        self._tails.clear()
+        with self._lock:
+            self._close_file()
+        return handed
 
     @contextlib.contextmanager
     def daemon_records(self, logger: str = "mokka_core") -> Iterator[None]:
@@ -144,11 +123,17 @@ class LogStream:
         finally:
             logging.getLogger(logger).removeHandler(handler)
 
+    def _stop_observer(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=2)
+            self._observer = None
+
     def _drain(self, final: bool = False) -> None:
         with contextlib.suppress(OSError):
             for path in sorted(self.store.log_dir.glob("*.log")):
                 if path != self.store.node_log and path.stem not in self._tails:
-                    self._tails[path.stem] = _Tail(path)
+                    self._tails[path.stem] = Tail(path)
         for source, tail in self._tails.items():
             try:
                 lines = tail.read_lines(final)
@@ -197,7 +182,7 @@ def read_node_log(root: Path, source: str | None = None, follow: bool = False,
     node log goes (the node was torn down).  Raises FileNotFoundError where there is no node log."""
     path = NodeStore(root).node_log
     rotated = Path(f"{path}.1")
-    tail = _Tail(path)
+    tail = Tail(path)
     with contextlib.suppress(OSError), open(rotated, encoding="utf-8", errors="replace") as older:
         yield from _only(source, (line.rstrip("\n") for line in older))
     if not path.exists():

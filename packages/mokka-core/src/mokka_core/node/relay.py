@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,9 +44,19 @@ class CtlSocket:
         self.path = NodeStore(root).ctl_socket
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._stop_r = self._stop_w = -1
+        self._busy, self._last = False, time.monotonic()
 
-    def start(self) -> bool:
-        """Listen; False (logged) where the socket cannot be made: clients then run commands themselves."""
+    def start(self, fd: int | None = None) -> bool:
+        """Listen; False (logged) where the socket cannot be made: clients then run commands themselves.
+
+        ``fd``: the socket already listening (handed over by :meth:`detach`), with the clients waiting in it."""
+        if fd is not None:
+            try:
+                os.set_inheritable(fd, False)
+                return self._serve_in_thread(socket.socket(fileno=fd))
+            except OSError as exc:  # not a socket any more: a new one (its waiting clients run their commands)
+                log.warning("the ctl socket handed over (fd %d) is gone (%s): listening anew", fd, exc)
         self.path.unlink(missing_ok=True)  # a killed daemon's
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -56,34 +68,69 @@ class CtlSocket:
             self.path.unlink(missing_ok=True)
             log.info("no ctl socket (%s): nvml-mock-ctl runs each command in its own process", exc)
             return False
-        self._listener = listener
-        self._thread = threading.Thread(target=self._serve, name="ctl-socket", daemon=True)
-        self._thread.start()
-        return True
+        return self._serve_in_thread(listener)
+
+    def idle_since(self) -> float:
+        """When (``time.monotonic``) the last command was answered; now while one runs."""
+        return time.monotonic() if self._busy else self._last
+
+    def detach(self) -> int | None:
+        """Stop serving, and the listening socket as an inheritable descriptor (clients that connect meanwhile
+        wait in it); None where there is none."""
+        listener = self._stop_thread()
+        if listener is None:
+            return None
+        fd = listener.detach()
+        os.set_inheritable(fd, True)
+        return fd
 
     def close(self) -> None:
-        listener, self._listener = self._listener, None
+        listener = self._stop_thread()
         if listener is None:
             return
-        with contextlib.suppress(OSError):
-            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
         listener.close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
         with contextlib.suppress(OSError):  # a root gone read-only: teardown reports it as left (bookkeeping)
             self.path.unlink(missing_ok=True)
 
-    def _serve(self) -> None:
-        while self._listener is not None:
+    def _serve_in_thread(self, listener: socket.socket) -> bool:
+        listener.setblocking(False)  # accepted after select says a client waits; one gone meanwhile is skipped
+        self._listener = listener
+        self._stop_r, self._stop_w = os.pipe()
+        self._thread = threading.Thread(target=self._serve, args=(listener, self._stop_r), name="ctl-socket",
+                                        daemon=True)
+        self._thread.start()
+        return True
+
+    def _stop_thread(self) -> socket.socket | None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return None
+        os.write(self._stop_w, b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        os.close(self._stop_r)
+        os.close(self._stop_w)
+        return listener
+
+    def _serve(self, listener: socket.socket, stop: int) -> None:
+        while True:
+            ready, _, _ = select.select([listener.fileno(), stop], [], [])
+            if stop in ready:
+                return
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue
             except OSError:
                 return  # closed
+            self._busy = True
             with conn:
+                conn.setblocking(True)
                 try:
                     self._answer(conn)
                 except Exception as exc:  # one bad client must not stop the socket or the node
                     log.error("ctl socket: %s: %s", type(exc).__name__, exc)
+            self._last, self._busy = time.monotonic(), False
 
     def _answer(self, conn: socket.socket) -> None:
         words = _read_request(conn) if _trusted(conn) else None

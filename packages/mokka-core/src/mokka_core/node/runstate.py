@@ -26,6 +26,8 @@ class RunState:
     services: dict[str, str] = field(default_factory=dict)  # supervisord program -> surface
     service_files: list[str] = field(default_factory=list)  # the services' ready markers, relative to root
     error: str | None = None
+    #: the daemon rests in its lean form (``node.rest``); the node is as ready as its phase says
+    resting: bool = False
 
     def save(self, root: Path) -> None:
         path = NodeStore(root).daemon_file

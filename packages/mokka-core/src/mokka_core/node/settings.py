@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..model.spec import NodeSpec
 
@@ -36,3 +36,12 @@ class NodeSettings:
     host_kmsg: str | None = None
     #: where the node's log lines go besides the node log (``mokka node up``: stdout); None: the node log only
     log_echo: TextIO | None = None
+    #: seconds a ready node with nothing to do waits before the daemon execs its lean form (``node.rest``);
+    #: None: it never rests (a daemon run from a thread never does: only a main thread may exec)
+    rest_after_s: float | None = None
+    #: the record the daemon was exec'd with from rest (``node.rest.take``): it adopts the running node
+    resume: Mapping[str, Any] | None = None
+
+
+#: ``mokka node up``'s rest delay (``--rest-after``)
+REST_AFTER_S = 5.0

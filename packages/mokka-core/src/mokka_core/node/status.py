@@ -27,7 +27,7 @@ def node_status(root: Path) -> dict[str, Any]:
     alive = state is not None and state.daemon_alive()
     if state is not None:
         report["daemon"] = {"pid": state.pid, "alive": alive, "phase": state.phase if alive else "dead",
-                            "error": state.error}
+                            "resting": alive and state.resting, "error": state.error}
     processes = process_states(root) or {}
     staged = set(staging.staged_surfaces(root))
     names = list(SURFACES) + sorted(staged - set(SURFACES))
@@ -65,7 +65,8 @@ def status_table(report: dict[str, Any]) -> str:
         lines.append(f"Node keeps its last good state; its inputs no longer resolve: {report.get('error')}")
     else:
         lines.append(f"No node: {report.get('error', 'not staged')}")
-    lines.append(f"Daemon pid {daemon['pid']}: {daemon['phase']}" if daemon else "Daemon: not running")
+    rests = " (at rest: a lean form of itself until there is work)" if daemon and daemon.get("resting") else ""
+    lines.append(f"Daemon pid {daemon['pid']}: {daemon['phase']}{rests}" if daemon else "Daemon: not running")
     lines.append(f"Ready: {'yes' if report['ready'] else 'no'}")
     lines.append("")
     lines.append(f"{'Surface':<15}{'Enabled':<9}{'State':<9}{'Staged':<8}Services")

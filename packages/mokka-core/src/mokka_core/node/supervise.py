@@ -15,6 +15,7 @@ SIGKILLed daemon does not leave services behind.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import logging
@@ -133,7 +134,19 @@ class Supervisor:
         self.root = root
         self.config = NodeStore(root).supervisord_config
         self.process: subprocess.Popen[bytes] | None = None
+        #: the pid of a supervisord this process started before it exec'd itself (the daemon back from rest)
+        self.adopted: int | None = None
         self.password = secrets.token_hex(16)  # one for this supervisord's life: a rewrite keeps it
+
+    @property
+    def running(self) -> bool:
+        """Started (or adopted) and not stopped since (it may have died: ``process_states`` says)."""
+        return self.process is not None or self.adopted is not None
+
+    def adopt(self, pid: int) -> None:
+        """Take over the supervisord ``pid``, a child of this process, with the password of its config."""
+        self.adopted = pid
+        self.password = _password(self.root) or self.password
 
     def write_config(self, programs: Mapping[str, Service], stop_wait_s: int = 3) -> None:
         NodeStore(self.root).log_dir.mkdir(parents=True, exist_ok=True)
@@ -172,10 +185,13 @@ class Supervisor:
 
     def stop(self, deadline: float) -> None:
         """Stop supervisord (which stops its programs) by ``deadline`` (monotonic), else kill it all."""
-        pid = self.process.pid if self.process is not None else read_pid(self.root)
+        pid = self.process.pid if self.process is not None else self.adopted or read_pid(self.root)
         if pid is not None:
             stop_pid(pid, deadline, self.process)
-        self.process = None
+        if self.adopted is not None:  # a child of this process: reaped here
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.adopted, os.WNOHANG)
+        self.process = self.adopted = None
 
 
 def read_pid(root: Path) -> int | None:
