@@ -1,0 +1,27 @@
+# The MAD responder of a simulated node's HCAs (mokka-ib-responder): a small C program sim-ib's surface runs
+# (packages/sim-ib/README.md "Serving").  Included from native/Makefile; also works alone:
+#   make -C native -f ib-responder/ib-responder.mk ib-responder          build build/mokka-ib-responder (beside the
+#                                                                        library: build/ is a whole native bundle)
+#   make -C native -f ib-responder/ib-responder.mk ib-responder-install  copy it into mokka_core/_native/
+# Linked statically (under 1 MB resident, no loader). Depends on gcc and libc (libc.a) only.
+
+IBR_BIN := build/mokka-ib-responder
+IBR_SRCS := ib-responder/main.c ib-responder/mad.c ib-responder/fabric.c ib-responder/node.c ib-responder/json.c \
+	ib-responder/util.c
+IBR_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
+CC ?= gcc
+IBR_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE
+
+.PHONY: ib-responder ib-responder-install ib-responder-clean
+ib-responder: $(IBR_BIN)
+
+$(IBR_BIN): $(IBR_SRCS) ib-responder/responder.h ib-responder/ib-responder.mk
+	mkdir -p $(dir $@)
+	$(CC) $(IBR_CFLAGS) -o $@ $(IBR_SRCS)
+
+ib-responder-install: ib-responder
+	mkdir -p $(IBR_INSTALL_DIR)
+	cp -f $(IBR_BIN) $(IBR_INSTALL_DIR)/
+
+ib-responder-clean:
+	rm -f $(IBR_BIN)
