@@ -550,7 +550,7 @@ static void serve_request(struct conn *c, const char *text, size_t len)
     }
     struct buf answer = {0};
     if (!json_string(text, tok, json_get(text, tok, 0, "op"), op, sizeof op)) {
-        buf_add(&answer, "{\"error\": \"unknown op\"}", 23);
+        buf_add(&answer, "{\"error\": \"unknown op None\"}", 28);
     } else if (strcmp(op, "describe") == 0) {
         node_refresh();
         own_description(&answer);
@@ -571,9 +571,11 @@ static void serve_request(struct conn *c, const char *text, size_t len)
         fabric_ping_arrived(c, &request, (uint16_t)slid);
         return;
     } else {
-        buf_add(&answer, "{\"error\": \"unknown op ", 22);
-        json_add_string(&answer, op);
-        buf_add(&answer, "\"}", 2);
+        char problem[64];
+        snprintf(problem, sizeof problem, "unknown op '%s'", op);
+        buf_add(&answer, "{\"error\": ", 10);
+        json_add_string(&answer, problem);
+        buf_add(&answer, "}", 1);
     }
     send_message(c, &answer);
     buf_free(&answer);

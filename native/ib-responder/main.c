@@ -453,36 +453,35 @@ static long socket_group(void)
     exit(1);
 }
 
-/* Bind the shim's socket under a temporary name, restrict it, listen, and return it (renamed by the caller). */
-static int bind_socket(const char *tmp, long gid)
+/* Bind the shim's socket at path, already restricted (the umask makes its mode), and listen: the socket
+ * appearing is the ready marker, so it is bound last.  (Not bound elsewhere and renamed: the shim knows the
+ * responder's sockets by the address they were bound to.) */
+static int bind_socket(const char *path, long gid)
 {
     struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(tmp) >= sizeof address.sun_path) {
-        fprintf(stderr, PROGRAM ": %s: a socket path has at most %zu bytes\n", g.socket_path,
-                sizeof address.sun_path - 2);
-        exit(1);
+    if (strlen(path) >= sizeof address.sun_path) {
+        fprintf(stderr, PROGRAM ": %s: a socket path has at most %zu bytes\n", path, sizeof address.sun_path - 1);
+        return -1;
     }
-    strcpy(address.sun_path, tmp);
-    /* the directory, as Python's mkdir(parents=True) made it */
-    char dir[sizeof address.sun_path];
-    strcpy(dir, tmp);
+    strcpy(address.sun_path, path);
+    char dir[sizeof address.sun_path]; /* its directory, made as mkdir -p would */
+    strcpy(dir, path);
     for (char *p = dir + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
             mkdir(dir, 0777);
             *p = '/';
         }
-    unlink(tmp);
+    unlink(path);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&address, sizeof address) < 0) {
-        fprintf(stderr, PROGRAM ": cannot bind %s: %s\n", g.socket_path, strerror(errno));
-        exit(1);
-    }
-    if ((gid >= 0 ? chown(tmp, (uid_t)-1, (gid_t)gid) < 0 || chmod(tmp, 0660) < 0 : chmod(tmp, 0600) < 0) ||
-        listen(fd, 64) < 0) {
-        fprintf(stderr, PROGRAM ": cannot set up %s: %s\n", g.socket_path, strerror(errno));
-        unlink(tmp);
-        exit(1);
+    mode_t was = umask(gid >= 0 ? 0117 : 0177); /* 0660 for the group, else 0600 */
+    int bound = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&address, sizeof address);
+    umask(was);
+    if (bound < 0 || listen(fd, 64) < 0 || (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0)) {
+        fprintf(stderr, PROGRAM ": cannot serve on %s: %s\n", path, strerror(errno));
+        if (bound == 0)
+            unlink(path);
+        return -1;
     }
     return fd;
 }
@@ -567,13 +566,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": %s\n", error);
         return 1;
     }
-    char tmp[sizeof ((struct sockaddr_un *)0)->sun_path + 8];
-    snprintf(tmp, sizeof tmp, "%s~", g.socket_path);
-    g.listener = bind_socket(tmp, gid);
     fabric_publish();
-    if (rename(tmp, g.socket_path) < 0) { /* the ready marker: the socket appears once all is up */
-        fprintf(stderr, PROGRAM ": cannot create %s: %s\n", g.socket_path, strerror(errno));
-        unlink(tmp);
+    if ((g.listener = bind_socket(g.socket_path, gid)) < 0) {
         fabric_stop();
         return 1;
     }

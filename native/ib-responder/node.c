@@ -42,6 +42,16 @@ static const struct field node_fields[] = {
 #define N_PORT_FIELDS (sizeof port_fields / sizeof port_fields[0])
 #define N_NODE_FIELDS (sizeof node_fields / sizeof node_fields[0])
 
+/* text for a message: printable ASCII kept, anything else '?' (the file may hold any bytes) */
+static const char *shown(const char *text, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *text && n + 1 < cap; text++)
+        out[n++] = *text >= 0x20 && *text < 0x7f ? *text : '?';
+    out[n] = '\0';
+    return out;
+}
+
 static bool fail(char *error, size_t len, const char *path, size_t line, const char *format, ...)
 {
     char what[256];
@@ -195,7 +205,9 @@ bool node_load(const char *path, struct node *node, char *error, size_t error_le
                     goto out;
                 }
             if (!node_name_ok(n.name)) {
-                fail(error, error_len, path, 0, "node_name is not a DNS-1123 subdomain: %.80s", n.name);
+                char name[81];
+                fail(error, error_len, path, 0, "node_name is not a DNS-1123 subdomain: %s",
+                     shown(n.name, name, sizeof name));
                 goto out;
             }
         }
@@ -223,8 +235,9 @@ bool node_load(const char *path, struct node *node, char *error, size_t error_le
             bool *seen = in_port ? port_seen : node_seen;
             int at = find(fields, in_port ? N_PORT_FIELDS : N_NODE_FIELDS, line);
             if (at < 0 || seen[at]) {
-                fail(error, error_len, path, line_no, "%s key %.64s%s", at < 0 ? "unknown" : "repeated", line,
-                     in_port ? " in a port" : "");
+                char key[65];
+                fail(error, error_len, path, line_no, "%s key %s%s", at < 0 ? "unknown" : "repeated",
+                     shown(line, key, sizeof key), in_port ? " in a port" : "");
                 goto out;
             }
             seen[at] = true;
