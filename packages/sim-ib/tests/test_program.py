@@ -55,11 +55,11 @@ def test_help_names_every_option() -> None:
     (["--bogus"], {}, "bad option --bogus"),
     (["--node-file", "x"], {}, "missing --socket"),
     (["--node-file", "x", "--socket", "y", "stray"], {}, "unexpected argument stray"),
-    (["--node-file", "x", "--socket", "y", "--peer", "nowhere"], {}, "expected HOST:PORT (at most 64 peers), got "
-                                                                     "nowhere"),
+    (["--node-file", "x", "--socket", "y", "--peer", "nowhere"], {},
+     "expected HOST:PORT (at most 64 peers), got nowhere"),
     (["--node-file", "x", "--socket", "y", "--listen", "h:99999"], {}, "expected HOST:PORT, got h:99999"),
-    (["--node-file", "x", "--socket", "y"], {"MOKKA_IB_PEERS": "a:1,b"}, "MOKKA_IB_PEERS: expected HOST:PORT (at most 64 "
-                                                                           "peers), got b"),
+    (["--node-file", "x", "--socket", "y"], {"MOKKA_IB_PEERS": "a:1,b"},
+     "MOKKA_IB_PEERS: expected HOST:PORT (at most 64 peers), got b"),
 ])
 def test_usage_errors_exit_2_saying_what_is_wrong(args: list[str], env: dict[str, str], said: str) -> None:
     result = run(*args, env=env)

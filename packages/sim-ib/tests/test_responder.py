@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -62,13 +61,13 @@ class Umad:
         return bytes(self.mad[offset:offset + size])
 
 
-def connect(node: SimNode, hca: int = 0, agent_class: int = CLASS_PING, method_mask: bytes = bytes(16)) -> socket.socket:
+def connect(node: SimNode, hca: int = 0, method_mask: bytes = bytes(16)) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     sock.settimeout(5)
     sock.connect(str(node.socket))
     sock.send(HELLO.pack(CTL_MAGIC, CTL_HELLO, 1, 0, hca))
     assert ACK.unpack(sock.recv(64)) == (CTL_MAGIC, CTL_HELLO_ACK, 0)
-    sock.send(REGISTER.pack(CTL_MAGIC, CTL_REGISTER, 7, 1, agent_class, 1, 0, PING_OUI, method_mask))
+    sock.send(REGISTER.pack(CTL_MAGIC, CTL_REGISTER, 7, 1, CLASS_PING, 1, 0, PING_OUI, method_mask))
     return sock
 
 

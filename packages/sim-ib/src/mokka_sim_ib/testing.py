@@ -16,8 +16,9 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave
 from mokka_core.stage.surface import StageContext
 
-from . import hca, responder
+from . import responder
 from .config import SOCKET, NodeConfig
+from .hca import node_config, ports
 from .surface import IbSurface
 
 
@@ -53,7 +54,7 @@ def stage_node(root: Path, name: str, *, state: str = "healthy", enabled: bool =
     node = spec.resolve()
     stage_wave({"ib": IbSurface().plan(node, StageContext(root=root))}, root)
     _stand_in_for_pci(root, node)
-    return SimNode(name, root, hca.node_config(node, hca.ports(node)))
+    return SimNode(name, root, node_config(node, ports(node)))
 
 
 def _stand_in_for_pci(root: Path, node: Node) -> None:
