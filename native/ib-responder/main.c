@@ -26,19 +26,8 @@
 
 #define DEFAULT_LISTEN "127.0.0.1:0"
 #define DEFAULT_FABRIC_DIR "/run/mokka/ib-fabric"
-#define SOCKET_GROUP_ENV "MOKKA_IB_SOCKET_GROUP"
-#define CTL_MAGIC 0x42494B4Du /* "MKIB" read as a little-endian u32 */
-#define CTL_HELLO 1
-#define CTL_REGISTER 2
-#define CTL_UNREGISTER 3
-#define CTL_HELLO_ACK 129
-#define PROTOCOL_VERSION 1
-#define HELLO_SIZE 20
-#define REGISTER_SIZE 36
-#define UNREGISTER_SIZE 12
 #define MAX_TIMEOUT_MS 60000
 #define PING_SERVER_TIMEOUT_MS 2000
-#define MAX_CLIENTS 1024
 #define MAX_JOBS 4096
 #define MAX_PEER_OPTIONS 64
 
@@ -64,14 +53,10 @@ static struct {
     struct timespec node_mtime;
     ino_t node_ino;
     uint64_t activity;
-    int listener;
-    struct client *clients;
-    size_t nclients;
-    uint64_t next_serial;
     struct job *jobs;
     size_t njobs;
     bool serving;
-} g = {.listener = -1};
+} g;
 
 const struct node *current_node(void) { return &g.node; }
 uint64_t activity(void) { return g.activity; }
@@ -100,105 +85,6 @@ void node_refresh(void)
     g.node = fresh;
     fabric_publish();
     say("reloaded %s", g.node_path);
-}
-
-/* ---- clients: the shim's connections ------------------------------------------------------------- */
-
-static struct client *client_by_serial(uint64_t serial)
-{
-    for (struct client *c = g.clients; c != NULL; c = c->next)
-        if (c->serial == serial && c->fd >= 0)
-            return c;
-    return NULL;
-}
-
-struct client *ping_server(uint32_t hca_index, const uint8_t oui[3], uint32_t *agent_id)
-{
-    for (struct client *c = g.clients; c != NULL; c = c->next) {
-        if (c->fd < 0 || !c->greeted || c->hca_index != hca_index)
-            continue;
-        for (size_t i = 0; i < c->nagents; i++) {
-            const struct agent *a = &c->agents[i];
-            if (a->mgmt_class == CLASS_OPENIB_PING && memcmp(a->oui, oui, 3) == 0 &&
-                (a->method_mask[0] >> METHOD_GET & 1)) {
-                *agent_id = a->id;
-                return c;
-            }
-        }
-    }
-    return NULL;
-}
-
-/* Never waits: a tool that stopped reading loses what its socket's queue cannot hold, and stalls no one. */
-static bool send_umad(struct client *c, const struct umad *u)
-{
-    uint8_t packet[UMAD_SIZE];
-    umad_encode(u, packet);
-    return c != NULL && c->fd >= 0 && send(c->fd, packet, sizeof packet, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
-}
-
-static void gone(struct client *c, const char *problem)
-{
-    if (problem != NULL)
-        say("client of %u gone: %s", c->hca_index, problem);
-    close(c->fd);
-    c->fd = -1;
-}
-
-static uint32_t get_le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static void hello(struct client *c, const uint8_t *packet, ssize_t len)
-{
-    uint32_t status = EPROTO;
-    if (len == HELLO_SIZE && get_le32(packet) == CTL_MAGIC && get_le32(packet + 4) == CTL_HELLO &&
-        get_le32(packet + 8) == PROTOCOL_VERSION) {
-        node_refresh();
-        c->hca_index = get_le32(packet + 16);
-        status = c->hca_index < g.node.nports ? 0 : ENODEV;
-    }
-    uint8_t ack[12];
-    put_le32(ack, CTL_MAGIC);
-    put_le32(ack + 4, CTL_HELLO_ACK);
-    put_le32(ack + 8, status);
-    send(c->fd, ack, sizeof ack, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (status != 0)
-        gone(c, NULL);
-    else
-        c->greeted = true;
-}
-
-static void control(struct client *c, const uint8_t *packet, ssize_t len)
-{
-    if (len < 8 || get_le32(packet) != CTL_MAGIC) {
-        say("dropping a %zd-byte packet that is neither a MAD nor a control packet", len);
-        return;
-    }
-    uint32_t kind = get_le32(packet + 4), id = len >= 12 ? get_le32(packet + 8) : 0;
-    size_t i = 0;
-    while (i < c->nagents && c->agents[i].id != id)
-        i++;
-    if (kind == CTL_REGISTER && len == REGISTER_SIZE) {
-        if (i == c->nagents && c->nagents == MAX_AGENTS) {
-            say("dropping a registration: client of %u has %d agents already", c->hca_index, MAX_AGENTS);
-            return;
-        }
-        struct agent *a = &c->agents[i];
-        a->id = id;
-        a->mgmt_class = packet[13]; /* after the qpn byte */
-        a->class_version = packet[14];
-        memcpy(a->oui, packet + 16, 3);
-        memcpy(a->method_mask, packet + 20, 16);
-        if (i == c->nagents)
-            c->nagents++;
-    } else if (kind == CTL_UNREGISTER && len == UNREGISTER_SIZE && i < c->nagents) {
-        c->agents[i] = c->agents[--c->nagents];
-    }
 }
 
 /* ---- jobs: answering a request, which may wait for the fabric --------------------------------------- */
@@ -291,11 +177,11 @@ void fabric_ping_arrived(struct conn *conn, const struct umad *request, uint16_t
     run_job(job, false);
 }
 
-static void mad_from(struct client *c, const uint8_t *packet, ssize_t len)
+void tool_mad(struct client *c, const uint8_t *packet, size_t len)
 {
     struct umad u;
-    if (!umad_decode(packet, (size_t)len, &u)) {
-        say("dropping a %zd-byte packet: shorter than a MAD's headers", len);
+    if (!umad_decode(packet, len, &u)) {
+        say("dropping a %zu-byte packet: shorter than a MAD's headers", len);
         return;
     }
     g.activity++;
@@ -319,41 +205,6 @@ static void mad_from(struct client *c, const uint8_t *packet, ssize_t len)
     job->hca_index = c->hca_index;
     job->request = u;
     run_job(job, false);
-}
-
-static void receive(struct client *c)
-{
-    uint8_t packet[4096];
-    ssize_t len = recv(c->fd, packet, sizeof packet, MSG_DONTWAIT);
-    if (len < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (len <= 0) {
-        gone(c, len < 0 ? strerror(errno) : NULL);
-        return;
-    }
-    if (!c->greeted)
-        hello(c, packet, len);
-    else if (len < UMAD_HDR_SIZE)
-        control(c, packet, len);
-    else
-        mad_from(c, packet, len);
-}
-
-static void accept_client(void)
-{
-    int fd = accept4(g.listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
-    struct client *c = g.nclients < MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
-    if (c == NULL) {
-        close(fd);
-        return;
-    }
-    c->fd = fd;
-    c->serial = ++g.next_serial;
-    c->next = g.clients;
-    g.clients = c;
-    g.nclients++;
 }
 
 static void expire(uint64_t now)
@@ -383,16 +234,6 @@ static uint64_t next_deadline(void)
 
 static void sweep(void)
 {
-    for (struct client **at = &g.clients; *at != NULL;) {
-        struct client *c = *at;
-        if (c->fd < 0) {
-            *at = c->next;
-            free(c);
-            g.nclients--;
-        } else {
-            at = &c->next;
-        }
-    }
     for (struct job **at = &g.jobs; *at != NULL;) {
         struct job *job = *at;
         if (job->wait == DONE) {
@@ -403,6 +244,7 @@ static void sweep(void)
             at = &job->next;
         }
     }
+    shim_sweep();
     fabric_sweep();
 }
 
@@ -424,66 +266,9 @@ static void usage(int status, const char *problem, const char *value)
               "  --fabric-dir DIR     where responders of one machine find each other (default: "
               "$MOKKA_IB_FABRIC_DIR, else " DEFAULT_FABRIC_DIR ")\n"
               "  --peer HOST:PORT     another node's responder (repeatable; $MOKKA_IB_PEERS, comma-separated)\n"
-              "  $" SOCKET_GROUP_ENV "  a group (name or gid) whose members may use the socket (mode 0660)\n",
+              "  $MOKKA_IB_SOCKET_GROUP  a group (name or gid) whose members may use the socket (mode 0660)\n",
               out);
     exit(status);
-}
-
-/* The gid of $MOKKA_IB_SOCKET_GROUP (-1: unset); /etc/group is read directly (a static program has no NSS). */
-static long socket_group(void)
-{
-    const char *group = getenv(SOCKET_GROUP_ENV);
-    if (group == NULL || group[0] == '\0')
-        return -1;
-    if (strspn(group, "0123456789") == strlen(group) && strlen(group) < 10)
-        return atol(group);
-    FILE *f = fopen("/etc/group", "re");
-    char line[4096];
-    size_t len = strlen(group);
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        char *gid = strchr(line, ':') ? strchr(strchr(line, ':') + 1, ':') : NULL;
-        if (gid != NULL && strncmp(line, group, len) == 0 && line[len] == ':') {
-            fclose(f);
-            return atol(gid + 1);
-        }
-    }
-    if (f != NULL)
-        fclose(f);
-    fprintf(stderr, PROGRAM ": %s='%s': no such group\n", SOCKET_GROUP_ENV, group);
-    exit(1);
-}
-
-/* Bind the shim's socket at path, already restricted (the umask makes its mode), and listen: the socket
- * appearing is the ready marker, so it is bound last.  (Not bound elsewhere and renamed: the shim knows the
- * responder's sockets by the address they were bound to.) */
-static int bind_socket(const char *path, long gid)
-{
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof address.sun_path) {
-        fprintf(stderr, PROGRAM ": %s: a socket path has at most %zu bytes\n", path, sizeof address.sun_path - 1);
-        return -1;
-    }
-    strcpy(address.sun_path, path);
-    char dir[sizeof address.sun_path]; /* its directory, made as mkdir -p would */
-    strcpy(dir, path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = '/';
-        }
-    unlink(path);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    mode_t was = umask(gid >= 0 ? 0117 : 0177); /* 0660 for the group, else 0600 */
-    int bound = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&address, sizeof address);
-    umask(was);
-    if (bound < 0 || listen(fd, 64) < 0 || (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0)) {
-        fprintf(stderr, PROGRAM ": cannot serve on %s: %s\n", path, strerror(errno));
-        if (bound == 0)
-            unlink(path);
-        return -1;
-    }
-    return fd;
 }
 
 int main(int argc, char **argv)
@@ -551,7 +336,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": %s\n", error);
         return 1;
     }
-    long gid = socket_group();
+    long gid = shim_socket_group();
 
     sigset_t stop;
     sigemptyset(&stop);
@@ -562,13 +347,14 @@ int main(int argc, char **argv)
     int signals = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
 
     uint16_t tcp_port;
-    if (!fabric_start(&listen_at, fabric_dir, peers, npeers, &tcp_port, error, sizeof error)) {
+    if (!fabric_start(&listen_at, &tcp_port, error, sizeof error) ||
+        !peers_start(fabric_dir, listen_at.host, tcp_port, peers, npeers, error, sizeof error)) {
         fprintf(stderr, PROGRAM ": %s\n", error);
         return 1;
     }
     fabric_publish();
-    if ((g.listener = bind_socket(g.socket_path, gid)) < 0) {
-        fabric_stop();
+    if (!shim_listen(g.socket_path, gid)) {
+        fabric_withdraw();
         return 1;
     }
     say("serving %zu HCA(s) of %s on %s and %s:%u", g.node.nports, g.node.name, g.socket_path, listen_at.host,
@@ -578,7 +364,7 @@ int main(int argc, char **argv)
     void **owners = NULL;
     size_t cap = 0;
     for (bool stopping = false; !stopping;) {
-        size_t want = 2 + g.nclients + 1 + 256 + 1;
+        size_t want = 1 + 1 + shim_clients() + 1 + 256;
         if (want > cap) {
             struct pollfd *more_fds = realloc(fds, want * sizeof *fds);
             void **more_owners = more_fds ? realloc(owners, want * sizeof *owners) : NULL;
@@ -593,10 +379,7 @@ int main(int argc, char **argv)
         }
         size_t n = 0;
         fds[n] = (struct pollfd){.fd = signals, .events = POLLIN}, owners[n++] = &signals;
-        fds[n] = (struct pollfd){.fd = g.listener, .events = POLLIN}, owners[n++] = &g.listener;
-        for (struct client *c = g.clients; c != NULL; c = c->next)
-            if (c->fd >= 0)
-                fds[n] = (struct pollfd){.fd = c->fd, .events = POLLIN}, owners[n++] = c;
+        n += shim_pollfds(fds + n, owners + n, cap - n);
         size_t first_fabric = n;
         n += fabric_pollfds(fds + n, owners + n, cap - n);
         uint64_t deadline = next_deadline(), now = now_ms();
@@ -613,12 +396,8 @@ int main(int argc, char **argv)
             if (owners[i] == &signals) {
                 struct signalfd_siginfo info;
                 stopping = read(signals, &info, sizeof info) > 0;
-            } else if (owners[i] == &g.listener) {
-                accept_client();
             } else if (i < first_fabric) {
-                struct client *c = owners[i];
-                if (c->fd >= 0)
-                    receive(c);
+                shim_event(owners[i]);
             } else {
                 fabric_event(owners[i]);
             }
@@ -632,12 +411,9 @@ int main(int argc, char **argv)
             peers_found();
         sweep();
     }
-    for (struct client *c = g.clients; c != NULL; c = c->next)
-        if (c->fd >= 0)
-            close(c->fd);
-    close(g.listener);
-    unlink(g.socket_path);
+    shim_stop(g.socket_path);
     fabric_stop();
+    fabric_withdraw();
     say("stopped");
     return 0;
 }

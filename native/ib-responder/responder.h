@@ -156,10 +156,27 @@ struct client {
 const struct node *current_node(void);
 void node_refresh(void);
 uint64_t activity(void);
+/* A MAD a tool sent (shim.c hands it over): answered at once, or when the fabric has answered. */
+void tool_mad(struct client *c, const uint8_t *packet, size_t len);
+
+/* ---- shim.c: the shim's Unix socket and its clients ---------------------------------------------- */
+/* The gid of $MOKKA_IB_SOCKET_GROUP, -1 if unset; exits 1 naming it if there is no such group. */
+long shim_socket_group(void);
+/* Bind the socket at path (mode 0600, or 0660 for gid) and listen; false (said on stderr) if it cannot. */
+bool shim_listen(const char *path, long gid);
+struct pollfd;
+size_t shim_pollfds(struct pollfd *fds, void **owners, size_t cap);
+size_t shim_clients(void);
+void shim_event(void *owner);
+void shim_sweep(void);
+void shim_stop(const char *path); /* close the clients and the socket, and remove it */
+struct client *client_by_serial(uint64_t serial); /* NULL once it is gone */
+/* Send u to c without waiting (a tool that stopped reading loses it); false if it could not be sent. */
+bool send_umad(struct client *c, const struct umad *u);
 /* The first client of hca_index with a ping agent (class 0x32, oui, serving GET); NULL if none. */
 struct client *ping_server(uint32_t hca_index, const uint8_t oui[3], uint32_t *agent_id);
 
-/* ---- fabric.c: the other nodes ------------------------------------------------------------------- */
+/* ---- peers.c: the other nodes (the fabric directory, static peers) ------------------------------- */
 struct peer {
     char name[NODE_NAME_MAX + 1];
     char address[256];
@@ -167,34 +184,43 @@ struct peer {
     size_t nports;
     struct port *ports;
 };
-/* The other nodes: the cache if fresh (or stale_ok), else looked up anew; false while static peers are
- * being asked (main.c's peers_found runs once they answered). */
-bool fabric_peers(bool stale_ok, const struct peer **peers, size_t *count);
-/* The node whose HCAs are cabled to own's: this node and the peers pair up in name order. NULL if none. */
-const char *partner(const char *own, const struct peer *peers, size_t count);
-
 /* An address as --listen, --peer and $MOKKA_IB_PEERS give it: HOST:PORT ([v6]:PORT; HOST may be empty). */
 struct address {
     char host[256];
     uint16_t port;
 };
-bool parse_address(const char *text, struct address *out);
-/* Listen on the first address listen resolves to; the port it got in *bound (0 in listen: any free one). */
-bool fabric_start(const struct address *listen, const char *fabric_dir, const struct address *peers, size_t npeers,
-                  uint16_t *bound, char *error, size_t error_len);
+/* This node publishes itself as reached at address:port; peers are static peers (kept, not copied). */
+bool peers_start(const char *fabric_dir, const char *address, uint16_t port, const struct address *peers,
+                 size_t npeers, char *error, size_t error_len);
 /* Write (again) this node's entry in the fabric directory: its address and ports. */
 void fabric_publish(void);
-/* Remove the entry, only while it is still ours (a node of the same name may have replaced it); close all. */
-void fabric_stop(void);
-struct pollfd;
+/* Remove the entry, only while it is still ours (a node of the same name may have replaced it). */
+void fabric_withdraw(void);
+/* This node's description: the "describe" answer and the fabric entry. */
+void describe_node(struct buf *b);
+/* The other nodes: the cache if fresh (or stale_ok), else looked up anew; false while static peers are
+ * being asked (main.c's peers_found runs once they answered). */
+bool fabric_peers(bool stale_ok, const struct peer **peers, size_t *count);
+bool fabric_take_found(void); /* true once after a lookup of the peers finished without the caller */
+void fabric_new_turn(void);   /* a request starts: the peers may be looked up again (once) */
+/* The node whose HCAs are cabled to own's: this node and the peers pair up in name order. NULL if none. */
+const char *partner(const char *own, const struct peer *peers, size_t count);
+/* The answer of static peer slot to "describe" (text[0:len]), or the problem met asking it. */
+void peer_described(size_t slot, const char *text, size_t len, const char *problem);
+
+/* ---- fabric.c: the TCP port ----------------------------------------------------------------------- */
+bool parse_address(const char *text, struct address *out);
+/* Listen on the first address listen resolves to; the port it got in *bound (0 in listen: any free one). */
+bool fabric_start(const struct address *listen, uint16_t *bound, char *error, size_t error_len);
+void fabric_stop(void); /* close everything */
 /* The fabric's descriptors to poll, each with what fabric_event takes back; how many were added. */
 size_t fabric_pollfds(struct pollfd *fds, void **owners, size_t cap);
 void fabric_event(void *owner);
 uint64_t fabric_deadline(void); /* the earliest, UINT64_MAX if none */
 void fabric_expire(uint64_t now);
 void fabric_sweep(void); /* free what was closed */
-bool fabric_take_found(void); /* true once after a lookup of the peers finished without the caller */
-void fabric_new_turn(void);   /* a request starts: the peers may be looked up again (once) */
+/* Ask static peer slot at `to` to describe itself; peer_described gets the answer, maybe at once. */
+void fabric_describe(size_t slot, const struct address *to);
 struct job;
 struct conn;
 /* Ask peer's responder to deliver a ping; main.c's job_relayed gets its answer (NULL: none), maybe at once. */
