@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -447,3 +448,28 @@ def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:
                             text=True, timeout=10)
     assert result.returncode == 1 and "DNS-1123" in result.stderr and str(node_file) in result.stderr
     assert not (tmp_path / "x").exists() and not node.socket.exists() and not (tmp_path / "fabric").exists()
+
+
+def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    env = {**os.environ, "MOKKA_IB_FABRIC_DIR": str(tmp_path / "fabric")}
+    serve = subprocess.Popen([sys.executable, "-m", "mokka_sim_ib", "serve", "--root", str(root), "-p", "h100",
+                              "-n", "1", "--node-name", "served"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        node = SimNode("served", root, stage_node(tmp_path / "same", "served", gpus=1).config)
+        deadline = time.monotonic() + 20
+        while not node.socket.exists():
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
+            time.sleep(0.05)
+        with connect(node) as sock:
+            reply = exchange(sock, request(CLASS_PING, 0, dlid=node.lid(0)))
+        assert node.socket.stat().st_mode & 0o777 == 0o600  # its owner only (was 0666)
+        assert pong_name(reply) == b"served"
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=20)
+        if serve.stderr:
+            serve.stderr.close()
+    assert serve.returncode == 0
+    assert list(root.iterdir()) == []
