@@ -352,11 +352,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": %s\n", error);
         return 1;
     }
-    fabric_publish();
-    if (!shim_listen(g.socket_path, gid)) {
-        fabric_withdraw();
+    if (!shim_listen(g.socket_path, gid))
         return 1;
-    }
+    fabric_publish();
     say("serving %zu HCA(s) of %s on %s and %s:%u", g.node.nports, g.node.name, g.socket_path, listen_at.host,
         tcp_port);
 

@@ -191,9 +191,9 @@ long shim_socket_group(void)
     exit(1);
 }
 
-/* Bind the shim's socket at path, already restricted (the umask makes its mode), and listen: the socket
- * appearing is the ready marker, so it is bound last.  (Not bound elsewhere and renamed: the shim knows the
- * responder's sockets by the address they were bound to.) */
+/* Bind the shim's socket at path, already restricted (the umask makes its mode), and listen at once: the
+ * socket appearing is the ready marker.  (It is not bound under another name and renamed into place: the
+ * shim knows the responder's sockets by the address they were bound to.) */
 static int bind_socket(const char *path, long gid)
 {
     struct sockaddr_un address = {.sun_family = AF_UNIX};
