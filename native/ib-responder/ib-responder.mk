@@ -3,6 +3,8 @@
 #   make -C native -f ib-responder/ib-responder.mk ib-responder          build build/mokka-ib-responder (beside the
 #                                                                        library: build/ is a whole native bundle)
 #   make -C native -f ib-responder/ib-responder.mk ib-responder-install  copy it into mokka_core/_native/
+#   make -C native -f ib-responder/ib-responder.mk ib-responder-asan     ASan+UBSan build in build/asan/ (run sim-ib's
+#                                                                        tests with MOKKA_NATIVE_DIR=native/build/asan)
 # Linked statically (under 1 MB resident, no loader). Depends on gcc and libc (libc.a) only.
 
 IBR_BIN := build/mokka-ib-responder
@@ -12,16 +14,23 @@ IBR_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
 CC ?= gcc
 IBR_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE
 
-.PHONY: ib-responder ib-responder-install ib-responder-clean
+IBR_ASAN_FLAGS := -std=gnu11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+
+.PHONY: ib-responder ib-responder-install ib-responder-clean ib-responder-asan
 ib-responder: $(IBR_BIN)
 
 $(IBR_BIN): $(IBR_SRCS) ib-responder/responder.h ib-responder/ib-responder.mk
 	mkdir -p $(dir $@)
 	$(CC) $(IBR_CFLAGS) -o $@ $(IBR_SRCS)
 
+ib-responder-asan: $(IBR_SRCS) ib-responder/responder.h
+	mkdir -p build/asan
+	$(CC) $(IBR_ASAN_FLAGS) -o build/asan/mokka-ib-responder $(IBR_SRCS)
+
 ib-responder-install: ib-responder
 	mkdir -p $(IBR_INSTALL_DIR)
 	cp -f $(IBR_BIN) $(IBR_INSTALL_DIR)/
 
 ib-responder-clean:
-	rm -f $(IBR_BIN)
+	rm -f $(IBR_BIN) build/asan/mokka-ib-responder
