@@ -155,6 +155,13 @@ bool node_load(const char *path, struct node *node, char *error, size_t error_le
     char *data = read_file(path, &len, &problem);
     if (data == NULL)
         return fail(error, error_len, path, 0, "%s", strerror(problem));
+    bool ok = node_parse(path, data, len, node, error, error_len);
+    free(data);
+    return ok;
+}
+
+bool node_parse(const char *path, char *data, size_t len, struct node *node, char *error, size_t error_len)
+{
     struct node n = {0};
     bool node_seen[N_NODE_FIELDS] = {0}, port_seen[N_PORT_FIELDS] = {0};
     uint64_t declared = 0;
@@ -266,7 +273,6 @@ bool node_load(const char *path, struct node *node, char *error, size_t error_le
     else
         ok = true;
 out:
-    free(data);
     if (!ok) {
         free(n.ports);
         return false;

@@ -54,6 +54,8 @@ struct node {
 
 /* Read path into node (freed with node_free); false with the problem in error ("PATH: line N: ..."). */
 bool node_load(const char *path, struct node *node, char *error, size_t error_len);
+/* The same for a file's content data[0:len] (changed in place); path only names it in the error. */
+bool node_parse(const char *path, char *data, size_t len, struct node *node, char *error, size_t error_len);
 void node_free(struct node *node);
 
 /* ---- json.c: the fabric messages (fabric.c), a strict reader of what they hold ------------------ */

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -122,3 +123,18 @@ def test_a_missing_file_is_not_staged(tmp_path: Path) -> None:
     result = subprocess.run(command(tmp_path), capture_output=True, text=True, timeout=10)
     assert (result.returncode, result.stderr) == (
         1, f"mokka-ib-responder: {tmp_path}/var/lib/mokka/ib/node.conf: not staged (run `mokka-sim-ib stage` first)\n")
+
+
+def test_the_readers_survive_fuzzing(tmp_path: Path) -> None:
+    """node.c and json.c under ASan+UBSan, in-process: 100000 mutations of the golden files and fabric messages."""
+    native = Path(__file__).resolve().parents[3] / "native"
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    if shutil.which("make") is None or subprocess.run(
+            [os.environ.get("CC", "gcc"), "-fsanitize=address,undefined", "-o", str(tmp_path / "probe"), str(probe)],
+            capture_output=True).returncode != 0:
+        pytest.skip("no C compiler with ASan and UBSan")
+    result = subprocess.run(["make", "-s", "-C", str(native), "-f", "ib-responder/ib-responder.mk", "ib-responder-fuzz",
+                             "IBR_FUZZ_RUNS=100000"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "100000 inputs from 4 seeds, no fault" in result.stdout
