@@ -28,6 +28,7 @@ def fabric(tmp_path: Path) -> Iterator[Callable[..., SimNode]]:
         started.append(node)
         return node
 
+    make.nodes = started  # type: ignore[attr-defined]
     yield make
     for node in started:
         stop_responder(node)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -85,8 +84,9 @@ def test_failed_ports_are_down_and_polling_everywhere() -> None:
         assert text(entries, f"{port}/state") == "1: DOWN\n"
         assert text(entries, f"{port}/phys_state") == "2: Polling\n"
         assert text(entries, f"{port}/lid") == "0x0\n"
-    ports = json.loads(text(entries, NODE_CONFIG))["ports"]  # the responder sees the same
-    assert {p["state"] for p in ports} == {1} and {p["phys_state"] for p in ports} == {2}
+    lines = text(entries, NODE_CONFIG).splitlines()  # the responder sees the same
+    assert [ln for ln in lines if ln.startswith(("state ", "phys_state ", "lid "))] == ["lid 0", "state 1",
+                                                                                        "phys_state 2"] * 2
 
 
 def test_disabled_stages_nothing_and_serves_nothing() -> None:
@@ -118,21 +118,22 @@ def test_guids_and_lids_differ_between_nodes_and_are_stable() -> None:
 
 
 def test_services_run_the_responder_for_the_root(tmp_path: Path) -> None:
+    from mokka_core.stage.native import native_dir
+
     node = NodeSpec(profile="h100", gpus=1).resolve()
     (service,) = IbSurface().services(node, StageContext(root=tmp_path))
-    assert service.command[-4:] == ["-m", "mokka_sim_ib.responder_service", "--root", str(tmp_path)]
+    assert service.command == [str(native_dir() / "mokka-ib-responder"), "--node-file",
+                               str(tmp_path / "var/lib/mokka/ib/node.conf"), "--socket",
+                               str(tmp_path / "var/lib/mokka/ib/responder.sock")]
+    assert (service.name, service.ready_path) == ("mokka-ib-responder", "var/lib/mokka/ib/responder.sock")
 
 
-def test_the_responder_service_loads_no_cli_no_schema_and_no_asyncio() -> None:
-    import subprocess
-    import sys
+def test_services_without_a_built_responder_say_how_to_build_it(tmp_path: Path) -> None:
+    from mokka_sim_ib.responder import ResponderNotBuilt
 
-    heavy = {"pydantic", "typer", "rich", "yaml", "asyncio", "dataclasses", "inspect", "logging", "subprocess",
-             "argparse", "getopt", "gettext"}
-    probe = ("import sys, mokka_sim_ib.responder_service; "
-             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"  # one runs per node at rest: each of these costs megabytes
+    node = NodeSpec(profile="h100", gpus=1).resolve()
+    with pytest.raises(ResponderNotBuilt, match=r"make -C native install"):
+        IbSurface().services(node, StageContext(root=tmp_path, native_dir=tmp_path))
 
 
 def test_bad_node_desc_template_names_the_key() -> None:
@@ -181,14 +182,3 @@ def test_other_surfaces_do_not_change_when_ib_is_disabled_or_failed(tmp_path: Pa
         compared.append(name)
     if not compared:
         pytest.skip("no other surface package (with its native parts) installed here")
-
-
-def test_the_responder_service_options_as_getopt_took_them() -> None:
-    from mokka_sim_ib.responder_service import parse
-
-    assert parse(["--root", "/r", "--peer=a:1", "--peer", "b:2", "-h"]) == [
-        ("--root", "/r"), ("--peer", "a:1"), ("--peer", "b:2"), ("--help", "")]
-    for bad, said in ((["--bogus"], "--bogus not recognized"), (["--root"], "--root requires argument"),
-                      (["stray"], "unexpected argument 'stray'")):
-        with pytest.raises(ValueError, match=said):
-            parse(bad)

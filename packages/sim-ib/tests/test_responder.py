@@ -1,4 +1,5 @@
-"""The responder speaks the shim protocol and answers like a fabric, tested without the C shim or root."""
+"""The responder (mokka-ib-responder) speaks the shim protocol and answers like a fabric, tested without the C
+shim or root: these tests are its clients, on its Unix socket and its TCP port."""
 
 from __future__ import annotations
 
@@ -9,40 +10,80 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from mokka_sim_ib import mad
-from mokka_sim_ib.fabric import Directory
-from mokka_sim_ib.mad import Umad
-from mokka_sim_ib.responder import ACK, CTL_HELLO, CTL_HELLO_ACK, CTL_MAGIC, CTL_REGISTER, HELLO, REGISTER
-from mokka_sim_ib.testing import stage_node
+from mokka_sim_ib.responder import command
+from mokka_sim_ib.testing import SimNode, stage_node, start_responder, stop_responder
+
+# ---- the wire, as the README's "Shim wire protocol" and <rdma/ib_user_mad.h> (ABI 5) spell it -------------
+UMAD_HDR = struct.Struct("=IIIII4s4s2sBBBBBB16s4sH6s")  # struct ib_user_mad_hdr, 64 bytes
+CTL_MAGIC, CTL_HELLO, CTL_REGISTER, CTL_UNREGISTER, CTL_HELLO_ACK = 0x42494B4D, 1, 2, 3, 129
+HELLO, ACK, REGISTER = struct.Struct("<IIIII"), struct.Struct("<III"), struct.Struct("<III4B3sx16s")
+CLASS_SMI, CLASS_SA, CLASS_PERF, CLASS_PING, CLASS_SMI_DIRECT = 0x01, 0x03, 0x04, 0x32, 0x81
+GET, GET_RESP = 0x01, 0x81
+NODE_DESC, NODE_INFO, PORT_COUNTERS, PORT_INFO, SM_INFO, PATH_RECORD = 0x10, 0x11, 0x12, 0x15, 0x20, 0x35
+SMP_DATA, SA_DATA, PERF_DATA, VENDOR_DATA, INITIAL_PATH = 64, 56, 64, 40, 128
+ETIMEDOUT, ENODEV = 110, 19
+PING_OUI = b"\x00\x14\x05"
 
 
-def connect(node, hca: int = 0) -> socket.socket:  # type: ignore[no-untyped-def]
+class Umad:
+    """One ``struct ib_user_mad`` with its 256-byte MAD."""
+
+    def __init__(self, agent_id: int, status: int, timeout_ms: int, lid: int, qpn: int, qkey: int, mad: bytearray,
+                 pkey_index: int = 0) -> None:
+        self.agent_id, self.status, self.timeout_ms, self.lid = agent_id, status, timeout_ms, lid
+        self.qpn, self.qkey, self.mad, self.pkey_index = qpn, qkey, mad, pkey_index
+
+    @classmethod
+    def decode(cls, packet: bytes) -> Umad:
+        agent, status, timeout, _, _, qpn, qkey, lid, *_, pkey, _ = UMAD_HDR.unpack_from(packet)
+        return cls(agent, status, timeout, int.from_bytes(lid, "big"), int.from_bytes(qpn, "big"),
+                   int.from_bytes(qkey, "big"), bytearray(packet[64:320]), pkey)
+
+    def encode(self) -> bytes:
+        return UMAD_HDR.pack(self.agent_id, self.status, self.timeout_ms, 0, 256, self.qpn.to_bytes(4, "big"),
+                             self.qkey.to_bytes(4, "big"), self.lid.to_bytes(2, "big"), 0, 0, 0, 0, 0, 0, bytes(16),
+                             bytes(4), self.pkey_index, bytes(6)) + bytes(self.mad)
+
+    @property
+    def method(self) -> int:
+        return self.mad[3]
+
+    @property
+    def tid(self) -> int:
+        return int.from_bytes(self.mad[8:16], "big")
+
+    def data(self, offset: int, size: int = 64) -> bytes:
+        return bytes(self.mad[offset:offset + size])
+
+
+def connect(node: SimNode, hca: int = 0, method_mask: bytes = bytes(16)) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     sock.settimeout(5)
     sock.connect(str(node.socket))
     sock.send(HELLO.pack(CTL_MAGIC, CTL_HELLO, 1, 0, hca))
     assert ACK.unpack(sock.recv(64)) == (CTL_MAGIC, CTL_HELLO_ACK, 0)
-    sock.send(REGISTER.pack(CTL_MAGIC, CTL_REGISTER, 7, 1, mad.CLASS_OPENIB_PING, 1, 0, b"\x00\x14\x05", bytes(16)))
+    sock.send(REGISTER.pack(CTL_MAGIC, CTL_REGISTER, 7, 1, CLASS_PING, 1, 0, PING_OUI, method_mask))
     return sock
 
 
 def request(mgmt_class: int, attr: int, *, dlid: int, tid: int = 0x1234, timeout_ms: int = 200,
-            path: list[int] | None = None) -> Umad:
+            path: list[int] | None = None, method: int = GET) -> Umad:
     raw = bytearray(256)
-    raw[0:4] = bytes([1, mgmt_class, 1, mad.GET])
+    raw[0:4] = bytes([1, mgmt_class, 1, method])
     raw[8:16] = tid.to_bytes(8, "big")
     raw[16:18] = attr.to_bytes(2, "big")
     if path is not None:
         raw[7] = len(path) - 1  # hop count; path[0] is unused
-        raw[mad.SMP_INITIAL_PATH:mad.SMP_INITIAL_PATH + len(path)] = bytes(path)
-    if mgmt_class == mad.CLASS_OPENIB_PING:
-        raw[37:40] = b"\x00\x14\x05"
-    return Umad(7, 0, timeout_ms, 0, dlid, 1, 0x80010000, 0, False, bytes(16), 0, raw)
+        raw[INITIAL_PATH:INITIAL_PATH + len(path)] = bytes(path)
+    if mgmt_class == CLASS_PING:
+        raw[37:40] = PING_OUI
+    return Umad(7, 0, timeout_ms, dlid, 1, 0x80010000, raw, pkey_index=3)
 
 
 def exchange(sock: socket.socket, umad: Umad) -> Umad:
@@ -50,99 +91,154 @@ def exchange(sock: socket.socket, umad: Umad) -> Umad:
     return Umad.decode(sock.recv(4096))
 
 
+def pong_name(reply: Umad) -> bytes:
+    return bytes(reply.mad[VENDOR_DATA:]).split(b"\0")[0]
+
+
+def fabric_request(port: int, message: bytes, *, framed: bool = True) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">I", len(message)) + message if framed else message)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def published(fabric_dir: Path, node: SimNode) -> dict:  # type: ignore[type-arg]
+    return json.loads((fabric_dir / f"{node.name}.json").read_text())
+
+
+# ---- serving -------------------------------------------------------------------------------------------------
+
 def test_ping_crosses_to_the_other_node(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b")
     with connect(a) as sock:
-        reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=b.lid(1), tid=0xABCD))
-    assert reply.status == 0 and reply.method == mad.GET_RESP and reply.tid == 0xABCD and reply.agent_id == 7
-    assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"node-b"
+        reply = exchange(sock, request(CLASS_PING, 0, dlid=b.lid(1), tid=0xABCD))
+    assert reply.status == 0 and reply.method == GET_RESP and reply.tid == 0xABCD and reply.agent_id == 7
+    assert pong_name(reply) == b"node-b"
+
+
+def test_a_reply_carries_the_requests_agent_queue_pair_and_key(fabric) -> None:  # type: ignore[no-untyped-def]
+    a = fabric("node-a")
+    with connect(a) as sock:
+        reply = exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0)))
+    assert (reply.agent_id, reply.qpn, reply.qkey, reply.pkey_index, reply.lid) == (7, 1, 0x80010000, 3, a.lid(0))
+    assert pong_name(reply) == b"node-a"
 
 
 def test_unknown_lid_times_out_like_the_kernel(fabric) -> None:  # type: ignore[no-untyped-def]
     a = fabric("node-a")
     with connect(a) as sock:
-        reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=0xBEEF, timeout_ms=50))
-    assert reply.status == mad.ETIMEDOUT
+        sent = request(CLASS_PING, 0, dlid=0xBEEF, timeout_ms=50)
+        reply = exchange(sock, sent)
+    assert reply.status == ETIMEDOUT and bytes(reply.mad) == bytes(sent.mad) and reply.timeout_ms == 50
 
 
 def test_directed_route_reaches_the_partner_hca(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b")
     with connect(a, hca=1) as sock:
-        local = exchange(sock, request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_INFO, dlid=0xFFFF, path=[0]))
-        remote = exchange(sock, request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_INFO, dlid=0xFFFF, path=[0, 1]))
-        desc = exchange(sock, request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_DESC, dlid=0xFFFF, path=[0, 1]))
-    node_guid = lambda u: int.from_bytes(u.mad[mad.SMP_DATA + 12:mad.SMP_DATA + 20], "big")  # noqa: E731
+        local = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0]))
+        remote = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1]))
+        desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1]))
+    node_guid = lambda u: int.from_bytes(u.data(SMP_DATA + 12, 8), "big")  # noqa: E731
     assert node_guid(local) == a.config.ports[1].node_guid
     assert node_guid(remote) == b.config.ports[1].node_guid
-    assert bytes(desc.mad[mad.SMP_DATA:mad.SMP_DATA + 64]).rstrip(b"\0") == b"node-b mlx5_1"
+    assert desc.data(SMP_DATA).rstrip(b"\0") == b"node-b mlx5_1"
+    assert int.from_bytes(remote.mad[4:6], "big") == 0x8000 and remote.mad[6] == 2  # returning, status 0
+
+
+@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", "c"]])
+def test_partners_pair_up_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
+    nodes = {name: fabric(f"node-{name}") for name in names}
+    for name, mate in (("a", "b"), ("b", "a"), ("c", None)):
+        if name not in nodes:
+            continue
+        with connect(nodes[name]) as sock:
+            reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
+        if mate is None:
+            assert reply.status == ETIMEDOUT
+        else:
+            assert reply.data(SMP_DATA).rstrip(b"\0") == f"node-{mate} mlx5_0".encode()
 
 
 def test_port_info_carries_lid_state_and_sm(fabric) -> None:  # type: ignore[no-untyped-def]
     a = fabric("node-a")
     with connect(a) as sock:
-        reply = exchange(sock, request(mad.CLASS_SMI_DIRECT, mad.ATTR_PORT_INFO, dlid=0xFFFF, path=[0]))
-    data = reply.mad[mad.SMP_DATA:mad.SMP_DATA + 64]
+        reply = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0]))
+    data = reply.data(SMP_DATA)
     assert int.from_bytes(data[16:18], "big") == a.lid(0)
     assert int.from_bytes(data[18:20], "big") == 1
     assert data[32] & 0xF == 4 and data[33] >> 4 == 5  # Active, LinkUp
 
 
+def test_lid_routed_smp_and_perf_reach_the_other_node(fabric) -> None:  # type: ignore[no-untyped-def]
+    a, b = fabric("node-a"), fabric("node-b")
+    with connect(a) as sock:
+        info = exchange(sock, request(CLASS_SMI, NODE_INFO, dlid=b.lid(1)))
+        unsupported = exchange(sock, request(CLASS_SMI, 0x0019, dlid=b.lid(1)))
+        counters_query = request(CLASS_PERF, PORT_COUNTERS, dlid=b.lid(1))
+        counters_query.mad[PERF_DATA + 1] = 1
+        counters = exchange(sock, counters_query)
+        class_info = exchange(sock, request(CLASS_PERF, 0x0001, dlid=b.lid(1)))
+    assert int.from_bytes(info.data(SMP_DATA + 20, 8), "big") == b.config.ports[1].port_guid
+    assert info.lid == b.lid(1) and int.from_bytes(unsupported.mad[4:6], "big") == 0x000C
+    assert counters.data(PERF_DATA) == bytes([0, 1]) + bytes(62) and counters.lid == b.lid(1)
+    assert class_info.data(PERF_DATA, 8) == bytes([1, 1, 0, 0, 0, 0, 0, 18])
+
+
 def test_sm_info_and_path_record(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b")
     with connect(a) as sock:
-        sm = exchange(sock, request(mad.CLASS_SMI, mad.ATTR_SM_INFO, dlid=1))
-        query = request(mad.CLASS_SA, mad.ATTR_PATH_RECORD, dlid=1)
-        query.mad[mad.SA_DATA + 8:mad.SA_DATA + 24] = (mad_gid := (0xFE80 << 48).to_bytes(8, "big")
-                                                        + b.config.ports[0].port_guid.to_bytes(8, "big"))
+        sm = exchange(sock, request(CLASS_SMI, SM_INFO, dlid=1))
+        query = request(CLASS_SA, PATH_RECORD, dlid=1)
+        query.mad[SA_DATA + 8:SA_DATA + 24] = (0xFE80 << 48).to_bytes(8, "big") + b.config.ports[0].port_guid.to_bytes(
+            8, "big")
         path = exchange(sock, query)
-    assert sm.status == 0 and sm.mad[mad.SMP_DATA + 20] & 0xF == 3  # SMINFO_MASTER
-    assert mad_gid and int.from_bytes(path.mad[mad.SA_DATA + 40:mad.SA_DATA + 42], "big") == b.lid(0)
+        query.mad[SA_DATA + 16:SA_DATA + 24] = (1).to_bytes(8, "big")
+        none = exchange(sock, query)
+    assert sm.status == 0 and sm.data(SMP_DATA + 20, 1)[0] & 0xF == 3  # SMINFO_MASTER
+    assert int.from_bytes(sm.data(SMP_DATA, 8), "big") == a.config.sm_guid
+    assert int.from_bytes(path.data(SA_DATA + 40, 2), "big") == b.lid(0)
+    assert int.from_bytes(path.data(SA_DATA + 42, 2), "big") == a.lid(0)
+    assert path.data(SA_DATA + 32, 8) == a.config.ports[0].port_guid.to_bytes(8, "big")  # the SGID's GUID
+    assert int.from_bytes(none.mad[4:6], "big") == 0x0300  # SA: no records
 
 
 def test_failed_node_does_not_answer(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b", state="failed")
     assert b.config.ports[0].lid == 0
     with connect(a) as sock:
-        reply = exchange(sock, request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_INFO, dlid=0xFFFF, path=[0, 1],
-                                       timeout_ms=50))
-    assert reply.status == mad.ETIMEDOUT
+        reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
+    assert reply.status == ETIMEDOUT
+    with connect(b) as sock:  # only its own directed-route answers, nothing leaves it
+        assert exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0])).status == 0
+        assert exchange(sock, request(CLASS_SMI, SM_INFO, dlid=1, timeout_ms=50)).status == ETIMEDOUT
+        assert exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0), timeout_ms=50)).status == ETIMEDOUT
 
 
 def test_a_mad_it_cannot_answer_times_out_and_it_goes_on_serving(fabric) -> None:  # type: ignore[no-untyped-def]
     a, _ = fabric("node-a"), fabric("node-b")
     with connect(a) as sock:
-        bad = request(mad.CLASS_SMI_DIRECT, mad.ATTR_NODE_INFO, dlid=0xFFFF, path=[0] + [1] * 63, timeout_ms=50)
+        bad = request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0] + [1] * 63, timeout_ms=50)
         bad.mad[7] = 200  # more hops than the 64-byte initial path holds
-        assert exchange(sock, bad).status == mad.ETIMEDOUT
-        assert exchange(sock, request(mad.CLASS_SMI, mad.ATTR_SM_INFO, dlid=1)).status == 0
+        assert exchange(sock, bad).status == ETIMEDOUT
+        assert exchange(sock, request(CLASS_SMI, SM_INFO, dlid=1)).status == 0
 
 
-def test_static_peers_carry_pings_without_a_shared_fabric_dir(tmp_path: Path) -> None:
-    nodes = [stage_node(tmp_path / name, name) for name in ("node-a", "node-b")]
-    ports = []
-    for _ in nodes:
-        with socket.create_server(("127.0.0.1", 0)) as probe:
-            ports.append(probe.getsockname()[1])
-    processes = [
-        subprocess.Popen([sys.executable, "-m", "mokka_sim_ib.responder_service", "--root", str(node.root),
-                          "--listen", f"127.0.0.1:{mine}", "--peer", f"localhost:{other}"],
-                         env={**os.environ, "MOKKA_IB_FABRIC_DIR": str(tmp_path / f"fabric-{node.name}")},
-                         stdout=subprocess.DEVNULL)
-        for node, mine, other in zip(nodes, ports, reversed(ports), strict=True)]
-    try:
-        deadline = time.monotonic() + 20
-        while not all(node.socket.exists() for node in nodes):
-            assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
-            time.sleep(0.05)
-        a, b = nodes
-        with connect(a) as sock:
-            reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=b.lid(1)))
-        assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"node-b"
-    finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=20)
-    assert [p.returncode for p in processes] == [0, 0]
+def test_ping_server_answers_pings_to_its_port(fabric) -> None:  # type: ignore[no-untyped-def]
+    """ibping -S: a client that registered a ping agent serving GET gets the pings, and its answer goes back."""
+    a, b = fabric("node-a"), fabric("node-b")
+    with connect(b, hca=1, method_mask=(1 << GET).to_bytes(16, "little")) as server, connect(a) as client:
+        client.send(request(CLASS_PING, 0, dlid=b.lid(1), tid=0x77).encode())
+        delivered = Umad.decode(server.recv(4096))
+        assert delivered.tid == 0x77 and delivered.lid == a.lid(0) and delivered.agent_id == 7
+        answer = Umad(7, 0, 0, delivered.lid, 1, 0x80010000, bytearray(delivered.mad))
+        answer.mad[3] = GET_RESP
+        answer.mad[VENDOR_DATA:VENDOR_DATA + 7] = b"server\0"
+        server.send(answer.encode())
+        reply = Umad.decode(client.recv(4096))
+    assert reply.tid == 0x77 and pong_name(reply) == b"server" and reply.lid == b.lid(1)
 
 
 def test_unknown_device_index_is_refused(fabric) -> None:  # type: ignore[no-untyped-def]
@@ -151,42 +247,207 @@ def test_unknown_device_index_is_refused(fabric) -> None:  # type: ignore[no-unt
         sock.settimeout(5)
         sock.connect(str(a.socket))
         sock.send(HELLO.pack(CTL_MAGIC, CTL_HELLO, 1, 0, 9))
-        assert ACK.unpack(sock.recv(64))[2] == 19  # ENODEV
+        assert ACK.unpack(sock.recv(64))[2] == ENODEV
 
 
-def test_umad_header_round_trips() -> None:
-    umad = request(mad.CLASS_OPENIB_PING, 0, dlid=0x1234)
-    again = Umad.decode(umad.encode())
-    assert (again.lid, again.agent_id, again.qpn, again.qkey, bytes(again.mad)) == (
-        0x1234, 7, 1, 0x80010000, bytes(umad.mad))
-    assert len(umad.encode()) == mad.UMAD_HDR.size + 256 == struct.calcsize("=64x256x")
+# ---- untrusted input: the Unix socket, the TCP port ----------------------------------------------------------
+
+GARBAGE = [b"\0", b"MKIB", struct.pack("<II", CTL_MAGIC, 77), struct.pack("<II", CTL_MAGIC, CTL_REGISTER),
+           struct.pack("<III", CTL_MAGIC, CTL_UNREGISTER, 12345), b"x" * 63, b"\xff" * 64, b"\xff" * 87, b"\xff" * 88,
+           bytes(4000), os.urandom(320), os.urandom(1000)]
 
 
-@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", "c"]])
-def test_partners_pair_up_in_name_order(names: list[str]) -> None:
-    from mokka_sim_ib.fabric import partner
+def test_garbage_on_the_unix_socket_is_dropped_and_it_goes_on_answering(fabric) -> None:  # type: ignore[no-untyped-def]
+    a = fabric("node-a")
+    for hello in (b"", b"garbage", HELLO.pack(CTL_MAGIC, CTL_HELLO, 2, 0, 0), os.urandom(20)):  # bad greetings
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(5)
+            sock.connect(str(a.socket))
+            sock.send(hello)
+            answer = sock.recv(64)  # an empty packet reads as the end of the connection: closed, no answer
+            assert (ACK.unpack(answer)[2] == 71) if hello else answer == b""  # EPROTO
+    with connect(a) as sock:
+        for packet in GARBAGE:
+            sock.send(packet)
+        sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):  # a garbage MAD may time out later; drain what came
+            while True:
+                sock.recv(4096)
+        sock.settimeout(5)
+        assert pong_name(exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0), tid=0xFEED))) == b"node-a"
+    assert a.process is not None and a.process.poll() is None
 
-    assert partner("a", names) == "b" and partner("b", names) == "a"
-    if "c" in names:
-        assert partner("c", names) is None
 
+def test_garbage_on_the_tcp_port_is_dropped_and_it_goes_on_answering(fabric) -> None:  # type: ignore[no-untyped-def]
+    fabric_dir = fabric("node-a").root.parent / "fabric"
+    a = fabric.nodes[0]  # type: ignore[attr-defined]
+    port = published(fabric_dir, a)["port"]
+    for message in (b"", b"\xff\xff\xff\xff", b"{", b"[1, 2]", b'"x"', b'{"op": 1}', b'{"op": "ping"}',
+                    b'{"op": "ping", "dlid": 70000, "umad": "00"}', b'{"op": "ping", "dlid": 1, "umad": "zz"}',
+                    b'{"op": "ping", "dlid": 1, "umad": "' + b"0" * 100 + b'"}', b"[" * 5000 + b"]" * 5000,
+                    b'{"a": "\\ud800\\u0000"}', os.urandom(200)):
+        fabric_request(port, message)
+    fabric_request(port, struct.pack(">I", 10) + b"{}", framed=False)  # shorter than it says
+    fabric_request(port, struct.pack(">I", 2) + b"{}{}", framed=False)  # longer
+    answer = fabric_request(port, b'{"op": "describe"}')
+    assert json.loads(answer[4:])["node_name"] == "node-a" and int.from_bytes(answer[:4], "big") == len(answer) - 4
+    assert json.loads(fabric_request(port, b'{"op": "nothing"}')[4:]) == {"error": "unknown op 'nothing'"}
+    with connect(a) as sock:
+        assert pong_name(exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0)))) == b"node-a"
+    assert a.process is not None and a.process.poll() is None
+
+
+def test_a_relayed_ping_is_answered_over_tcp(fabric) -> None:  # type: ignore[no-untyped-def]
+    fabric_dir = fabric("node-b").root.parent / "fabric"
+    b = fabric.nodes[0]  # type: ignore[attr-defined]
+    ping = request(CLASS_PING, 0, dlid=b.lid(0), tid=0x42)
+    message = {"op": "ping", "dlid": b.lid(0), "slid": 5, "umad": ping.encode().hex()}
+    answer = json.loads(fabric_request(published(fabric_dir, b)["port"], json.dumps(message).encode())[4:])
+    reply = Umad.decode(bytes.fromhex(answer["umad"]))
+    assert reply.tid == 0x42 and pong_name(reply) == b"node-b"
+    message["dlid"] = 0xBEEF
+    assert json.loads(fabric_request(published(fabric_dir, b)["port"], json.dumps(message).encode())[4:]) == {
+        "umad": None}
+
+
+# ---- the fabric: static peers, the directory -------------------------------------------------------------
+
+def free_ports(count: int) -> list[int]:
+    ports = []
+    for _ in range(count):
+        with socket.create_server(("127.0.0.1", 0)) as probe:
+            ports.append(probe.getsockname()[1])
+    return ports
+
+
+def test_static_peers_carry_pings_without_a_shared_fabric_dir(tmp_path: Path) -> None:
+    nodes = [stage_node(tmp_path / name, name) for name in ("node-a", "node-b")]
+    ports = free_ports(2)
+    for node, mine, other in zip(nodes, ports, reversed(ports), strict=True):
+        start_responder(node, tmp_path / f"fabric-{node.name}", "--listen", f"127.0.0.1:{mine}", "--peer",
+                        f"localhost:{other}")
+    try:
+        a, b = nodes
+        with connect(a) as sock:
+            reply = exchange(sock, request(CLASS_PING, 0, dlid=b.lid(1)))
+        assert pong_name(reply) == b"node-b"
+    finally:
+        for node in nodes:
+            stop_responder(node)
+    assert [node.process.returncode for node in nodes if node.process] == [0, 0]
+
+
+def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
+    """A peer that says it listens everywhere (0.0.0.0:18515) is asked where --peer said, not there."""
+    far = stage_node(tmp_path / "far", "far-node").config.ports[0]
+    port_entry = {key: getattr(far, key) for key in far.__slots__}
+    asked: list[dict] = []  # type: ignore[type-arg]
+
+    def peer_side(server: socket.socket) -> None:
+        server.settimeout(20)
+        while len(asked) < 2:
+            conn, _ = server.accept()
+            with conn:
+                size = int.from_bytes(conn.recv(4, socket.MSG_WAITALL), "big")
+                message = json.loads(conn.recv(size, socket.MSG_WAITALL))
+                asked.append(message)
+                if message["op"] == "describe":
+                    answer = {"node_name": "far-node", "address": "0.0.0.0", "port": 18515, "ports": [port_entry]}
+                else:
+                    ping = Umad.decode(bytes.fromhex(message["umad"]))
+                    ping.mad[3] = GET_RESP
+                    ping.mad[VENDOR_DATA:VENDOR_DATA + 4] = b"far\0"
+                    answer = {"umad": ping.encode().hex()}
+                body = json.dumps(answer).encode()
+                conn.sendall(len(body).to_bytes(4, "big") + body)
+
+    near = stage_node(tmp_path / "near", "near-node")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        thread = threading.Thread(target=peer_side, args=(server,))
+        thread.start()
+        start_responder(near, tmp_path / "fabric", "--peer", f"127.0.0.1:{server.getsockname()[1]}")
+        try:
+            with connect(near) as sock:
+                reply = exchange(sock, request(CLASS_PING, 0, dlid=far.lid))
+        finally:
+            stop_responder(near)
+            thread.join(timeout=20)
+    assert [m["op"] for m in asked] == ["describe", "ping"] and asked[1]["dlid"] == far.lid
+    assert pong_name(reply) == b"far"
+
+
+def test_nodes_sharing_a_name_do_not_delete_each_others_fabric_file(tmp_path: Path) -> None:
+    fabric_dir = tmp_path / "fabric"
+    first = start_responder(stage_node(tmp_path / "one", "mokka-node"), fabric_dir)
+    first_port = published(fabric_dir, first)["port"]
+    second = stage_node(tmp_path / "two", "mokka-node")
+    start_responder(second, fabric_dir)
+    second_port = published(fabric_dir, second)["port"]
+    assert first_port != second_port
+    stop_responder(first)  # the file is the second node's now: it stays
+    assert published(fabric_dir, second)["port"] == second_port
+    stop_responder(second)
+    assert not (fabric_dir / "mokka-node.json").exists()
+
+
+def test_sigterm_removes_what_it_made_and_exits_0(fabric) -> None:  # type: ignore[no-untyped-def]
+    a = fabric("node-a")
+    fabric_dir = a.root.parent / "fabric"
+    assert (fabric_dir / "node-a.json").stat().st_mode & 0o777 == 0o600
+    assert a.socket.stat().st_mode & 0o777 == 0o600
+    stop_responder(a)
+    assert a.process is not None and a.process.returncode == 0
+    assert not a.socket.exists() and not (fabric_dir / "node-a.json").exists()
+    assert sorted(p.name for p in a.socket.parent.iterdir()) == ["node.conf"]
+
+
+def test_socket_group_opens_the_socket_to_a_group(tmp_path: Path) -> None:
+    node = stage_node(tmp_path / "n", "node-a")
+    gid = os.getgid()
+    os.environ["MOKKA_IB_SOCKET_GROUP"] = str(gid)
+    try:
+        start_responder(node, tmp_path / "fabric")
+    finally:
+        del os.environ["MOKKA_IB_SOCKET_GROUP"]
+    try:
+        info = node.socket.stat()
+        assert info.st_mode & 0o777 == 0o660 and info.st_gid == gid
+    finally:
+        stop_responder(node)
+    result = subprocess.run(command(node.root), env={**os.environ, "MOKKA_IB_SOCKET_GROUP": "no-such-group-here"},
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode == 1 and "MOKKA_IB_SOCKET_GROUP='no-such-group-here': no such group" in result.stderr
+    assert not node.socket.exists()
+
+
+# ---- the node file -----------------------------------------------------------------------------------------
 
 def test_responder_refuses_an_unstaged_root(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(tmp_path)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "not staged" in result.stderr
+    assert not (tmp_path / "var/lib/mokka/ib/responder.sock").exists()
 
 
 def test_restaging_failed_takes_the_ports_down_without_a_restart(fabric) -> None:  # type: ignore[no-untyped-def]
-    from mokka_sim_ib.testing import stage_node
-
     a, b = fabric("node-a"), fabric("node-b")
     healthy_lid = b.lid(0)
     stage_node(b.root, "node-b", state="failed")  # what the node daemon does on `ctl ib fail`
     time.sleep(2.1)  # peers' descriptions are cached for two seconds
     with connect(a) as sock:
-        reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=healthy_lid, timeout_ms=50))
-    assert reply.status == mad.ETIMEDOUT
+        reply = exchange(sock, request(CLASS_PING, 0, dlid=healthy_lid, timeout_ms=50))
+    assert reply.status == ETIMEDOUT
+
+
+def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:
+    """`--node-name ../../../x/EVIL` made the responder write and delete EVIL.json outside the fabric dir."""
+    node = stage_node(tmp_path / "n", "node-a")
+    node_file = node.root / "var/lib/mokka/ib/node.conf"
+    node_file.write_text(node_file.read_text().replace("node_name node-a", "node_name ../../../x/EVIL"))
+    result = subprocess.run([*command(node.root), "--fabric-dir", str(tmp_path / "fabric")], capture_output=True,
+                            text=True, timeout=10)
+    assert result.returncode == 1 and "DNS-1123" in result.stderr and str(node_file) in result.stderr
+    assert not (tmp_path / "x").exists() and not node.socket.exists() and not (tmp_path / "fabric").exists()
 
 
 def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
@@ -196,17 +457,15 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
                               "-n", "1", "--node-name", "served"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        socket_path = root / "var/lib/mokka/ib/responder.sock"
+        node = SimNode("served", root, stage_node(tmp_path / "same", "served", gpus=1).config)
         deadline = time.monotonic() + 20
-        while not socket_path.exists():
+        while not node.socket.exists():
             assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
             time.sleep(0.05)
-        node = type("Node", (), {"socket": socket_path})
         with connect(node) as sock:
-            lid = json.loads((root / "var/lib/mokka/ib/node.json").read_text())["ports"][0]["lid"]
-            reply = exchange(sock, request(mad.CLASS_OPENIB_PING, 0, dlid=lid))
-        assert socket_path.stat().st_mode & 0o777 == 0o600  # its owner only (was 0666)
-        assert bytes(reply.mad[mad.VENDOR_RANGE2_DATA:]).split(b"\0")[0] == b"served"
+            reply = exchange(sock, request(CLASS_PING, 0, dlid=node.lid(0)))
+        assert node.socket.stat().st_mode & 0o777 == 0o600  # its owner only (was 0666)
+        assert pong_name(reply) == b"served"
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=20)
@@ -214,42 +473,3 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
             serve.stderr.close()
     assert serve.returncode == 0
     assert list(root.iterdir()) == []
-
-
-def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
-    import threading
-
-    from mokka_sim_ib.fabric import Directory, description, frame, read_message
-
-    def describe(server: socket.socket) -> None:  # a peer that says it listens everywhere
-        conn, _ = server.accept()
-        with conn:
-            read_message(conn, time.monotonic() + 5)
-            conn.sendall(frame(description("far-node", "0.0.0.0", 18515, ())))
-
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        peer_side = threading.Thread(target=describe, args=(server,))
-        peer_side.start()
-        (peer,) = Directory(None, [("127.0.0.1", port)], "near-node").peers()
-        peer_side.join(timeout=10)
-    assert (peer.address, peer.port - port) == ("127.0.0.1", 0)
-
-
-def test_a_node_name_that_is_a_path_is_refused(tmp_path: Path) -> None:
-    """`--node-name ../../../x/EVIL` made the responder write and delete EVIL.json outside the fabric dir."""
-    fabric = tmp_path / "fabric"
-    with pytest.raises(ValueError, match="DNS-1123"):
-        Directory(fabric, [], "../../../x/EVIL")
-    assert not (tmp_path / "x").exists()
-
-
-def test_nodes_sharing_a_name_do_not_delete_each_others_fabric_file(tmp_path: Path) -> None:
-    fabric = tmp_path / "fabric"
-    first, second = Directory(fabric, [], "mokka-node"), Directory(fabric, [], "mokka-node")
-    first.publish({"node_name": "mokka-node", "address": "127.0.0.1", "port": 1, "ports": []})
-    second.publish({"node_name": "mokka-node", "address": "127.0.0.1", "port": 2, "ports": []})
-    first.withdraw()  # the file is the second node's now: it stays
-    assert json.loads((fabric / "mokka-node.json").read_text())["port"] == 2
-    second.withdraw()
-    assert not (fabric / "mokka-node.json").exists()

@@ -12,8 +12,7 @@ from mokka_core.cli.options import RootOpt
 from mokka_core.cli.sim import make_app, node_root, run
 from mokka_core.errors import MokkaError
 
-from . import responder_service
-from .responder_service import DEFAULT_FABRIC_DIR
+from .responder import DEFAULT_FABRIC_DIR
 from .surface import SHIM_NAME, IbSurface, consumer_needs, shim_path
 
 SUMMARY = (
@@ -43,7 +42,12 @@ def respond(root: RootOpt = None, listen: ListenOpt = "127.0.0.1:0",
 
     Example: mokka-sim-ib respond --root /tmp/node --fabric-dir /run/mokka/ib-fabric
     """
-    raise typer.Exit(responder_service.serve(node_root(root), listen, fabric_dir, list(peer or [])))
+    from . import responder
+
+    argv = [*responder.command(node_root(root)), "--listen", listen, "--fabric-dir", str(fabric_dir)]
+    for address in peer or []:
+        argv += ["--peer", address]
+    os.execv(argv[0], [responder.PROGRAM, *argv[1:]])  # $MOKKA_IB_PEERS and $MOKKA_IB_SOCKET_GROUP go along
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

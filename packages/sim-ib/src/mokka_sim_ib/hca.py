@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 from mokka_core.errors import ConfigError
 from mokka_core.model.identity import format_guid
 
-from .config import NodeConfig
-from .mad import PortModel
+from .config import NodeConfig, PortModel
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Hca, Node

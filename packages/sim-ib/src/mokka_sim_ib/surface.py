@@ -6,7 +6,6 @@ UMAD and verbs queries to the responder's socket.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +54,7 @@ class IbSurface(Surface):
         views = hca.ports(node)
         if not views:
             return []
-        node_file = hca.node_config(node, views).to_json()
+        node_file = hca.node_config(node, views).to_text()
         return [
             *sysfs.device_entries(node, views),
             Dir(IB_DIR),
@@ -63,12 +62,12 @@ class IbSurface(Surface):
         ]
 
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
-        from . import config, hca
+        from . import config, hca, responder
 
         if not hca.ports(node):
             return []
-        command = [sys.executable, "-m", "mokka_sim_ib.responder_service", "--root", str(ctx.root)]
-        return [Service(name="sim-ib-responder", command=command, ready_path=config.SOCKET)]
+        return [Service(name=responder.PROGRAM, command=responder.command(ctx.root, ctx.native_dir),
+                        ready_path=config.SOCKET)]
 
     def consumer(self, node: Node, ctx: StageContext) -> ConsumerNeeds:
         from . import hca

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mokka_core.model.node import Node
@@ -16,7 +16,9 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.staging import stage_wave
 from mokka_core.stage.surface import StageContext
 
-from .config import NODE_CONFIG, SOCKET, NodeConfig
+from . import responder
+from .config import SOCKET, NodeConfig
+from .hca import node_config, ports
 from .surface import IbSurface
 
 
@@ -35,11 +37,8 @@ def run_on_node(root: Path, argv: Sequence[str], *, shim: bool = True,
 class SimNode:
     name: str
     root: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def config(self) -> NodeConfig:
-        return NodeConfig.load(self.root / NODE_CONFIG)
+    config: NodeConfig  # what was staged (the node file's content)
+    process: subprocess.Popen[bytes] | None = field(default=None)
 
     @property
     def socket(self) -> Path:
@@ -55,7 +54,7 @@ def stage_node(root: Path, name: str, *, state: str = "healthy", enabled: bool =
     node = spec.resolve()
     stage_wave({"ib": IbSurface().plan(node, StageContext(root=root))}, root)
     _stand_in_for_pci(root, node)
-    return SimNode(name, root)
+    return SimNode(name, root, node_config(node, ports(node)))
 
 
 def _stand_in_for_pci(root: Path, node: Node) -> None:
@@ -67,10 +66,11 @@ def _stand_in_for_pci(root: Path, node: Node) -> None:
             modalias.write_text(f"pci:v000015B3d{hca.device_id:08X}sv000015B3sd00000041bc02sc07i00\n")
 
 
-def start_responder(node: SimNode, fabric_dir: Path) -> SimNode:
+def start_responder(node: SimNode, fabric_dir: Path, *options: str) -> SimNode:
+    """Run the node's responder (``mokka-ib-responder``, with ``options``) until :func:`stop_responder`."""
     env = {**os.environ, "MOKKA_IB_FABRIC_DIR": str(fabric_dir)}
-    node.process = subprocess.Popen([sys.executable, "-m", "mokka_sim_ib", "respond", "--root", str(node.root)],
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    node.process = subprocess.Popen([*responder.command(node.root), *options], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 15
     while not (node.socket.exists() and (fabric_dir / f"{node.name}.json").exists()):
         if node.process.poll() is not None or time.monotonic() > deadline:

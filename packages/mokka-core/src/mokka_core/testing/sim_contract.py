@@ -226,7 +226,8 @@ class SimContract(ReadsContract):
         node = NodeSpec(profile="gb200", gpus=4).resolve()
         for service in self.surface().services(node, StageContext(root=tmp_path, booted_ms=1_700_000_000_000)):
             program = Path(service.command[0])
-            if program != Path(sys.executable):  # a built native program (nv-fabricmanager, mokka-kmsg): no interpreter
+            # a built native program (nv-fabricmanager, mokka-kmsg, mokka-ib-responder): no interpreter
+            if program != Path(sys.executable):
                 assert program.parent == native_dir() and os.access(program, os.X_OK), \
                     f"{service.name}: neither a module of this Python nor a program of mokka-core's native bundle"
                 continue
