@@ -20,6 +20,7 @@ import pytest
 from mokka_core.model.spec import NodeSpec
 from mokka_core.run import namespace, resolved, stage_cache
 from mokka_core.run.command import NodePlan, plan_node, stage_node
+from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.store import NodeStore
 from mokka_core.testing.consumers import required
 
@@ -82,43 +83,64 @@ def staged_listing(node: NodePlan, workdir: Path, cached: stage_cache.Claim | No
     return json.loads(text)
 
 
-def shown(spec: NodeSpec, workdir: Path, node: NodePlan, entry_key: str) -> dict[str, list[object]]:
-    cached = stage_cache.claim(entry_key)
-    assert cached is not None
-    try:
-        return staged_listing(node, workdir, cached)
-    finally:
-        cached.release()
+class Runs:
+    """Runs of nodes as ``mokka run`` stages them: each planned for a work directory of its own."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.count = 0
+
+    def plan(self, spec: NodeSpec) -> tuple[NodePlan, Path]:
+        self.count += 1
+        workdir = self.tmp_path / f"run-{self.count}"
+        workdir.mkdir()
+        return plan_node(spec, workdir / "root"), workdir
+
+    def cached(self, spec: NodeSpec, entry_key: str | None = None) -> tuple[dict[str, list[object]],
+                                                                              dict[str, list[object]]]:
+        """What a run shows from the cache (``entry_key``: default, the spec's own), and what staging the same
+        plan in full makes."""
+        node, workdir = self.plan(spec)
+        claim = stage_cache.claim(entry_key or stage_cache.key(resolved.key(spec), node.plans))
+        assert claim is not None
+        try:
+            shown = staged_listing(node, workdir, claim)
+        finally:
+            claim.release()
+        return shown, staged_listing(node, workdir, None)
 
 
 @needs_root
 def test_a_run_shows_what_staging_in_full_makes(tmp_path: Path, cache: Path) -> None:
-    spec = NodeSpec(profile="h100", gpus=2)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    node = plan_node(spec, workdir / "root")
-    entry_key = stage_cache.key(resolved.key(spec), node.plans)
-    full = staged_listing(node, workdir, None)
-    assert len(full) > 200
-    assert shown(spec, workdir, node, entry_key) == full  # the entry built
-    assert (cache / entry_key / stage_cache.TREE).is_dir()
-    assert shown(spec, workdir, node, entry_key) == full  # shown from it
-    later = plan_node(spec, workdir / "root")  # booted later: its state file differs
-    assert shown(spec, workdir, later, entry_key) == staged_listing(later, workdir, None)
-    assert [entry.name for entry in cache.iterdir()] == [entry_key]  # no build or trash left
+    runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=2)
+    shown, full = runs.cached(spec)  # the entry built
+    assert len(full) > 200 and shown == full
+    (entry,) = cache.iterdir()
+    assert (entry / stage_cache.TREE).is_dir()
+    for _ in range(3):  # shown from it: what names the run's root or its boot time is written over it
+        shown, full = runs.cached(spec)
+        assert shown == full
+    assert list(cache.iterdir()) == [entry]  # never judged stale, no build or trash left
+    assert set(json.loads((entry / stage_cache.WRITTEN).read_text())) == {
+        NVML_STATE_FILE, "var/run/cdi/nvidia.yaml"}
 
 
 @needs_root
-def test_the_tree_of_another_node_costs_only_time(tmp_path: Path) -> None:
-    """Whatever tree a run starts from, it shows its own node: the digests decide what is written."""
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    first = plan_node(NodeSpec(profile="h100", gpus=4), workdir / "root")
-    other = plan_node(NodeSpec(profile="a100", gpus=1), workdir / "root")
-    shown(first.spec, workdir, first, "one-key")
-    cached, full = shown(other.spec, workdir, other, "one-key"), staged_listing(other, workdir, None)
-    assert owned_dirs(cached) == owned_dirs(full)
-    assert cached == full
+def test_the_tree_of_another_node_costs_only_time_and_is_replaced(tmp_path: Path, cache: Path) -> None:
+    """Whatever tree a run starts from, it shows its own node: the digests decide what is written.  A tree
+    two runs wrote the same entries over is stale and built anew."""
+    runs, other = Runs(tmp_path), NodeSpec(profile="a100", gpus=1)
+    runs.cached(NodeSpec(profile="h100", gpus=4), "one-key")
+    built = (cache / "one-key").stat().st_ino
+    for _ in range(2):
+        shown, full = runs.cached(other, "one-key")
+        assert owned_dirs(shown) == owned_dirs(full)
+        assert shown == full
+    assert not (cache / "one-key").exists()  # the second run found the tree stale
+    shown, full = runs.cached(other, "one-key")
+    assert shown == full
+    assert (cache / "one-key").stat().st_ino != built
+    assert [entry.name for entry in cache.iterdir()] == ["one-key"]  # the stale one pruned
 
 
 def owned_dirs(found: dict[str, list[object]]) -> set[str]:
@@ -133,18 +155,16 @@ def owned_dirs(found: dict[str, list[object]]) -> set[str]:
 
 @needs_root
 def test_a_tree_its_manifests_do_not_describe_is_not_shown_again(tmp_path: Path, cache: Path) -> None:
-    spec = NodeSpec(profile="h100", gpus=1)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    node = plan_node(spec, workdir / "root")
-    full = staged_listing(node, workdir, None)
-    shown(spec, workdir, node, "k")
+    runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=1)
+    runs.cached(spec, "k")
     manifests = cache / "k" / stage_cache.TREE / "var/lib/mokka/manifests"
     next(manifests.iterdir()).write_text("{not json")
-    assert shown(spec, workdir, node, "k") == full
-    assert (cache / "k" / stage_cache.BROKEN).exists()
-    assert shown(spec, workdir, node, "k") == full  # rebuilt
-    assert not (cache / "k" / stage_cache.BROKEN).exists()
+    shown, full = runs.cached(spec, "k")
+    assert shown == full
+    assert not (cache / "k").exists()
+    shown, full = runs.cached(spec, "k")  # built anew
+    assert shown == full
+    assert [entry.name for entry in cache.iterdir()] == ["k"]
 
 
 def make_entry(cache: Path, name: str, age_s: float = 0.0) -> Path:

@@ -141,15 +141,17 @@ def stage_node(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None =
     with _quiet_rootless_staging():
         tree = _cached_tree(node, cached, each) if cached is not None else None
         shown = tree is not None and _overlay(tree, workdir, node.root)
-        if shown:
+        if shown and cached is not None:
             try:
                 _stage_plans(node, each)
             except (MokkaError, OSError) as exc:  # a cached tree its manifests do not describe: never again
                 log.debug("the cached tree %s is not what its manifests say (%s): staging in full", tree, exc)
-                if cached is not None:
-                    cached.discard()
+                cached.discard()
                 namespace.umount(str(node.root))
                 shown = False
+            else:
+                if cached.built:
+                    cached.judge(node.plans, each)
         if not shown:
             node.root.mkdir(exist_ok=True)
             _stage_plans(node, each)

@@ -31,14 +31,17 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..errors import MokkaError
 from ..stage.paths import user_cache
-from ..stage.surface import CharDevice, Entry
+from ..stage.staging import Manifest
+from ..stage.store import atomic_write
+from ..stage.surface import CharDevice, Dir, Entry
 
 FORMAT_VERSION = 1
 CACHE_DIR = "staged"
 TREE = "tree"
 LOCK = "lock"
-BROKEN = "broken"  # in an entry whose tree its manifests did not describe: never shown again
+WRITTEN = "written.json"  # what the last run that showed the tree wrote over it: {path: digest, "" removed}
 BUILD_PREFIX = ".build-"
 TRASH_PREFIX = ".trash-"
 #: entries kept (the most recently used): each is a whole node (a few MB)
@@ -87,10 +90,35 @@ class Claim:
         prune(self.final.parent)
         return self.tree
 
-    def discard(self) -> None:
-        """The tree is not what its manifests say (a run found out staging onto it): no run shows it again."""
+    def judge(self, plans: Mapping[str, list[Entry]], digests: Mapping[str, list[str]]) -> None:
+        """After a run staged ``plans`` (their entries' ``digests``) onto the tree: was the tree stale?
+
+        What a run writes over the tree because it names the run's root or its boot time differs from
+        one run to the next; an entry the last run wrote the same way is one the tree is stale in (an
+        input changed since it was built: the native bundle rebuilt, nvidia-smi fetched), and the tree is
+        discarded, so the next run builds it anew.  Otherwise what this run wrote is recorded for the next.
+        """
+        try:
+            written = _written(self.tree, plans, digests)
+        except (MokkaError, OSError):
+            self.discard()
+            return
+        try:
+            last = json.loads((self.directory / WRITTEN).read_text())
+        except (OSError, ValueError):
+            last = {}
+        if isinstance(last, dict) and any(last.get(path) == digest for path, digest in written.items()):
+            self.discard()
+            return
         with contextlib.suppress(OSError):
-            (self.directory / BROKEN).touch()
+            atomic_write(self.directory / WRITTEN, json.dumps(written, sort_keys=True))
+
+    def discard(self) -> None:
+        """No later run shows this tree (stale, or not what its manifests say): the entry loses its name, and
+        goes once no run holds it (``prune``)."""
+        with contextlib.suppress(OSError):
+            if os.fstat(self.fd).st_ino == os.stat(self.final / LOCK).st_ino:  # the entry is still this one
+                os.rename(self.final, self.final.with_name(f"{TRASH_PREFIX}{os.urandom(6).hex()}"))
 
     def release(self) -> None:
         """Let go of the entry (after the run); a build that was not published is removed."""
@@ -110,7 +138,7 @@ def claim(entry_key: str) -> Claim | None:
         with contextlib.suppress(OSError):
             os.utime(final)  # most recently used: the last to be pruned
         return Claim(final, final, fd, built=True)
-    if os.path.lexists(final):  # partial or discarded: removed unless a run still shows it
+    if os.path.lexists(final):  # partial: removed unless a run holds it
         _remove_unheld(final)
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -132,8 +160,7 @@ def _locked(directory: Path, operation: int) -> int | None:
         return None
     try:
         fcntl.flock(fd, operation)
-        if os.fstat(fd).st_ino == os.stat(directory / LOCK).st_ino and (directory / TREE).is_dir() \
-                and not (directory / BROKEN).exists():
+        if os.fstat(fd).st_ino == os.stat(directory / LOCK).st_ino and (directory / TREE).is_dir():
             return fd
     except OSError:
         pass
@@ -162,29 +189,26 @@ def prune(parent: Path) -> None:
 
 
 def _remove_unheld(directory: Path) -> None:
-    """Remove an entry or build unless a run holds its lock: its name goes first (under the lock), so a run
-    that opened the lock before finds no entry (``_locked``), then its files."""
-    if directory.name.startswith(TRASH_PREFIX):
-        trash = directory
-    else:
-        fd = None
-        try:
-            fd = os.open(directory / LOCK, os.O_RDONLY | os.O_CLOEXEC)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except FileNotFoundError:
-            pass  # no lock: nobody can hold it (a build without one is past its grace)
-        except OSError:
-            if fd is not None:
-                os.close(fd)
-            return  # held by a run
-        try:
-            trash = directory.with_name(f"{TRASH_PREFIX}{os.urandom(6).hex()}")
-            os.rename(directory, trash)
-        except OSError:
-            return
-        finally:
-            if fd is not None:
-                os.close(fd)
+    """Remove an entry, build or discarded entry unless a run holds its lock: its name goes first (under the
+    lock), so a run that opened the lock before finds no entry (``_locked``), then its files."""
+    fd = None
+    try:
+        fd = os.open(directory / LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        pass  # no lock: nobody can hold it (a build without one is past its grace)
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return  # held by a run
+    try:
+        trash = directory.with_name(f"{TRASH_PREFIX}{os.urandom(6).hex()}")
+        os.rename(directory, trash)
+    except OSError:
+        return
+    finally:
+        if fd is not None:
+            os.close(fd)
     _make_removable(trash)
     shutil.rmtree(trash, ignore_errors=True)
 
@@ -199,6 +223,20 @@ def _make_removable(directory: Path) -> None:
                 mode = os.lstat(os.path.join(path, name)).st_mode
                 if not mode & stat.S_IWUSR:
                     os.chmod(os.path.join(path, name), stat.S_IMODE(mode) | stat.S_IRWXU)
+
+
+def _written(tree: Path, plans: Mapping[str, list[Entry]], digests: Mapping[str, list[str]]) -> dict[str, str]:
+    """The entries staging ``plans`` over ``tree`` wrote (by digest), and removed ("")."""
+    written: dict[str, str] = {}
+    for surface, plan in plans.items():
+        old = Manifest.load(tree, surface)
+        recorded = old.digests if old is not None else {}
+        for entry, digest in zip(plan, digests[surface], strict=True):
+            if type(entry) is not Dir and recorded.get(entry.path) != digest:
+                written[entry.path] = digest
+        if old is not None:
+            written.update(dict.fromkeys(set(old.entries).difference(entry.path for entry in plan), ""))
+    return written
 
 
 def _devices_made(tree: Path, plans: Mapping[str, list[Entry]]) -> bool:
