@@ -37,8 +37,8 @@ from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, context, enabled, entry_digests, plan_digest, services, with_contributions
 from ..stage.staging import stage_wave, staged_surfaces, teardown
 from ..stage.store import atomic_write
-from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
-from . import namespace, resolved, stage_cache
+from ..stage.surface import ConsumerNeeds, Entry, Service, Surface
+from . import installed, namespace, resolved, stage_cache
 from .services import ServiceFailed, Services, die_with, libc
 
 log = logging.getLogger(__name__)
@@ -110,8 +110,8 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     base, doc, fingerprints, base_json = resolved.resolve(spec)
     fingerprints = {**fingerprints, **{str(path): fingerprint(path) for path in later}}
     spec, node = rooted, apply(base, doc)
-    installed = discover() if surfaces is None else dict(surfaces)
-    instances = {name: cls() for name, cls in installed.items()}
+    found = installed.installed() if surfaces is None else dict(surfaces)
+    instances = {name: cls() for name, cls in found.items()}
     ctx = with_contributions(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     # the setter record and its library belong to the gpu surface: without it staged, nothing follows MIG
     gpu_staged = "gpu" in instances and enabled(node, "gpu")
@@ -126,7 +126,7 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
         # root can change one: the library refuses anyone else, as the driver does)
         programs[FOLLOW_SERVICE] = Service(FOLLOW_SERVICE, [sys.executable, "-m", "mokka_core.node.follow",
                                                             "--root", str(root)])
-    return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, installed, programs,
+    return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, found, programs,
                     consumer_needs(node, instances, root), ctx.booted_ms, record)
 
 
