@@ -12,6 +12,7 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -449,6 +450,9 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
     libc()  # for the child's die_with, loaded before the fork
+    # what exists now (the modules, the node's plans) lives until we exit: frozen, no collection walks it
+    # again, here, in the child (no copy-on-write of it either) or when the interpreter exits
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)
