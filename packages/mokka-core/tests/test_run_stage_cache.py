@@ -59,8 +59,10 @@ def listing(root: str) -> dict[str, list[object]]:
     return found
 
 
-def staged_listing(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None) -> dict[str, list[object]]:
-    """Stage ``node`` as mokka run's child does, in a child of ours; the listing of its root."""
+def staged_listing(node: NodePlan, workdir: Path,
+                   cached: stage_cache.Claim | None) -> tuple[dict[str, list[object]], bool]:
+    """Stage ``node`` as mokka run's child does, in a child of ours: the listing of its root, and whether the
+    root is an overlay."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -70,8 +72,10 @@ def staged_listing(node: NodePlan, workdir: Path, cached: stage_cache.Claim | No
             namespace.unshare_mount_namespace(rootless=False)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir, cached)
+            overlaid = any(line.split()[4] == str(staged.root) and " - overlay " in line
+                           for line in Path("/proc/self/mountinfo").read_text().splitlines())
             with os.fdopen(write, "w") as out:
-                json.dump(listing(str(staged.root)), out)
+                json.dump({"overlaid": overlaid, "listing": listing(str(staged.root))}, out)
             code = 0
         finally:
             os._exit(code)
@@ -80,7 +84,8 @@ def staged_listing(node: NodePlan, workdir: Path, cached: stage_cache.Claim | No
         text = pipe.read()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    return json.loads(text)
+    found = json.loads(text)
+    return found["listing"], found["overlaid"]
 
 
 class Runs:
@@ -89,6 +94,7 @@ class Runs:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.count = 0
+        self.overlaid = False  # whether the last run's root was an overlay of the cached tree
 
     def plan(self, spec: NodeSpec) -> tuple[NodePlan, Path]:
         self.count += 1
@@ -104,10 +110,12 @@ class Runs:
         claim = stage_cache.claim(entry_key or stage_cache.key(resolved.key(spec), node.plans))
         assert claim is not None
         try:
-            shown = staged_listing(node, workdir, claim)
+            shown, self.overlaid = staged_listing(node, workdir, claim)
         finally:
             claim.release()
-        return shown, staged_listing(node, workdir, None)
+        full, overlaid = staged_listing(node, workdir, None)
+        assert not overlaid
+        return shown, full
 
 
 @needs_root
@@ -119,7 +127,7 @@ def test_a_run_shows_what_staging_in_full_makes(tmp_path: Path, cache: Path) -> 
     assert (entry / stage_cache.TREE).is_dir()
     for _ in range(3):  # shown from it: what names the run's root or its boot time is written over it
         shown, full = runs.cached(spec)
-        assert shown == full
+        assert shown == full and runs.overlaid
     assert list(cache.iterdir()) == [entry]  # never judged stale, no build or trash left
     assert set(json.loads((entry / stage_cache.WRITTEN).read_text())) == {
         NVML_STATE_FILE, "var/run/cdi/nvidia.yaml"}
@@ -165,6 +173,25 @@ def test_a_tree_its_manifests_do_not_describe_is_not_shown_again(tmp_path: Path,
     shown, full = runs.cached(spec, "k")  # built anew
     assert shown == full
     assert [entry.name for entry in cache.iterdir()] == ["k"]
+
+
+@needs_root
+def test_where_the_overlay_is_refused_the_run_stages_in_full(tmp_path: Path, cache: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without overlayfs in a user namespace (before 5.11): the tree is cached but not shown."""
+    mount = namespace.mount
+
+    def refuse_overlay(source: str | None, target: str, fstype: str | None, flags: int,
+                       data: str | None = None) -> None:
+        if fstype == "overlay":
+            raise namespace.NamespaceError("mount overlay: Operation not permitted")
+        mount(source, target, fstype, flags, data)
+
+    monkeypatch.setattr(namespace, "mount", refuse_overlay)
+    runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=1)
+    for _ in range(2):
+        shown, full = runs.cached(spec)
+        assert shown == full and not runs.overlaid
 
 
 def make_entry(cache: Path, name: str, age_s: float = 0.0) -> Path:
