@@ -109,6 +109,15 @@ def test_restage_removes_the_directories_its_plan_dropped(root: Path) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["etc"]
 
 
+def test_restage_removes_a_dropped_directory_another_surface_also_emptied(root: Path) -> None:
+    """A node with fewer GPUs: the gpu surface's device directory held the pci surface's files too."""
+    stage_wave({"a": [File("sys/devices/pci0/gpu1/a", "1")], "b": [File("sys/devices/pci0/gpu1/b", "2")]}, root)
+    stage_wave({"a": [File("sys/devices/pci0/gpu0/a", "1")], "b": [File("sys/devices/pci0/gpu0/b", "2")]}, root)
+    assert sorted(os.listdir(root / "sys/devices/pci0")) == ["gpu0"]
+    assert teardown_all(root) == ["a", "b"]
+    assert sorted(p.name for p in root.iterdir()) == ["etc"]
+
+
 def test_restage_keeps_dropped_directories_that_are_not_only_its_own(root: Path) -> None:
     (root / "sys/host").mkdir(parents=True)  # there before staging: never the surface's
     stage_wave({"a": [File("sys/host/x/a", "1"), File("sys/mine/a", "1"), File("sys/shared/a", "1")],

@@ -14,19 +14,18 @@ import subprocess
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import MokkaError
 from ..model.spec import NodeSpec
-from ..run import command
-from ..schema.capture.compare import Comparison, Difference, compare
-from ..schema.capture.facts import parse_capture, read_capture
-from ..stage import nvidia_smi
-from ..stage.paths import LIB_DIR, NVML_STATE_FILE
-from ..stage.store import atomic_write
 from .options import ProfileFileOpt, ProfileOpt
+
+if TYPE_CHECKING:
+    from ..schema.capture.compare import Comparison, Difference
+
+# the capture parser, the comparison and staging are imported by these commands only, not by every mokka command
 
 #: where the gpu surface stages nvidia-smi in a node's root
 STAGED_NVIDIA_SMI = "usr/bin/nvidia-smi"
@@ -38,6 +37,10 @@ CaptureArg = Annotated[Path, typer.Argument(help="A real node's `nvidia-smi -q -
 
 def simulated_capture(spec: NodeSpec) -> str:
     """``nvidia-smi -q -x`` of the node ``spec`` resolves to, by the real nvidia-smi staged with it."""
+    from ..run import command
+    from ..stage import nvidia_smi
+    from ..stage.paths import LIB_DIR, NVML_STATE_FILE
+
     with tempfile.TemporaryDirectory(prefix="mokka-diff-") as tmp:
         workdir = Path(tmp)
         plan = command.plan_node(spec, workdir / "root")
@@ -80,6 +83,8 @@ def profile_diff(
 
     Example: mokka profile diff reference/captures/qx-h100.xml --profile h100
     """
+    from ..schema.capture.compare import compare
+    from ..schema.capture.facts import parse_capture, read_capture
     from ..schema.capture.importer import closest_builtin  # the profile schema: not for every mokka command
 
     real = read_capture(capture)  # a bad capture is refused before a node is staged
@@ -136,8 +141,10 @@ def profile_import(
 
     Example: mokka profile import reference/captures/qx-a100.xml -o a100-twin.yaml
     """
+    from ..schema.capture.facts import read_capture
     from ..schema.capture.importer import import_profile  # the profile schema: not for every mokka command
     from ..schema.loader import load_profile_text
+    from ..stage.store import atomic_write
 
     real = read_capture(capture)
     imported = import_profile(real, name)

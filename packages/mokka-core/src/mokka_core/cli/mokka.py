@@ -10,18 +10,21 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import ConfigError, MokkaError, StateValueError
-from ..model.codec import encode
-from ..model.node import Node
 from ..model.spec import NodeSpec, surface_settings
 from ..schema.builtin import BUILTIN_PROFILES, DEFAULT_PROFILE, builtin_text, load_builtin
-from ..stage.nvml_view import render_nvml_state
 from ..version import __version__
 from .options import DisableOpt, FailOpt, GpusOpt, NodeNameOpt, ProfileFileOpt, ProfileOpt, version_option
+
+if TYPE_CHECKING:
+    from ..model.node import Node
+
+# what one command needs (the state-file renderer, the codec, run's staging) it imports itself: `mokka run`
+# pays for no other command's modules
 
 app = typer.Typer(
     name="mokka",
@@ -70,6 +73,7 @@ def profile_show(name: Annotated[str, typer.Argument(help="Built-in profile name
 def profile_validate(files: Annotated[list[Path], typer.Argument(help="Profile YAML files.")]) -> None:
     """Check profile files; print every problem with file, key path and value. Exit 1 if any is bad."""
     from ..schema.loader import load_profile
+    from ..stage.nvml_view import render_nvml_state
 
     bad = False
     for path in files:
@@ -133,6 +137,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole node state as JSON.")] = False,
 ) -> None:
     """Resolve a node (profile, count, surfaces) and print what every surface will see."""
+    from ..model.codec import encode
+
     spec = NodeSpec(
         profile=profile, profile_file=profile_file, gpus=gpus, node_name=node_name,
         surfaces=surface_settings(disable, fail),

@@ -12,6 +12,7 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -35,10 +36,10 @@ from ..stage import mig_boot, nodefile, snapshot
 from ..stage.native import native_dir
 from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, context, enabled, entry_digests, plan_digest, services, with_contributions
-from ..stage.staging import stage_wave
+from ..stage.staging import stage_wave, staged_surfaces, teardown
 from ..stage.store import atomic_write
-from ..stage.surface import ConsumerNeeds, Entry, Service, Surface, discover
-from . import namespace, resolved
+from ..stage.surface import ConsumerNeeds, Entry, Service, Surface
+from . import installed, namespace, resolved, stage_cache
 from .services import ServiceFailed, Services, die_with, libc
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,8 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
     base, doc, fingerprints, base_json = resolved.resolve(spec)
     fingerprints = {**fingerprints, **{str(path): fingerprint(path) for path in later}}
     spec, node = rooted, apply(base, doc)
-    installed = discover() if surfaces is None else dict(surfaces)
-    instances = {name: cls() for name, cls in installed.items()}
+    found = installed.installed() if surfaces is None else dict(surfaces)
+    instances = {name: cls() for name, cls in found.items()}
     ctx = with_contributions(context(root, booted_ms=time.time_ns() // 1_000_000), node, instances)
     # the setter record and its library belong to the gpu surface: without it staged, nothing follows MIG
     gpu_staged = "gpu" in instances and enabled(node, "gpu")
@@ -126,17 +127,35 @@ def plan_node(spec: NodeSpec, root: Path, surfaces: Mapping[str, type[Surface]] 
         # root can change one: the library refuses anyone else, as the driver does)
         programs[FOLLOW_SERVICE] = Service(FOLLOW_SERVICE, [sys.executable, "-m", "mokka_core.node.follow",
                                                             "--root", str(root)])
-    return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, installed, programs,
+    return NodePlan(spec, root, plans, fingerprints, base, base_json, doc, node, found, programs,
                     consumer_needs(node, instances, root), ctx.booted_ms, record)
 
 
-def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
-    """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec (and snapshot) for nvml-mock-ctl."""
+def stage_node(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None = None) -> StagedNode:
+    """Stage the plans all-or-nothing under ``node.root`` and record the NodeSpec (and snapshot) for nvml-mock-ctl.
+
+    ``cached`` (inside ``mokka run``'s namespace): the root is an overlay over that cached tree (built
+    first where it is new), and staging onto it writes only the entries that differ from it.
+    """
     started = time.monotonic()
-    node.root.mkdir(exist_ok=True)
     each = {name: entry_digests(plan) for name, plan in node.plans.items()}
     with _quiet_rootless_staging():
-        stage_wave(node.plans, node.root, each)
+        tree = _cached_tree(node, cached, each) if cached is not None else None
+        shown = tree is not None and _overlay(tree, workdir, node.root)
+        if shown and cached is not None:
+            try:
+                _stage_plans(node, each)
+            except (MokkaError, OSError) as exc:  # a cached tree its manifests do not describe: never again
+                log.debug("the cached tree %s is not what its manifests say (%s): staging in full", tree, exc)
+                cached.discard()
+                namespace.umount(str(node.root))
+                shown = False
+            else:
+                if cached.built:
+                    cached.judge(node.plans, each)
+        if not shown:
+            node.root.mkdir(exist_ok=True)
+            _stage_plans(node, each)
     if node.mig_record is not None:
         mig_boot.publish(node.root, node.mig_record)
     nodefile.save(node.root, node.spec, node.booted_ms)
@@ -145,6 +164,42 @@ def stage_node(node: NodePlan, workdir: Path) -> StagedNode:
                   node.installed, {name: plan_digest(plan, each[name]) for name, plan in node.plans.items()},
                   node.base_json)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
+
+
+def _stage_plans(node: NodePlan, each: dict[str, list[str]]) -> None:
+    stage_wave(node.plans, node.root, each)
+    for surface in set(staged_surfaces(node.root)) - set(node.plans):  # a cached tree's others
+        teardown(node.root, surface)
+
+
+def _cached_tree(node: NodePlan, cached: stage_cache.Claim, each: dict[str, list[str]]) -> Path | None:
+    """The cached tree to show the root from; a new entry's is staged first (a failure there only costs time:
+    staging the root itself reports what is wrong with the plans)."""
+    if cached.built:
+        return cached.tree
+    try:
+        stage_wave(node.plans, cached.tree, each)
+        return cached.publish(node.plans)
+    except (MokkaError, OSError) as exc:
+        log.debug("the staged tree was not cached: %s", exc)
+        return None
+
+
+def _overlay(lower: Path, workdir: Path, root: Path) -> bool:
+    """Mount ``root`` as an overlay of ``lower`` whose upper layer is in ``workdir``; False where this kernel
+    (or user namespace) refuses, said in one debug line."""
+    if any(c in str(lower) for c in ",:\\"):  # the option string's separators
+        log.debug("the cached tree %s has a name an overlay option cannot hold: staging in full", lower)
+        return False
+    for part in ("upper", "work", root.name):
+        (workdir / part).mkdir()
+    try:
+        namespace.mount("mokka", str(root), "overlay", 0,
+                        f"lowerdir={lower},upperdir={workdir / 'upper'},workdir={workdir / 'work'}")
+    except namespace.NamespaceError as exc:
+        log.debug("no overlay of the cached tree (%s): staging in full", exc)
+        return False
+    return True
 
 
 WORKDIR_PREFIX = "mokka-run-"
@@ -267,19 +322,23 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
     namespace; outside, only the empty work directory exists until we remove it.
     """
     rootless = os.geteuid() != 0
-    with private_workdir() as workdir:
+    with private_workdir() as workdir, contextlib.ExitStack() as stack:
         started = time.monotonic()
         node = plan_node(spec, workdir / "root", surfaces)
         log.debug("phase plan: %.3fs", time.monotonic() - started)
+        cached = stage_cache.claim(stage_cache.key(resolved.key(spec), node.plans))
+        if cached is not None:
+            stack.callback(cached.release)
         child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
         def setup(env: dict[str, str]) -> None:
             started = time.monotonic()
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
-            staged = stage_node(node, workdir)
-            log.debug("phase stage: %.3fs (unshare, tmpfs, %s)", time.monotonic() - started,
-                      ", ".join(staged.surfaces) or "nothing")
+            staged = stage_node(node, workdir, cached)
+            log.debug("phase stage: %.3fs (unshare, tmpfs, %s; %s)", time.monotonic() - started,
+                      ", ".join(staged.surfaces) or "nothing",
+                      "no cached tree" if cached is None else "cached tree" if cached.built else "tree cached now")
             mounted = time.monotonic()
             ops = _show_at_real_paths(staged, env)
             log.debug("phase mount: %.3fs (%d mount operations, the loader cache)", time.monotonic() - mounted, ops)
@@ -391,6 +450,9 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
     libc()  # for the child's die_with, loaded before the fork
+    # what exists now (the modules, the node's plans) lives until we exit: frozen, no collection walks it
+    # again, here, in the child (no copy-on-write of it either) or when the interpreter exits
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # child: never returns
         os.close(report_r)

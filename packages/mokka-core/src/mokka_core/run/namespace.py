@@ -384,6 +384,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+MNT_DETACH = 0x2
 
 
 def _check(ret: int, what: str) -> None:
@@ -400,6 +402,11 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     enc = _enc
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)),
            f"mount {fstype or 'bind'} {source or ''} on {target}")
+
+
+def umount(target: str) -> None:
+    """Detach the mount on ``target`` (lazily: what is open under it stays usable until closed)."""
+    _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
 
 
 def unshare_mount_namespace(rootless: bool) -> None:

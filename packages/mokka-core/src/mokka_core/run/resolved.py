@@ -54,7 +54,7 @@ def resolve(spec: NodeSpec) -> Resolved:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(record, separators=(",", ":")))
-        _prune(path.parent)
+        prune(path.parent, MAX_ENTRIES)
     except OSError:  # a cache that cannot be written: the next run resolves again
         pass
     return Resolved(base, doc, fingerprints, encoded)
@@ -68,13 +68,13 @@ def key(spec: NodeSpec) -> str:
     return hashlib.sha256(json.dumps([__version__, fields, node_name], sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _prune(directory: Path) -> None:
-    """Remove all but the newest :data:`MAX_ENTRIES` entries (one another run is reading is only its miss)."""
+def prune(directory: Path, keep: int) -> None:
+    """Remove all but the newest ``keep`` entries (one another run is reading is only its miss)."""
     by_age = []
     for entry in directory.glob("*.json"):
         with contextlib.suppress(OSError):
             by_age.append((entry.stat().st_mtime_ns, entry))
-    for _, entry in sorted(by_age)[:-MAX_ENTRIES]:
+    for _, entry in sorted(by_age)[:-keep]:
         entry.unlink(missing_ok=True)
 
 

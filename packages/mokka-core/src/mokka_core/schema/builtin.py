@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import resources
-from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
@@ -13,14 +12,17 @@ if TYPE_CHECKING:
 
 BUILTIN_PROFILES = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 DEFAULT_PROFILE = "h100"
+#: the package is always a directory on disk (its native libraries cannot be loaded from a zip), so the
+#: profiles are files: a node's fingerprints stat them, and importlib.resources is not needed to find them
+PROFILES_DIR = Path(__file__).parent / "profiles"
 
 
-def builtin_path(name: str) -> Traversable:
+def builtin_path(name: str) -> Path:
     if name not in BUILTIN_PROFILES:
         raise ConfigError(
             "--profile", [("", f"unknown profile {name!r}; available profiles: {', '.join(BUILTIN_PROFILES)}")]
         )
-    return resources.files(__package__).joinpath("profiles", f"{name}.yaml")
+    return PROFILES_DIR / f"{name}.yaml"
 
 
 def builtin_text(name: str) -> str:

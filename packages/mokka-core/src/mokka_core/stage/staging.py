@@ -623,23 +623,34 @@ def _publish(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Mani
         if old is not None:
             for rel in set(old.entries) - set(manifest.entries):
                 _remove(root / rel)
-            _remove_unplanned_dirs(root, manifest, plans[surface])
+    _remove_unplanned_dirs(root, {surface: manifest for surface, manifest in manifests.items()
+                                  if previous[surface] is not None}, plans)
+    for manifest in manifests.values():
         manifest.save(root)
     return manifests
 
 
-def _remove_unplanned_dirs(root: Path, manifest: Manifest, plan: list[Entry]) -> None:
-    """Remove the directories this surface created that its new plan no longer holds, where empty."""
-    planned: set[str] = set()
-    for entry in plan:  # plan paths are normalised (_check_plans): parents by string, it is hot
-        path = entry.path if type(entry) is Dir else entry.path.rpartition("/")[0]
-        while path and path not in planned:
-            planned.add(path)
-            path = path.rpartition("/")[0]
-    unplanned = [rel for rel in manifest.dirs if rel not in planned]
-    if unplanned:
-        removed = set(unplanned) - set(_remove_empty_dirs(root, unplanned))
-        manifest.dirs = [rel for rel in manifest.dirs if rel not in removed]
+def _remove_unplanned_dirs(root: Path, manifests: dict[str, Manifest], plans: dict[str, list[Entry]]) -> None:
+    """Remove the directories each surface created that its new plan no longer holds, where empty: all
+    surfaces' together, deepest first, once every dropped entry is gone (one surface's directory may hold
+    another's)."""
+    unplanned: dict[str, list[str]] = {}
+    for surface, manifest in manifests.items():
+        planned: set[str] = set()
+        for entry in plans[surface]:  # plan paths are normalised (_check_plans): parents by string, it is hot
+            path = entry.path if type(entry) is Dir else entry.path.rpartition("/")[0]
+            while path and path not in planned:
+                planned.add(path)
+                path = path.rpartition("/")[0]
+        dropped = [rel for rel in manifest.dirs if rel not in planned]
+        if dropped:
+            unplanned[surface] = dropped
+    if not unplanned:
+        return
+    every = [rel for dropped in unplanned.values() for rel in dropped]
+    removed = set(every) - set(_remove_empty_dirs(root, every))
+    for surface in unplanned:
+        manifests[surface].dirs = [rel for rel in manifests[surface].dirs if rel not in removed]
 
 
 def _move_into_place(source: str, target: str) -> None:
