@@ -18,7 +18,7 @@ from mokka_core.node import rest
 from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import NodeSettings
 from mokka_core.node.status import node_status
-from mokka_core.node.supervise import read_pid
+from mokka_core.node.supervise import alive, read_pid
 from mokka_core.stage.native import native_dir
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.store import NodeStore
@@ -37,14 +37,6 @@ def up(root: Path, out: IO[str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([str(BIN / "mokka"), "node", "up", "--profile", "h100", "--gpus", "2",
                              "--root", str(root), "--rest-after", "1", *args], stdout=out, stderr=subprocess.STDOUT,
                             text=True)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def descendants(pid: int) -> list[int]:

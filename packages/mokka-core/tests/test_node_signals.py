@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mokka_core.cli.mokka import app
 from mokka_core.node.runstate import RunState
 from mokka_core.node.status import node_status
-from mokka_core.node.supervise import read_pid
+from mokka_core.node.supervise import alive, read_pid
 from mokka_core.stage.layout import RUN_DIR, STATE_DIR
 from mokka_core.testing.consumers import missing
 from mokka_core.testing.runner import PROBE_FILE
@@ -23,14 +23,6 @@ from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_core.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e  # real processes and a real supervisord
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def start(root: Path, *args: str) -> subprocess.Popen[str]:

@@ -209,7 +209,7 @@ def stop_pid(pid: int, deadline: float, process: subprocess.Popen[bytes] | None 
         if process is not None:
             if process.poll() is not None:
                 return
-        elif not _alive(pid):
+        elif not alive(pid):
             return
         time.sleep(0.02)
     log.warning("supervisord (pid %d) did not stop in time; killing its process group", pid)
@@ -229,7 +229,8 @@ def _signal(pid: int, sig: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (exists and is not a zombie)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
