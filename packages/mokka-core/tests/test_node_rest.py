@@ -26,7 +26,8 @@ from mokka_core.testing.runner import DaemonRunner
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_core.testing.waiting import wait_for
 
-pytestmark = pytest.mark.e2e  # real processes and a real supervisord
+# real processes and a real supervisord, running the real surfaces' services (tox -e e2e)
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("whole_node")]
 
 BIN = Path(sys.executable).parent
 TEMPERATURE = ("import pynvml; pynvml.nvmlInit(); "

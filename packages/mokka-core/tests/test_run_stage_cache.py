@@ -119,6 +119,7 @@ class Runs:
 
 
 @needs_root
+@pytest.mark.usefixtures("whole_node")
 def test_a_run_shows_what_staging_in_full_makes(tmp_path: Path, cache: Path) -> None:
     runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=2)
     shown, full = runs.cached(spec)  # the entry built
@@ -134,6 +135,7 @@ def test_a_run_shows_what_staging_in_full_makes(tmp_path: Path, cache: Path) -> 
 
 
 @needs_root
+@pytest.mark.usefixtures("whole_node")
 def test_the_tree_of_another_node_costs_only_time_and_is_replaced(tmp_path: Path, cache: Path) -> None:
     """Whatever tree a run starts from, it shows its own node: the digests decide what is written.  A tree
     two runs wrote the same entries over is stale and built anew."""
@@ -162,6 +164,7 @@ def owned_dirs(found: dict[str, list[object]]) -> set[str]:
 
 
 @needs_root
+@pytest.mark.usefixtures("whole_node")
 def test_a_tree_its_manifests_do_not_describe_is_not_shown_again(tmp_path: Path, cache: Path) -> None:
     runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=1)
     runs.cached(spec, "k")
