@@ -11,7 +11,7 @@ FM_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
 FM_PATH_SOURCES := ../packages/mokka-core/src/mokka_core/stage/layout.py ../packages/mokka-core/src/mokka_core/stage/paths.py
 PYTHON ?= python3
 CC ?= gcc
-FM_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I$(FM_B)
+FM_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I$(FM_B) -Icommon
 
 .PHONY: fabricmanager fabricmanager-install fabricmanager-clean
 fabricmanager: $(FM_BIN)
@@ -19,8 +19,8 @@ fabricmanager: $(FM_BIN)
 $(FM_B)/fm_paths.h: fabricmanager/gen_paths.py $(FM_PATH_SOURCES)
 	$(PYTHON) fabricmanager/gen_paths.py $@
 
-$(FM_BIN): fabricmanager/nv-fabricmanager.c $(FM_B)/fm_paths.h fabricmanager/fabricmanager.mk
-	$(CC) $(FM_CFLAGS) -o $@ fabricmanager/nv-fabricmanager.c -lm
+$(FM_BIN): fabricmanager/nv-fabricmanager.c common/service.c common/service.h $(FM_B)/fm_paths.h fabricmanager/fabricmanager.mk
+	$(CC) $(FM_CFLAGS) -o $@ fabricmanager/nv-fabricmanager.c common/service.c -lm
 
 fabricmanager-install: fabricmanager
 	mkdir -p $(FM_INSTALL_DIR)

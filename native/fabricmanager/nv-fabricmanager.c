@@ -27,14 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fm_paths.h"
+#include "service.h" /* say, atomic_write */
 
 #define PROGRAM "nv-fabricmanager"
+
+const char program_name[] = PROGRAM;
 #define INIT_DELAY_ENV "MOKKA_FABRICMANAGER_INIT_DELAY_SEC"
 #define REASSERT_SECONDS 2.0
 #define EXIT_FAILED 1
@@ -63,16 +65,6 @@ static const char HELP[] =
 
 static sigset_t stop_signals;
 static bool stopped;
-
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-}
 
 static _Noreturn void die(int status, const char *fmt, ...)
 {
@@ -172,56 +164,12 @@ static int make_parents(const char *path)
     return 0;
 }
 
-/* Replace `path` with `data` as atomic_write does: an exclusive temp ".NAME.<12 hex>.tmp" (0600) in the
- * same directory, written, chmod 0644, renamed over `path`; on failure the temp is removed. */
-static int atomic_write(const char *path, const char *data)
-{
-    const char *slash = strrchr(path, '/');
-    int dir_len = slash ? (int)(slash - path + 1) : 0;
-    char tmp[PATH_MAX];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        unsigned char random[6];
-        if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) return -1;
-        int len = snprintf(tmp, sizeof tmp, "%.*s.%s.%02x%02x%02x%02x%02x%02x.tmp", dir_len, path, path + dir_len,
-                           random[0], random[1], random[2], random[3], random[4], random[5]);
-        if (len < 0 || (size_t)len >= sizeof tmp) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) return -1;
-    }
-    if (fd < 0) return -1;
-    size_t left = strlen(data);
-    bool ok = true;
-    while (ok && left) {
-        ssize_t n = write(fd, data, left);
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        if (ok) {
-            data += n;
-            left -= (size_t)n;
-        }
-    }
-    ok = ok && fchmod(fd, 0644) == 0;
-    ok = close(fd) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
-        return -1;
-    }
-    return 0;
-}
-
 static void assert_marker(const char *marker)
 {
     char pid[24];
     if (exists(marker)) return;
     snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (make_parents(marker) != 0 || atomic_write(marker, pid) != 0) {
+    if (make_parents(marker) != 0 || atomic_write(marker, pid, strlen(pid), 0644) != 0) {
         int saved = errno;
         unlink(marker);
         die(EXIT_FAILED, "cannot write the ready marker %s: %s", marker, strerror(saved));
@@ -348,20 +296,20 @@ int main(int argc, char **argv)
     under_root(root, MK_FABRICMANAGER_READY, marker, sizeof marker);
 
     remove_marker(marker);
-    say(PROGRAM ": starting (root %s, init delay %gs%s)", root, delay,
+    say("starting (root %s, init delay %gs%s)", root, delay,
         opts.failed ? ", failed: fabric never trains" : "");
     if (wait_for_stop(delay)) {
-        say(PROGRAM ": clean shutdown");
+        say("clean shutdown");
         return 0;
     }
     if (opts.failed)
-        say(PROGRAM ": fabric training in progress");
+        say("fabric training in progress");
     else
-        say(PROGRAM ": fabric trained; ready (%s)", marker);
+        say("fabric trained; ready (%s)", marker);
     do {
         if (!opts.failed) assert_marker(marker);
     } while (!wait_for_stop(REASSERT_SECONDS));
     remove_marker(marker);
-    say(PROGRAM ": clean shutdown");
+    say("clean shutdown");
     return 0;
 }

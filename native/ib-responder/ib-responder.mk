@@ -11,18 +11,18 @@
 
 IBR_BIN := build/mokka-ib-responder
 IBR_SRCS := ib-responder/main.c ib-responder/shim.c ib-responder/mad.c ib-responder/fabric.c ib-responder/peers.c ib-responder/node.c ib-responder/json.c \
-	ib-responder/util.c
+	ib-responder/util.c common/service.c
 IBR_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
 CC ?= gcc
-IBR_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE
+IBR_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE -Icommon
 
-IBR_ASAN_FLAGS := -std=gnu11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fsanitize=address,undefined -fno-omit-frame-pointer \
+IBR_ASAN_FLAGS := -std=gnu11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -Icommon -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
 
 .PHONY: ib-responder ib-responder-install ib-responder-clean ib-responder-asan ib-responder-fuzz
 ib-responder: $(IBR_BIN)
 
-$(IBR_BIN): $(IBR_SRCS) ib-responder/responder.h ib-responder/ib-responder.mk
+$(IBR_BIN): $(IBR_SRCS) ib-responder/responder.h common/service.h ib-responder/ib-responder.mk
 	mkdir -p $(dir $@)
 	$(CC) $(IBR_CFLAGS) -o $@ $(IBR_SRCS)
 
@@ -30,7 +30,7 @@ ib-responder-asan: $(IBR_SRCS) ib-responder/responder.h
 	mkdir -p build/asan
 	$(CC) $(IBR_ASAN_FLAGS) -o build/asan/mokka-ib-responder $(IBR_SRCS)
 
-IBR_FUZZ_SRCS := ib-responder/fuzz.c ib-responder/node.c ib-responder/json.c ib-responder/util.c
+IBR_FUZZ_SRCS := ib-responder/fuzz.c ib-responder/node.c ib-responder/json.c ib-responder/util.c common/service.c
 IBR_FUZZ_SEEDS := $(wildcard ../packages/sim-ib/tests/golden/*.conf) $(wildcard ib-responder/seeds/*)
 IBR_FUZZ_RUNS ?= 100000
 build/asan/ib-responder-fuzz: $(IBR_FUZZ_SRCS) ib-responder/responder.h

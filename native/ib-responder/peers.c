@@ -199,21 +199,10 @@ void fabric_publish(void)
 {
     struct buf text = {0};
     describe_node(&text);
-    char path[sizeof fab.dir + NODE_NAME_MAX + 8], tmp[sizeof path + 32];
+    char path[sizeof fab.dir + NODE_NAME_MAX + 8];
     snprintf(path, sizeof path, "%s/%s.json", fab.dir, fab.own);
-    snprintf(tmp, sizeof tmp, "%s/.%s.json.%ld.tmp", fab.dir, fab.own, (long)getpid());
-    int fd = -1;
-    if (text.failed || make_dirs(fab.dir) < 0 ||
-        (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0) {
+    if (text.failed || make_dirs(fab.dir) < 0 || atomic_write(path, text.p, text.len, 0600) < 0) {
         say("cannot publish %s: %s", path, text.failed ? "out of memory" : strerror(errno));
-        buf_free(&text);
-        return;
-    }
-    bool ok = fchmod(fd, 0600) == 0 && write(fd, text.p, text.len) == (ssize_t)text.len;
-    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
-    if (!ok) {
-        say("cannot publish %s: %s", path, strerror(errno));
-        unlink(tmp);
         buf_free(&text);
         return;
     }

@@ -7,11 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "service.h" /* say, atomic_write */
+
 #define PROGRAM "mokka-ib-responder"
 
 /* ---- util.c ------------------------------------------------------------------------------------- */
-/* One line of the log on stdout (where the node's supervisor collects it), the program's name first. */
-void say(const char *format, ...) __attribute__((format(printf, 1, 2)));
 uint64_t now_ms(void);
 uint64_t get_be(const uint8_t *p, size_t n);
 void put_be(uint8_t *p, size_t n, uint64_t v);

@@ -1,4 +1,4 @@
-/* Small helpers: the log line, the clock, big-endian fields, node names, a growable string. */
+/* Small helpers: the program's name, the clock, big-endian fields, node names, a growable string. */
 #include "responder.h"
 
 #include <stdarg.h>
@@ -7,16 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-void say(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs(PROGRAM ": ", stdout);
-    vfprintf(stdout, format, args);
-    fputc('\n', stdout);
-    fflush(stdout);
-    va_end(args);
-}
+const char program_name[] = PROGRAM;
 
 uint64_t now_ms(void)
 {

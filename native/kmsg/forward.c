@@ -177,7 +177,7 @@ static bool forward(struct forwarder *forwarder, const struct record *record)
         forwarder->last = last;
         forwarder->last_len = record->len;
     }
-    if (atomic_write(forwarder->state, record->text, record->len) != 0)
+    if (atomic_write(forwarder->state, record->text, record->len, 0644) != 0)
         say_once(forwarder, "cannot keep the last record written in %s (%s); a restart may write it again",
                  forwarder->state, strerror(errno));
     return true;

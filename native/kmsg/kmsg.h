@@ -7,12 +7,10 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "service.h" /* say, atomic_write */
+
 #define PROGRAM "mokka-kmsg"
 
-/* One line on stdout, the program's name first, flushed at once (supervisord and mokka run read it). */
-void say(const char *format, ...) __attribute__((format(printf, 1, 2)));
-/* Replace path with data: a reader sees the old file or the new one; 0, or -1 with errno. */
-int atomic_write(const char *path, const void *data, size_t len);
 /* What is left to read of fd, with room for one byte more; NULL with errno set. */
 char *read_whole(int fd, size_t *len);
 

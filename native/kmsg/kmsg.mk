@@ -6,14 +6,14 @@
 # Depends on gcc, libc and the kernel's UAPI headers (linux/fuse.h, Debian's linux-libc-dev) only.
 
 KMSG_BIN := build/mokka-kmsg
-KMSG_SRCS := kmsg/main.c kmsg/server.c kmsg/forward.c kmsg/log.c kmsg/util.c
+KMSG_SRCS := kmsg/main.c kmsg/server.c kmsg/forward.c kmsg/log.c kmsg/util.c common/service.c
 KMSG_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
-KMSG_CFLAGS := -std=gnu11 -Os -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE
+KMSG_CFLAGS := -std=gnu11 -Os -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Icommon
 
 .PHONY: kmsg kmsg-install kmsg-clean
 kmsg: $(KMSG_BIN)
 
-$(KMSG_BIN): $(KMSG_SRCS) kmsg/kmsg.h
+$(KMSG_BIN): $(KMSG_SRCS) kmsg/kmsg.h common/service.h
 	mkdir -p $(dir $@)
 	$(CC) $(KMSG_CFLAGS) -o $@ $(KMSG_SRCS)
 

@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     char pid[32];
     int pid_len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
     make_parents(ready);
-    if (atomic_write(ready, pid, (size_t)pid_len) != 0) {
+    if (atomic_write(ready, pid, (size_t)pid_len, 0644) != 0) {
         fprintf(stderr, PROGRAM ": cannot write the readiness file %s (%s)\n", ready, strerror(errno));
         if (server != NULL)
             server_close(server, true);
