@@ -50,6 +50,7 @@ from mokka_core.node.runstate import RunState
 from mokka_core.node.settings import REST_AFTER_S, NodeSettings
 from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.store import SNAPSHOT
+from mokka_core.testing.processes import descendants
 from mokka_core.testing.runner import DaemonRunner
 
 
@@ -106,24 +107,6 @@ def bench_up_process(spec: NodeSpec, runs: int) -> list[float]:
     return times
 
 
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process under it (from /proc/<pid>/stat parent ids)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += parents.get(current, [])
-    return found
-
-
 def cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime, stime
@@ -159,7 +142,7 @@ def bench_idle(spec: NodeSpec, seconds: float, rest_after: float) -> list[str]:
     daemon = node_up(spec, root, rest_after)
     try:
         time.sleep(2)  # the services' own start-up is not rest
-        pids = descendants(daemon.pid)
+        pids = [daemon.pid, *descendants(daemon.pid)]
         before = {pid: cpu_ticks(pid) for pid in pids}
         time.sleep(seconds)
         used = {pid: cpu_ticks(pid) - before[pid] for pid in pids}

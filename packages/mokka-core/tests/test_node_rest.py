@@ -22,6 +22,7 @@ from mokka_core.node.supervise import alive, read_pid
 from mokka_core.stage.native import native_dir
 from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.store import NodeStore
+from mokka_core.testing.processes import descendants
 from mokka_core.testing.runner import DaemonRunner
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_core.testing.waiting import wait_for
@@ -38,23 +39,6 @@ def up(root: Path, out: IO[str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([str(BIN / "mokka"), "node", "up", "--profile", "h100", "--gpus", "2",
                              "--root", str(root), "--rest-after", "1", *args], stdout=out, stderr=subprocess.STDOUT,
                             text=True)
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += children.get(current, [])
-    return found
 
 
 def resting(root: Path, pid: int) -> bool:
