@@ -20,10 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..stage.paths import user_cache
-from ..stage.store import atomic_write
 from ..stage.surface import Surface, discover
-from ..version import __version__
-from .resolved import prune
+from .resolved import load_record, save_record
 
 FORMAT_VERSION = 1
 CACHE_DIR = "surfaces"
@@ -42,14 +40,9 @@ def installed() -> dict[str, type[Surface]]:
             return found
     found = discover()
     if sources is not None:
-        record = {"format": FORMAT_VERSION, "mokka_core": __version__, "sources": sources,
-                  "surfaces": {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in found.items()}}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(record, separators=(",", ":")))
-            prune(path.parent, MAX_ENTRIES)
-        except OSError:  # a cache that cannot be written: the next run discovers again
-            pass
+        save_record(path, FORMAT_VERSION, {
+            "sources": sources,
+            "surfaces": {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in found.items()}}, MAX_ENTRIES)
     return found
 
 
@@ -85,9 +78,8 @@ def _stamps(distribution: str) -> list[Any]:
 
 def _load(path: Path, sources: list[Any]) -> dict[str, type[Surface]] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__ \
-                or data.get("sources") != sources:
+        data = load_record(path, FORMAT_VERSION)
+        if data is None or data.get("sources") != sources:
             return None
         found: dict[str, type[Surface]] = {}
         for name, target in data["surfaces"].items():

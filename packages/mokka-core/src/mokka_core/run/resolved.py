@@ -49,14 +49,7 @@ def resolve(spec: NodeSpec) -> Resolved:
     inputs = spec.inputs()
     base, doc = resolve_parts(inputs)
     fingerprints, encoded = dict(inputs.fingerprints or {}), encode_shared(base)
-    record = {"format": FORMAT_VERSION, "mokka_core": __version__, "inputs": fingerprints,
-              "override_doc": doc, "base": encoded}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(record, separators=(",", ":")))
-        prune(path.parent, MAX_ENTRIES)
-    except OSError:  # a cache that cannot be written: the next run resolves again
-        pass
+    save_record(path, FORMAT_VERSION, {"inputs": fingerprints, "override_doc": doc, "base": encoded}, MAX_ENTRIES)
     return Resolved(base, doc, fingerprints, encoded)
 
 
@@ -66,6 +59,27 @@ def key(spec: NodeSpec) -> str:
               for name, value in dataclasses.asdict(spec).items()}
     node_name = os.environ.get("NODE_NAME")
     return hashlib.sha256(json.dumps([__version__, fields, node_name], sort_keys=True).encode()).hexdigest()[:32]
+
+
+def save_record(path: Path, format_version: int, fields: dict[str, Any], keep: int) -> None:
+    """Write a record of Mokka's cache, stamped with its format and this Mokka, keeping the newest ``keep``
+    in its directory; a cache that cannot be written costs only the next run's time."""
+    record = {"format": format_version, "mokka_core": __version__, **fields}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(record, separators=(",", ":")))
+        prune(path.parent, keep)
+    except OSError:
+        pass
+
+
+def load_record(path: Path, format_version: int) -> dict[str, Any] | None:
+    """A record :func:`save_record` wrote in this format with this Mokka; None for any other (or none).
+    Raises OSError or ValueError where there is none or it is not JSON."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("format") != format_version or data.get("mokka_core") != __version__:
+        return None
+    return data
 
 
 def prune(directory: Path, keep: int) -> None:
@@ -80,8 +94,8 @@ def prune(directory: Path, keep: int) -> None:
 
 def _load(path: Path, spec: NodeSpec) -> Resolved | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != FORMAT_VERSION or data.get("mokka_core") != __version__:
+        data = load_record(path, FORMAT_VERSION)
+        if data is None:
             return None
         now = spec.fingerprints()
         if data["inputs"] != now or not isinstance(data["override_doc"], dict):
