@@ -340,7 +340,7 @@ def test_static_peers_carry_pings_without_a_shared_fabric_dir(tmp_path: Path) ->
 def test_static_peers_are_reached_where_configured(tmp_path: Path) -> None:
     """A peer that says it listens everywhere (0.0.0.0:18515) is asked where --peer said, not there."""
     far = stage_node(tmp_path / "far", "far-node").config.ports[0]
-    port_entry = far._asdict()
+    port_entry = {key: getattr(far, key) for key in far.__slots__}
     asked: list[dict] = []  # type: ignore[type-arg]
 
     def peer_side(server: socket.socket) -> None:

@@ -7,8 +7,6 @@ the format is in the package README ("The node file").
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from mokka_core.stage.store import IB_DIR
 
 NODE_CONFIG = f"{IB_DIR}/node.conf"
@@ -16,26 +14,33 @@ SOCKET = f"{IB_DIR}/responder.sock"
 MAGIC = "mokka-ib-node 2"  # the format's name and version: the first line
 
 
-class PortModel(NamedTuple):
+class PortModel:
     """What an SMP about one CA port can report (port 1 of one HCA)."""
 
-    node_name: str
-    hca: str
-    index: int
-    node_guid: int
-    port_guid: int
-    lid: int
-    sm_lid: int
-    state: int  # PortInfo:PortState
-    phys_state: int
-    width_active: int
-    speed_active: int
-    speed_ext_active: int
-    cap_mask: int
-    node_desc: str
-    device_id: int
-    revision: int
-    vendor_id: int
+    __slots__ = ("cap_mask", "device_id", "hca", "index", "lid", "node_desc", "node_guid", "node_name", "phys_state",
+                 "port_guid", "revision", "sm_lid", "speed_active", "speed_ext_active", "state", "vendor_id",
+                 "width_active")
+
+    def __init__(self, *, node_name: str, hca: str, index: int, node_guid: int, port_guid: int, lid: int, sm_lid: int,
+                 state: int, phys_state: int, width_active: int, speed_active: int, speed_ext_active: int,
+                 cap_mask: int, node_desc: str, device_id: int, revision: int, vendor_id: int) -> None:
+        self.node_name = node_name
+        self.hca = hca
+        self.index = index
+        self.node_guid = node_guid
+        self.port_guid = port_guid
+        self.lid = lid
+        self.sm_lid = sm_lid
+        self.state = state  # PortInfo:PortState
+        self.phys_state = phys_state
+        self.width_active = width_active
+        self.speed_active = speed_active
+        self.speed_ext_active = speed_ext_active
+        self.cap_mask = cap_mask
+        self.node_desc = node_desc
+        self.device_id = device_id
+        self.revision = revision
+        self.vendor_id = vendor_id
 
 
 #: a port's lines in the order written ("port N" first); node_desc last, the rest of its line
@@ -53,12 +58,16 @@ def _line(key: str, value: object) -> str:
     return f"{key} {text}\n"
 
 
-class NodeConfig(NamedTuple):
-    node_name: str
-    gid_prefix: int
-    sm_lid: int
-    sm_guid: int
-    ports: tuple[PortModel, ...]
+class NodeConfig:
+    __slots__ = ("gid_prefix", "node_name", "ports", "sm_guid", "sm_lid")
+
+    def __init__(self, node_name: str, gid_prefix: int, sm_lid: int, sm_guid: int,
+                 ports: tuple[PortModel, ...]) -> None:
+        self.node_name = node_name
+        self.gid_prefix = gid_prefix
+        self.sm_lid = sm_lid
+        self.sm_guid = sm_guid
+        self.ports = ports
 
     def to_text(self) -> str:
         """The node file (README "The node file")."""
