@@ -12,6 +12,8 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import gc
 import hashlib
 import logging
@@ -40,7 +42,7 @@ from ..stage.staging import stage_wave, staged_surfaces, teardown
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface
 from . import installed, namespace, resolved, stage_cache
-from .services import ServiceFailed, Services, die_with, libc
+from .services import ServiceFailed, Services
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +451,7 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
-    libc()  # for the child's die_with, loaded before the fork
+    _libc()  # for the child's _die_with, loaded before the fork
     # what exists now (the modules, the node's plans) lives until we exit: frozen, no collection walks it
     # again, here, in the child (no copy-on-write of it either) or when the interpreter exits
     gc.freeze()
@@ -472,9 +474,20 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
 
 
 def _die_with(parent: int) -> None:
-    """SIGKILL for this child when ``parent`` dies (even by SIGKILL): CMD never outlives mokka run."""
-    if not die_with(parent, signal.SIGKILL):
+    """SIGKILL for this child when ``parent`` dies (even by SIGKILL): CMD never outlives mokka run.
+
+    The kernel sends it when the forking *thread* exits: we fork from the main thread, which outlives it.
+    """
+    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
         os._exit(EXIT_SETUP_FAILED)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _raise_if_interrupted() -> None:

@@ -3,14 +3,14 @@
 The same :class:`~mokka_core.stage.surface.Service` entries ``mokka node up`` gives
 supervisord, run the way supervisord runs them: each in its own process group with
 ``MOKKA_ROOT`` set, stopped with SIGTERM to the group, a bounded wait, then SIGKILL.
-Each gets SIGTERM when the process that started it dies, even by SIGKILL (``PR_SET_PDEATHSIG``).
+Each gets SIGTERM when the process that started it dies, even by SIGKILL (``PR_SET_PDEATHSIG``): every
+service starts through the launcher ``mokka-enter`` (``native/enter``), which ties it and enters the node's
+namespace, so that no Python runs between fork and exec.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import logging
 import os
 import select
@@ -22,13 +22,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
+from ..stage.native import NATIVE_DIR, native_dir
 from ..stage.surface import Service
 from .prestart import runs_a_module
 
 log = logging.getLogger(__name__)
 
+#: the program every service is started through (native/enter)
+LAUNCHER = "mokka-enter"
 #: how long a service may take to become ready (its ``ready_path`` appears)
 READY_TIMEOUT_S = 30.0
+#: how often readiness is looked at: first after 1 ms (a native service is ready in a few), then less often
+READY_FIRST_POLL_S = 0.001
+READY_POLL_S = 0.01
 #: how long a service may take to exit after SIGTERM before its group is killed
 STOP_WAIT_S = 5.0
 
@@ -54,31 +60,26 @@ class Services:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, before_exec: Callable[[], None] | None = None, *, held: bool = False) -> None:
-        """Start every service; ``before_exec`` runs in each child between fork and exec (joins a namespace).
+    def start(self, *, held: bool = False) -> None:
+        """Start every service.
 
-        ``held``: each ``python -m MODULE`` service starts its interpreter and imports its module, then waits
-        for :meth:`release` (:mod:`mokka_core.run.prestart`), so that start-up overlaps what the caller does
-        meanwhile; any other program (a native one starts in a few ms) is started by :meth:`release` itself.
+        ``held``: each ``python -m MODULE`` service that is waited for (it has a ``ready_path``) starts its
+        interpreter and imports its module, then waits for :meth:`release` (:mod:`mokka_core.run.prestart`),
+        so that start-up overlaps what the caller does meanwhile; any other is started by :meth:`release`
+        itself (a native program starts in a few ms, and nothing waits for the others).
         """
         chosen = sorted(self.services.items())
         if held:
-            self._later = [(name, service) for name, service in chosen if not runs_a_module(service.command)]
-            chosen = [(name, service) for name, service in chosen if runs_a_module(service.command)]
-        self._spawn(chosen, before_exec, held)
+            self._later = [(name, service) for name, service in chosen if not _worth_holding(service)]
+            chosen = [(name, service) for name, service in chosen if _worth_holding(service)]
+        self._spawn(chosen, None, held)
 
-    def _spawn(self, services: list[tuple[str, Service]], before_exec: Callable[[], None] | None,
-               held: bool) -> None:
-        parent = os.getpid()
-        libc()  # loaded here once, not in every child between fork and exec
-
-        def prepare() -> None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, set())  # ours may hold SIGTERM & co. (mokka run does)
-            if not die_with(parent, signal.SIGTERM):  # SIGTERM: the service removes its ready marker
-                raise OSError("cannot tie the service to its parent (PR_SET_PDEATHSIG), or the parent is gone")
-            if before_exec is not None:
-                before_exec()
-
+    def _spawn(self, services: list[tuple[str, Service]], joining: tuple[int, bool] | None, held: bool) -> None:
+        """Start ``services`` through the launcher (``native/enter``): tied to this process, in the namespace
+        of ``joining``'s (pid, rootless) where given."""
+        tie = [launcher(), str(os.getpid())]
+        if joining is not None:
+            tie += [str(joining[0]), "1" if joining[1] else "0"]
         output = open(self.log_path, "ab") if self.log_path is not None else None  # noqa: SIM115
         try:
             for name, service in services:
@@ -90,7 +91,7 @@ class Services:
                     command = [sys.executable, "-m", "mokka_core.run.prestart", str(gate), "--", *command]
                 try:
                     self.processes[name] = subprocess.Popen(
-                        command, env=env, start_new_session=True, preexec_fn=prepare,
+                        [*tie, "--", *command], env=env, start_new_session=True,
                         pass_fds=() if gate is None else (gate,),
                         stdout=output, stderr=subprocess.STDOUT if output is not None else None)
                 except (OSError, subprocess.SubprocessError) as exc:
@@ -112,16 +113,7 @@ class Services:
                 os.write(release, word)
         self._close_gates()
         later, self._later = self._later, []
-        if joining is None:
-            self._spawn(later, None, held=False)
-            return
-        from .namespace import Joinable
-
-        namespace = Joinable(*joining)
-        try:
-            self._spawn(later, namespace.join, held=False)
-        finally:
-            namespace.close()
+        self._spawn(later, joining, held=False)
 
     def _close_gates(self) -> None:
         for release in self._held:
@@ -138,6 +130,7 @@ class Services:
         deadline = time.monotonic() + timeout
         root = seen_from / self.root.absolute().relative_to("/")
         waiting = {name for name, service in self.services.items() if service.ready_path is not None}
+        pause = READY_FIRST_POLL_S
         while True:
             self._raise_if_exited()
             waiting = {name for name in waiting if not (root / str(self.services[name].ready_path)).exists()}
@@ -146,7 +139,8 @@ class Services:
             if time.monotonic() > deadline:
                 raise ServiceFailed(f"service(s) {', '.join(sorted(waiting))} not ready within {timeout:g} s"
                                     + self._log_tail())
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(pause * 2, READY_POLL_S)
 
     def exited(self) -> str | None:
         """The name of a service that has exited, if any."""
@@ -223,21 +217,17 @@ def _poll_for_exits(processes: list[subprocess.Popen[bytes]], deadline: float) -
     return left
 
 
-PR_SET_PDEATHSIG = 1
+def launcher() -> str:
+    """mokka-enter, from the native bundle in use or else mokka-core's own (a bundle of sanitizer builds has
+    only the programs under test)."""
+    for directory in (native_dir(), NATIVE_DIR):
+        if directory is not None and os.access(directory / LAUNCHER, os.X_OK):
+            return str(directory / LAUNCHER)
+    raise ServiceFailed(f"the service launcher {LAUNCHER} is not built (make -C native install)")
 
 
-@functools.cache
-def libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def die_with(parent: int, sig: int) -> bool:
-    """Have the calling child get ``sig`` when ``parent`` dies; False if that failed or ``parent`` is gone already.
-
-    The kernel sends it when the forking *thread* exits: fork from a thread that outlives the child.
-    Call :func:`libc` before forking, so the children do not each load it.
-    """
-    return libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0 and os.getppid() == parent
+def _worth_holding(service: Service) -> bool:
+    return service.ready_path is not None and runs_a_module(service.command)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
