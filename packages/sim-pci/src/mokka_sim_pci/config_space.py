@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 CONFIG_SIZE = 4096
 
@@ -59,16 +60,14 @@ class Bar:
         return (0x4 if self.is_64bit else 0x0) | (0x8 if self.prefetchable else 0x0)
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
     max_gen: int
     max_width: int
     current_gen: int
     current_width: int
 
 
-@dataclass(frozen=True)
-class Sriov:
+class Sriov(NamedTuple):
     """An SR-IOV physical function's capability (PCIe base spec 9.3.3), with no VF enabled."""
 
     total_vfs: int
@@ -81,8 +80,7 @@ class Sriov:
 SRIOV_PAGE_SIZES = 0x553
 
 
-@dataclass(frozen=True)
-class Function:
+class Function(NamedTuple):
     """What the config image of one endpoint function is built from."""
 
     vendor: int

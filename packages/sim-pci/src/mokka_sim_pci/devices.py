@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mokka_core.model.identity import gpu_dma_bits, legacy_irq
 from mokka_core.model.numa import parse_cpulist
@@ -44,8 +43,7 @@ MMIO64_BASE = 0x2000_0000_0000
 IOMMU_GROUP_BASE = 40  # above the groups of a host's own root ports and chipset functions
 
 
-@dataclass(frozen=True)
-class PciFunction:
+class PciFunction(NamedTuple):
     bus_id: str
     root: RootComplex
     kind: str  # "gpu" | "nvswitch" | "hca"

@@ -25,9 +25,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import MokkaError
 from ..model.apply import apply
@@ -75,16 +74,14 @@ def held_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-@dataclass(frozen=True)
-class StagedNode:
+class StagedNode(NamedTuple):
     workdir: Path  # private temp dir: holds root/ and the loader cache; removed afterwards
     root: Path
     surfaces: tuple[str, ...]
     stage_seconds: float
 
 
-@dataclass(frozen=True)
-class NodePlan:
+class NodePlan(NamedTuple):
     """Every enabled installed surface's plan for one root (pure data, made before anything is staged)."""
 
     spec: NodeSpec

@@ -62,9 +62,8 @@ import ctypes
 import os
 import stat
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Union
+from typing import NamedTuple, Union
 
 from ..stage.paths import LIB_DIR
 from ..stage.store import STATE_DIR
@@ -96,8 +95,7 @@ class NamespaceError(Exception):
     """Setting up the private namespace failed; the message says what and why."""
 
 
-@dataclass(frozen=True)
-class Captured:
+class Captured(NamedTuple):
     """A host path opened (O_PATH) before any mount, so it can be bound back after it is covered."""
 
     path: str
@@ -106,46 +104,39 @@ class Captured:
 Source = Union[str, Captured]
 
 
-@dataclass(frozen=True)
-class Tmpfs:
+class Tmpfs(NamedTuple):
     target: str
     mode: int = 0o755
 
 
-@dataclass(frozen=True)
-class Overlay:
+class Overlay(NamedTuple):
     target: str
     lowers: tuple[str, ...]  # uppermost first
 
 
-@dataclass(frozen=True)
-class Devpts:
+class Devpts(NamedTuple):
     target: str
     options: str = DEVPTS_OPTIONS
 
 
-@dataclass(frozen=True)
-class Bind:
+class Bind(NamedTuple):
     source: Source
     target: str
     create: str | None = None  # "file" or "dir": make the mount point first (inside a fresh tmpfs)
     recursive: bool = False
 
 
-@dataclass(frozen=True)
-class MakeDir:
+class MakeDir(NamedTuple):
     path: str
     mode: int = 0o755
 
 
-@dataclass(frozen=True)
-class MakeFile:
+class MakeFile(NamedTuple):
     path: str
     content: str
 
 
-@dataclass(frozen=True)
-class MakeSymlink:
+class MakeSymlink(NamedTuple):
     path: str
     target: str
 
@@ -153,13 +144,13 @@ class MakeSymlink:
 Op = Union[Tmpfs, Overlay, Devpts, Bind, MakeDir, MakeFile, MakeSymlink]
 
 
-@dataclass
 class MountPlan:
-    ops: list[Op] = field(default_factory=list)
-    #: /proc files staged under the root that this kernel does not have (cannot be shown by a mount).
-    missing_proc_files: list[str] = field(default_factory=list)
-    #: Staged trees that could not be placed, with the reason (reported, not fatal).
-    skipped: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        #: /proc files staged under the root that this kernel does not have (cannot be shown by a mount).
+        self.missing_proc_files: list[str] = []
+        #: Staged trees that could not be placed, with the reason (reported, not fatal).
+        self.skipped: list[str] = []
 
 
 def host_mount_points(mountinfo: str | None = None) -> list[str]:
