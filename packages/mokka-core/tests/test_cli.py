@@ -2,9 +2,10 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
-from mokka_core.cli.mokka import app
+from mokka_core.cli.mokka import app, narrowed
 
 runner = CliRunner()
 
@@ -48,3 +49,31 @@ def test_show_table_and_json() -> None:
 def test_help_explains_itself() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0 and "simulator" in result.output
+
+
+def _every_invocation() -> list[list[str]]:
+    names = [info.name for info in app.registered_commands] + [info.name for info in app.registered_groups]
+    assert "run" in names and "node" in names
+    forms: list[list[str]] = []
+    for name in names:
+        assert name is not None
+        forms += [[name, "--help"], [name, "--no-such-option"], ["--version", name]]
+    forms += [["node", "up", "--help"], ["node", "nosuch"], ["profile", "show", "h100"], ["show", "--gpus", "x"],
+              ["run", "--profile", "h100"], ["--help"], [], ["nosuch"], ["ru"]]
+    return forms
+
+
+@pytest.mark.parametrize("args", _every_invocation(), ids=" ".join)
+def test_a_narrowed_app_parses_errs_and_helps_as_the_whole_one(args: list[str]) -> None:
+    # mokka's main builds only the command it is given (typer builds every command's options first)
+    whole = runner.invoke(app, args, prog_name="mokka")
+    alone = runner.invoke(narrowed(app, args), args, prog_name="mokka")
+    assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output)
+
+
+def test_narrowing_keeps_only_the_named_command() -> None:
+    only = narrowed(app, ["run", "--profile", "h100", "--", "true"])
+    assert [info.name for info in only.registered_commands] == ["run"] and not only.registered_groups
+    assert [info.name for info in narrowed(app, ["node", "up"]).registered_groups] == ["node"]
+    assert narrowed(app, ["--help"]) is app and narrowed(app, ["nosuch"]) is app
+    assert len(app.registered_commands) > 1  # the whole app is left as it was
