@@ -21,6 +21,7 @@ from mokka_core.model.spec import NodeSpec
 from mokka_core.run import namespace, resolved, stage_cache
 from mokka_core.run.command import NodePlan, plan_node, stage_node
 from mokka_core.stage.paths import NVML_STATE_FILE
+from mokka_core.stage.render import plan_digest
 from mokka_core.stage.store import NodeStore
 from mokka_core.testing.consumers import required
 
@@ -151,6 +152,53 @@ def test_the_tree_of_another_node_costs_only_time_and_is_replaced(tmp_path: Path
     assert shown == full
     assert (cache / "one-key").stat().st_ino != built
     assert [entry.name for entry in cache.iterdir()] == ["one-key"]  # the stale one pruned
+
+
+@needs_root
+@pytest.mark.usefixtures("whole_node")
+def test_a_run_leaves_alone_the_surfaces_the_sealed_tree_holds_as_planned(tmp_path: Path, cache: Path) -> None:
+    runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=2)
+    runs.cached(spec)
+    (entry,) = cache.iterdir()
+    node, _ = runs.plan(spec)
+    digests = {name: plan_digest(plan) for name, plan in node.plans.items()}
+    claim = stage_cache.claim(entry.name)
+    assert claim is not None and claim.built
+    try:
+        # the state file and the CDI spec name the run's root: only their surfaces are staged again
+        assert claim.held_as_planned(digests) == set(node.plans) - {"gpu", "cdi"}
+        assert claim.held_as_planned({**digests, "pci": "another"}) == set(node.plans) - {"gpu", "cdi", "pci"}
+    finally:
+        claim.release()
+
+
+@needs_root
+@pytest.mark.usefixtures("whole_node")
+@pytest.mark.parametrize("change", ["remove an entry", "add a name", "rewrite a manifest"])
+def test_a_tree_changed_since_its_seal_is_compared_entry_by_entry(tmp_path: Path, cache: Path, change: str) -> None:
+    runs, spec = Runs(tmp_path), NodeSpec(profile="h100", gpus=1)
+    runs.cached(spec)
+    (entry,) = cache.iterdir()
+    tree = entry / stage_cache.TREE
+    time.sleep(0.05)  # past the kernel's coarse clock tick: the change moves a ctime
+    if change == "remove an entry":
+        next((tree / "sys/devices").rglob("vendor")).unlink()  # the pci surface's, held as planned otherwise
+    elif change == "add a name":
+        (tree / "sys/bus/pci/devices/stray").write_text("x")
+    else:
+        manifest = next((tree / "var/lib/mokka/manifests").glob("pci.json"))
+        manifest.write_text(manifest.read_text())
+    node, _ = runs.plan(spec)
+    claim = stage_cache.claim(entry.name)
+    assert claim is not None
+    try:
+        assert claim.held_as_planned({name: plan_digest(plan) for name, plan in node.plans.items()}) == set()
+    finally:
+        claim.release()
+    shown, full = runs.cached(spec)
+    if change == "add a name":  # not the node's (staging removes only its own entries), shown as the tree has it
+        assert shown.pop("sys/bus/pci/devices/stray")[0] == stat.S_IFREG
+    assert shown == full
 
 
 def owned_dirs(found: dict[str, list[object]]) -> set[str]:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -138,12 +138,13 @@ def stage_node(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None =
     """
     started = time.monotonic()
     each = {name: entry_digests(plan) for name, plan in node.plans.items()}
+    digests = {name: plan_digest(plan, each[name]) for name, plan in node.plans.items()}
     with _quiet_rootless_staging():
-        tree = _cached_tree(node, cached, each) if cached is not None else None
+        tree = _cached_tree(node, cached, each, digests) if cached is not None else None
         shown = tree is not None and _overlay(tree, workdir, node.root)
         if shown and cached is not None:
             try:
-                _stage_plans(node, each)
+                staged = _stage_plans(node, each, held=cached.held_as_planned(digests))
             except (MokkaError, OSError) as exc:  # a cached tree its manifests do not describe: never again
                 log.debug("the cached tree %s is not what its manifests say (%s): staging in full", tree, exc)
                 cached.discard()
@@ -151,7 +152,7 @@ def stage_node(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None =
                 shown = False
             else:
                 if cached.built:
-                    cached.judge(node.plans, each)
+                    cached.judge(staged, each)
         if not shown:
             node.root.mkdir(exist_ok=True)
             _stage_plans(node, each)
@@ -160,25 +161,29 @@ def stage_node(node: NodePlan, workdir: Path, cached: stage_cache.Claim | None =
     nodefile.save(node.root, node.spec, node.booted_ms)
     # what a node daemon's render leaves, so the first nvml-mock-ctl change is as fast as the next
     snapshot.save(node.root, node.base, node.spec.override_file or Path(), node.override_doc, node.fingerprints,
-                  node.installed, {name: plan_digest(plan, each[name]) for name, plan in node.plans.items()},
-                  node.base_json)
+                  node.installed, digests, node.base_json)
     return StagedNode(workdir, node.root, tuple(node.plans), time.monotonic() - started)
 
 
-def _stage_plans(node: NodePlan, each: dict[str, list[str]]) -> None:
-    stage_wave(node.plans, node.root, each)
+def _stage_plans(node: NodePlan, each: dict[str, list[str]], held: Collection[str] = ()) -> dict[str, list[Entry]]:
+    """Stage the plans of every surface but those ``held`` as planned already; the plans staged."""
+    plans = {name: plan for name, plan in node.plans.items() if name not in held}
+    if plans:
+        stage_wave(plans, node.root, each)
     for surface in set(staged_surfaces(node.root)) - set(node.plans):  # a cached tree's others
         teardown(node.root, surface)
+    return plans
 
 
-def _cached_tree(node: NodePlan, cached: stage_cache.Claim, each: dict[str, list[str]]) -> Path | None:
+def _cached_tree(node: NodePlan, cached: stage_cache.Claim, each: dict[str, list[str]],
+                 digests: dict[str, str]) -> Path | None:
     """The cached tree to show the root from; a new entry's is staged first (a failure there only costs time:
     staging the root itself reports what is wrong with the plans)."""
     if cached.built:
         return cached.tree
     try:
         stage_wave(node.plans, cached.tree, each)
-        return cached.publish(node.plans)
+        return cached.publish(node.plans, digests)
     except (MokkaError, OSError) as exc:
         log.debug("the staged tree was not cached: %s", exc)
         return None

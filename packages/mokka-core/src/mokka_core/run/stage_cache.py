@@ -10,9 +10,12 @@ shown as it is.  Which tree a run starts from is therefore never a question of c
 much it writes; the key (:func:`key`) names the node and what the digests do not see: whether device
 nodes can be made (root) and the umask the directories were made under.
 
-An entry is built under a temporary name and renamed into place only once complete and synced, so a
-partial one is never seen.  Every run holds a shared lock on its entry from before the tree is shown
-until it ends; pruning (beyond :data:`MAX_ENTRIES`) removes only entries it can lock exclusively.
+An entry is built under a temporary name and renamed into place only once complete, sealed and synced, so
+a partial one is never seen.  The seal records each surface's plan digest and the stat of the tree's
+directories and manifests: while they are as sealed, a run stages only the surfaces whose plans differ
+(those that name its root), and leaves the others alone without comparing their entries one by one.
+Every run holds a shared lock on its entry from before the tree is shown until it ends; pruning (beyond
+:data:`MAX_ENTRIES`) removes only entries it can lock exclusively.
 Everything here is a cache: any failure to read or write it costs only time.
 """
 
@@ -34,13 +37,14 @@ from pathlib import Path
 from ..errors import MokkaError
 from ..stage.paths import user_cache
 from ..stage.staging import Manifest
-from ..stage.store import atomic_write
+from ..stage.store import NodeStore, atomic_write
 from ..stage.surface import CharDevice, Dir, Entry
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: entries are sealed (SEAL)
 CACHE_DIR = "staged"
 TREE = "tree"
 LOCK = "lock"
+SEAL = "seal.json"  # the tree as published: each surface's plan digest; its directories' and manifests' stat
 WRITTEN = "written.json"  # what the last run that showed the tree wrote over it: {path: digest, "" removed}
 BUILD_PREFIX = ".build-"
 TRASH_PREFIX = ".trash-"
@@ -72,8 +76,9 @@ class Claim:
     def tree(self) -> Path:
         return self.directory / TREE
 
-    def publish(self, plans: Mapping[str, list[Entry]]) -> Path:
-        """Once the build's tree is staged: sync it and give it the entry's name; the tree to show.
+    def publish(self, plans: Mapping[str, list[Entry]], digests: Mapping[str, str]) -> Path:
+        """Once the build's tree is staged (``plans``, of plan ``digests``): seal it, sync it and give it the
+        entry's name; the tree to show.
 
         A tree whose device nodes were made as regular files (root without CAP_MKNOD) is shown to this run
         only: the key says device nodes.  A run that published the same entry first wins; this one shows
@@ -81,6 +86,7 @@ class Claim:
         """
         if os.geteuid() == 0 and not _devices_made(self.tree, plans):
             return self.tree
+        atomic_write(self.directory / SEAL, json.dumps({"plans": dict(digests), "stats": _tree_stats(self.tree)}))
         _syncfs(self.fd)
         try:
             os.rename(self.directory, self.final)
@@ -89,6 +95,23 @@ class Claim:
         self.directory = self.final
         prune(self.final.parent)
         return self.tree
+
+    def held_as_planned(self, digests: Mapping[str, str]) -> set[str]:
+        """The surfaces the tree holds exactly as planned (by plan ``digests``): staging can leave them alone.
+
+        Only while the tree is as it was sealed: a name made, removed or renamed in any of its directories
+        moves that directory's ctime, and a manifest written moves its own (a change within one tick of the
+        kernel's coarse clock after the seal could go unseen).  Otherwise none: staging then compares every
+        entry, as for a tree of another node.
+        """
+        try:
+            seal = json.loads((self.directory / SEAL).read_text())
+            planned, stats = seal["plans"], seal["stats"]
+            if any(_stat(self.tree / path) != held for path, held in stats.items()):
+                return set()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return set()
+        return {surface for surface, digest in digests.items() if planned.get(surface) == digest}
 
     def judge(self, plans: Mapping[str, list[Entry]], digests: Mapping[str, list[str]]) -> None:
         """After a run staged ``plans`` (their entries' ``digests``) onto the tree: was the tree stale?
@@ -237,6 +260,22 @@ def _written(tree: Path, plans: Mapping[str, list[Entry]], digests: Mapping[str,
         if old is not None:
             written.update(dict.fromkeys(set(old.entries).difference(entry.path for entry in plan), ""))
     return written
+
+
+def _tree_stats(tree: Path) -> dict[str, list[int]]:
+    """Every directory of ``tree`` and every manifest in it, by path: [inode, ctime]."""
+    stats = {}
+    for directory, _, _ in os.walk(tree):
+        stats[os.path.relpath(directory, tree)] = _stat(Path(directory))
+    manifests = NodeStore(tree).manifests_dir
+    for name in os.listdir(manifests):
+        stats[os.path.relpath(manifests / name, tree)] = _stat(manifests / name)
+    return stats
+
+
+def _stat(path: Path) -> list[int]:
+    st = os.lstat(path)
+    return [st.st_ino, st.st_ctime_ns]
 
 
 def _devices_made(tree: Path, plans: Mapping[str, list[Entry]]) -> bool:
