@@ -58,6 +58,7 @@ staged device nodes are then empty regular files (creating a node needs real roo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
@@ -248,43 +249,45 @@ def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] 
     """
     mode = stat.S_IMODE(os.stat(target).st_mode)
     ops: list[Op] = [Tmpfs(target, mode) if fresh else MakeDir(target, mode)]
-    host_names = set(os.listdir(target))
-    staged: dict[str, list[Path]] = {}
+    host = _kinds(target)
+    staged: dict[str, list[tuple[Path, str]]] = {}
     for directory in staged_dirs:
-        for name in sorted(os.listdir(directory)):
+        for name, kind in sorted(_kinds(str(directory)).items()):
             if str(directory / name) not in exclude:
-                staged.setdefault(name, []).append(directory / name)
-    for name in sorted(host_names | set(staged)):
+                staged.setdefault(name, []).append((directory / name, kind))
+    for name in sorted(host.keys() | staged.keys()):
         dest = f"{target}/{name}"
         if name not in staged:
-            ops.append(_host_entry(dest))
+            ops.append(_entry(dest, dest, host[name], captured=True))
             continue
         sources = staged[name]
-        if recurse and name in host_names and _is_plain_dir(dest) and all(_is_plain_dir(str(p)) for p in sources):
-            ops += merge_ops(dest, sources, exclude=exclude, fresh=False)
+        if recurse and host.get(name) == DIR and all(kind == DIR for _, kind in sources):
+            ops += merge_ops(dest, [source for source, _ in sources], exclude=exclude, fresh=False)
         else:
-            ops.append(_staged_entry(sources[0], dest))
+            source, kind = sources[0]
+            ops.append(_entry(str(source), dest, kind, captured=False))
     return ops
 
 
-def _is_plain_dir(path: str) -> bool:
-    return os.path.isdir(path) and not os.path.islink(path)
+DIR, LINK, OTHER = "dir", "link", "other"
 
 
-def _host_entry(path: str) -> Op:
-    if os.path.islink(path):
-        return MakeSymlink(path, os.readlink(path))
-    if os.path.isdir(path):
-        return Bind(Captured(path), path, create="dir", recursive=True)
-    return Bind(Captured(path), path, create="file")
+def _kinds(directory: str) -> dict[str, str]:
+    """Each name in ``directory`` and what it is (a directory, a link, anything else), from one listing: the
+    file types come with the names (sysfs, procfs, devtmpfs and tmpfs give them)."""
+    with os.scandir(directory) as entries:
+        return {entry.name: LINK if entry.is_symlink() else DIR if entry.is_dir(follow_symlinks=False) else OTHER
+                for entry in entries}
 
 
-def _staged_entry(source: Path, dest: str) -> Op:
-    if source.is_symlink():
+def _entry(source: str, dest: str, kind: str, captured: bool) -> Op:
+    """What shows ``source`` (a host entry, ``captured`` before anything is mounted, or a staged one) at ``dest``."""
+    if kind == LINK:
         return MakeSymlink(dest, os.readlink(source))
-    if source.is_dir():
-        return Bind(str(source), dest, create="dir", recursive=True)
-    return Bind(str(source), dest, create="file")
+    origin: Source = Captured(source) if captured else source
+    if kind == DIR:
+        return Bind(origin, dest, create="dir", recursive=True)
+    return Bind(origin, dest, create="file")
 
 
 def dev_ops(staged: Path, target: str, private_pts: bool = False) -> list[Op]:
@@ -480,12 +483,13 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
     elif isinstance(op, Bind):
         source = f"/proc/self/fd/{fds[op.source.path]}" if isinstance(op.source, Captured) else op.source
         if op.create == "dir":
-            os.makedirs(op.target, exist_ok=True)
-        elif op.create == "file" and not os.path.lexists(op.target):
-            os.close(os.open(op.target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            _mkdir(op.target)
+        elif op.create == "file":
+            with contextlib.suppress(FileExistsError):  # O_EXCL: never through a link that is there
+                os.close(os.open(op.target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
         mount(source, op.target, None, MS_BIND | (MS_REC if op.recursive else 0))
     elif isinstance(op, MakeDir):
-        os.makedirs(op.path, exist_ok=True)
+        _mkdir(op.path)
         os.chmod(op.path, op.mode)
     elif isinstance(op, MakeSymlink):
         os.symlink(op.target, op.path)
@@ -493,6 +497,16 @@ def _run_op(op: Op, fds: dict[str, int]) -> None:
         Path(op.path).write_text(op.content)
 
 
+
+def _mkdir(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` in one system call where the parent is there (as a plan makes it)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
 
 
 class Joinable:
