@@ -17,10 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from mokka_core.stage import mig_partition
 from mokka_core.stage.paths import LIB_DIR, NVML_STATE_FILE
+
+from .emit import block_yaml
 
 if TYPE_CHECKING:
     from mokka_core.model.node import Node
@@ -110,20 +110,9 @@ def minimum_version(spec: dict[str, Any]) -> str:
     return "0.3.0"
 
 
-class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # PyYAML: no hints
-    """No anchors/aliases: some CDI readers and every human read the spec more easily without them.
-
-    libyaml's emitter when PyYAML has it: the same text as the Python one, 5x faster (every ctl change re-plans).
-    """
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def dump(spec: dict[str, Any]) -> str:
     header = "# CDI spec of a simulated NVIDIA GPU node (Mokka sim-cdi); regenerated on every stage\n"
-    body: str = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
-    return header + body
+    return header + block_yaml(spec)
 
 
 def device_host_paths(spec: dict[str, Any]) -> list[str]:

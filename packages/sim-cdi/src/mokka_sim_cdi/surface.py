@@ -23,7 +23,7 @@ class CdiSurface(Surface):
     reads = frozenset[str]()
 
     def render(self, node: Node, ctx: StageContext) -> dict[str, Any]:
-        from . import spec as cdi  # PyYAML: imported where a spec is rendered, not by every nvml-mock-ctl
+        from . import spec as cdi  # mig_partition: imported where a spec is rendered, not by every nvml-mock-ctl
 
         return cdi.render(node, ctx.root, failed=node.surface(self.name).state == "failed", mig=ctx.mig)
 
