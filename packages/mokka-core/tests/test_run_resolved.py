@@ -69,9 +69,9 @@ def test_a_corrupt_or_unwritable_entry_only_costs_time(cache: Path) -> None:
 RUN_IMPORTS = """
 import sys
 sys.argv = ["mokka", "run", "--profile", "h100", "--gpus", "2", "--", "true"]
-from mokka_core.cli.mokka import main
+from mokka_core.cli.mokka import app, narrowed
 try:
-    main()
+    narrowed(app, sys.argv[1:])()  # what main() runs; main() itself ends the process at once after a run
 except SystemExit as exc:
     code = exc.code
 heavy = {"mokka_core.schema.profile", "mokka_core.schema.loader", "mokka_core.schema.overlays",
