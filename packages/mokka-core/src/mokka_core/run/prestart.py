@@ -2,10 +2,11 @@
 
     python -m mokka_core.run.prestart FD -- PROGRAM [ARGS...]
 
-``mokka run`` starts each ``python -m MODULE`` service this way as soon as the node is planned, so its
-interpreter's start-up and imports overlap the staging (a native program is simply started once the
-namespace is set up: it has nothing to import).  They start in ``mokka run``'s own namespaces, where
-nothing moves while they import (the command's namespace is being mounted meanwhile).  What comes on FD
+``mokka run`` starts each ``python -m MODULE`` service it waits for (one with a ready path) this way as soon
+as the node is planned, so its interpreter's start-up and imports overlap the staging (a native program is
+simply started once the namespace is set up: it has nothing to import; nor is a service nothing waits for).
+They start in ``mokka run``'s own namespaces, where nothing moves while they import (the command's namespace
+is being mounted meanwhile).  What comes on FD
 lets the service run: ``go``, or ``PID ROOTLESS``: first enter the mount namespace of PID (and its user
 namespace where ROOTLESS is 1).  The service then runs its module's ``main(ARGS)``, already imported (a
 program given in another form is exec'd).  End of file (the run gave up) exits 0 without running it.

@@ -5,7 +5,8 @@ supervisord, run the way supervisord runs them: each in its own process group wi
 ``MOKKA_ROOT`` set, stopped with SIGTERM to the group, a bounded wait, then SIGKILL.
 Each gets SIGTERM when the process that started it dies, even by SIGKILL (``PR_SET_PDEATHSIG``): every
 service starts through the launcher ``mokka-enter`` (``native/enter``), which ties it and enters the node's
-namespace, so that no Python runs between fork and exec.
+namespace, so that no Python runs between fork and exec.  The kernel sends that SIGTERM when the starting
+*thread* exits: start services from a thread that outlives them.
 """
 
 from __future__ import annotations
