@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from mokka_core.cli.mokka import app, narrowed
+from mokka_core.cli.mokka import EXIT_AT_ONCE, app, narrowed
 
 runner = CliRunner()
 
@@ -57,7 +57,9 @@ def _every_invocation() -> list[list[str]]:
     forms: list[list[str]] = []
     for name in names:
         assert name is not None
-        forms += [[name, "--help"], [name, "--no-such-option"], ["--version", name]]
+        # run and shim take an unknown option as the start of CMD (it would run): a bad value errs instead
+        wrong = [name, "--gpus", "x", "--", "true"] if name in EXIT_AT_ONCE else [name, "--no-such-option"]
+        forms += [[name, "--help"], wrong, ["--version", name]]
     forms += [["node", "up", "--help"], ["node", "nosuch"], ["profile", "show", "h100"], ["show", "--gpus", "x"],
               ["run", "--profile", "h100"], ["--help"], [], ["nosuch"], ["ru"]]
     return forms

@@ -573,10 +573,15 @@ def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]
             os._exit(code)
 
 
+#: how often CMD's exit is also looked for without its SIGCHLD: in a process with other threads (a test runner's)
+#: the kernel may hand that signal to a thread that does not hold it, where it is discarded
+EXIT_CHECK_S = 0.05
+
+
 def _wait(pid: int) -> int:
     while True:
-        info = signal.sigwaitinfo(WATCHED)
-        if info.si_signo == signal.SIGCHLD:
+        info = signal.sigtimedwait(WATCHED, EXIT_CHECK_S)
+        if info is None or info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
