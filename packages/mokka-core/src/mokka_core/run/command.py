@@ -12,8 +12,6 @@ SIGTERM, and return the command's exit status.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import gc
 import hashlib
 import logging
@@ -453,7 +451,6 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
-    _libc()  # for the child's _die_with, loaded before the fork
     # what exists now (the modules, the node's plans) lives until we exit: frozen, no collection walks it
     # again, here, in the child (no copy-on-write of it either) or when the interpreter exits
     gc.freeze()
@@ -480,16 +477,8 @@ def _die_with(parent: int) -> None:
 
     The kernel sends it when the forking *thread* exits: we fork from the main thread, which outlives it.
     """
-    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+    if not namespace.die_with(parent, signal.SIGKILL):
         os._exit(EXIT_SETUP_FAILED)
-
-
-PR_SET_PDEATHSIG = 1
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _raise_if_interrupted() -> None:

@@ -403,6 +403,15 @@ def umount(target: str) -> None:
     _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int, sig: int) -> bool:
+    """Have the calling child get ``sig`` when ``parent`` dies (PR_SET_PDEATHSIG); False if that failed or
+    ``parent`` is gone already.  Loaded with this module, so a forked child calls no loader."""
+    return _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0 and os.getppid() == parent
+
+
 def unshare_mount_namespace(rootless: bool) -> None:
     """Enter a private mount namespace (and, without root, a user namespace that maps only our own ids)."""
     uid, gid = os.getuid(), os.getgid()
