@@ -417,10 +417,11 @@ def test_dynamic_values_are_one_per_second_across_threads_and_snapshots(lib_dir,
         assert len(per_second) >= 2 and all(len(v) == 1 for v in per_second.values()), per_second
         one = {{sec: next(iter(v)) for sec, v in per_second.items()}}
         for before, after, util, temp in readings:
-            if before % 1 <= 0.1 and int(before) - 1 not in one:
-                continue  # just after a boundary it may be the last second's value, of a second never read clear
-            near = [one[sec] for sec in range(int(before) - 1, int(after) + 1) if sec in one]
-            assert not near or util in near, (before, after, util, near)
+            first = int(before) - 1 if before % 1 <= 0.1 else int(before)  # just after a boundary: the last second's too
+            candidates = range(first, int(after) + 1)
+            if any(sec not in one for sec in candidates):
+                continue  # a second that was never read clear (the first or the last one) cannot be checked against
+            assert util in [one[sec] for sec in candidates], (before, after, util, candidates)
             assert 30 <= temp <= 70, temp
         assert len(set(one.values())) >= 2  # the values move with the second
         print(len(readings), len(one), k)
