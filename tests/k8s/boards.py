@@ -30,6 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the CUDA version a driver branch reports (nvmlSystemGetCudaDriverVersion; NVIDIA's CUDA toolkit release notes,
+#: "CUDA Toolkit and Corresponding Driver Versions"; test_boards.py checks it against the captures' pairs)
+CUDA_OF_BRANCH = {535: (12, 2), 550: (12, 4), 555: (12, 5), 560: (12, 6), 565: (12, 7), 570: (12, 8), 575: (12, 9),
+                  580: (13, 0), 590: (13, 1), 595: (13, 2)}
+
 PROFILES = ("a100", "h100", "h200", "b200", "gb200", "gb300", "l40s", "l4", "a10g", "t4")
 
 #: nvmlDeviceArchitecture_t values (nvml.h NVML_DEVICE_ARCH_*)

@@ -19,10 +19,11 @@ HERE = Path(__file__).resolve().parent
 SURFACES_NEEDED = ("gpu", "pci")
 
 
-def mokka_run(profile: str, *command: str, timeout: float = 300,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``mokka run --profile PROFILE -- COMMAND`` with its output captured."""
-    return subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile", profile, "--", *command],
+def mokka_run(profile: str | Path, *command: str, timeout: float = 300, env: dict[str, str] | None = None,
+              options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``mokka run --profile PROFILE [OPTIONS] -- COMMAND`` (a Path: ``--profile-file``), output captured."""
+    chosen = ["--profile-file", str(profile)] if isinstance(profile, Path) else ["--profile", profile]
+    return subprocess.run([sys.executable, "-m", "mokka_core", "run", *chosen, *options, "--", *command],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -54,3 +55,10 @@ def nfd_worker(real_node: None) -> Path:
 def gonvlib(real_node: None) -> Path:
     """Our go-nvlib program (gonvlib/main.go, go-nvlib and go-nvml pinned in gonvlib/go.mod)."""
     return go_module_program(HERE / "gonvlib", ".", "gonvlib")
+
+
+@pytest.fixture(scope="session")
+def gfd(real_node: None) -> Path:
+    """gpu-feature-discovery of the k8s-device-plugin release pinned in deviceplugin/go.mod, built as shipped."""
+    return go_module_program(HERE / "deviceplugin", "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery",
+                             "gpu-feature-discovery")

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from boards import BOARDS, PROFILES
+from boards import BOARDS, CUDA_OF_BRANCH, PROFILES
 
 CAPTURES = Path(__file__).resolve().parents[2] / "reference" / "captures"
 
@@ -36,3 +36,10 @@ def test_pci_identity_and_bar1_match_the_capture(profile: str) -> None:
     assert gpu.findtext("addressing_mode") == board.addressing_mode
     fabric = gpu.findtext("fabric/clusterUuid") not in (None, "N/A", "00000000-0000-0000-0000-000000000000")
     assert fabric == board.fabric_attached
+
+
+@pytest.mark.parametrize("capture", sorted(CAPTURES.glob("qx-*.xml")), ids=lambda path: path.stem)
+def test_cuda_of_the_driver_branch_matches_the_capture(capture: Path) -> None:
+    log = ET.parse(capture).getroot()
+    branch = int((log.findtext("driver_version") or "").split(".")[0])
+    assert ".".join(map(str, CUDA_OF_BRANCH[branch])) == log.findtext("cuda_version")
