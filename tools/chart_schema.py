@@ -356,7 +356,7 @@ def build_schema() -> dict[str, Any]:
                             "enabled": {
                                 "type": "boolean",
                                 "description": "Emit ConfigMaps `gpu-profile-<p>` (key `profile.yaml`, label "
-                                "`fake-gpu-operator/gpu-profile: \"true\"`) for all seven built-in profiles, so "
+                                "`fake-gpu-operator/gpu-profile: \"true\"`) for all ten built-in profiles, so "
                                 "fake-gpu-operator's KWOK nodes and Mokka's real nodes share one profile source. "
                                 "Enable in one release only.",
                             },

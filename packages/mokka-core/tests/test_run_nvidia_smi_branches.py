@@ -1,6 +1,6 @@
 """Real nvidia-smi of every Debian branch (535, 550, 555) in ``mokka run``: every mode, no broken output.
 
-nvidia-smi 555 runs every mode on all seven built-in profiles, 535 and 550 on h100 (one ``mokka run`` per
+nvidia-smi 555 runs every mode on the seven profiles with a real capture, 535 and 550 on h100 (one ``mokka run`` per
 branch and board, every mode in one shell). The product names and framebuffer totals are those of the real
 captures (``reference/captures/qx-<profile>.xml``: ``product_name``, ``fb_memory_usage/total``).
 
