@@ -179,7 +179,7 @@ def run_cmd(
     /proc/modules, /dev/kmsg, /usr/bin/nvidia-smi, the NVML library, /lib/modules/RELEASE) in a
     private mount namespace, with the node's services running; the host is untouched.
 
-    Needs root (or unprivileged user namespaces: device nodes are then empty files).  On a kernel
+    Needs root (or unprivileged user namespaces: device nodes are then empty files). On a kernel
     without /proc/modules (no module support) procfs cannot gain the file: lsmod and other
     dynamically linked readers get it through the preload shim, static programs (Go: NFD, the
     device plugin) see no modules.
