@@ -180,17 +180,24 @@ def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> Non
 
 
 def test_linked_dirs_get_links_over_one_overlay(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
-    # a directory of thousands of libraries or programs: one overlay, not thousands of binds;
-    # staged links are copied (the package's own chain), other entries link into the live root
+    # a directory of thousands of libraries or programs: one overlay, not thousands of binds; staged links
+    # are copied (the package's own chain), programs and libraries are bound over an empty file after the
+    # overlay (a regular file at the real path), other entries (the state file) link into the live root
     (fake_host / "usr/bin").mkdir(parents=True)
     (staged_root / "usr/bin").mkdir()
     (staged_root / "usr/bin/nvidia-smi").write_text("")
+    (staged_root / "usr/bin/nvidia-smi").chmod(0o755)
     (staged_root / LIB_DIR / "libnvidia-ml.so").symlink_to("libnvidia-ml.so.1")
+    (staged_root / LIB_DIR / "mokka-nvml.state").write_text("")
     plan = namespace.plan_mounts(staged_root, host=fake_host, mountinfo="", scratch=tmp_path)
     links = tmp_path / "links"
-    assert MakeSymlink(str(links / "usr/bin/nvidia-smi"), str(staged_root / "usr/bin/nvidia-smi")) in plan.ops
+    program = namespace.MakeFile(str(links / "usr/bin/nvidia-smi"), "")
+    bound = Bind(str(staged_root / "usr/bin/nvidia-smi"), f"{fake_host}/usr/bin/nvidia-smi")
+    overlay = Overlay(f"{fake_host}/usr/bin", (str(links / "usr/bin"), f"{fake_host}/usr/bin"))
+    assert plan.ops.index(program) < plan.ops.index(overlay) < plan.ops.index(bound)
     assert MakeSymlink(str(links / LIB_DIR / "libnvidia-ml.so"), "libnvidia-ml.so.1") in plan.ops
-    assert Overlay(f"{fake_host}/usr/bin", (str(links / "usr/bin"), f"{fake_host}/usr/bin")) in plan.ops
+    state = str(staged_root / LIB_DIR / "mokka-nvml.state")
+    assert MakeSymlink(str(links / LIB_DIR / "mokka-nvml.state"), state) in plan.ops
     assert Overlay(f"{fake_host}/{LIB_DIR}", (str(links / LIB_DIR), f"{fake_host}/{LIB_DIR}")) in plan.ops
     assert not any(isinstance(op, Tmpfs) and op.target.endswith("/usr") for op in plan.ops)
 
@@ -290,7 +297,9 @@ def test_mock_library_found_by_plain_dlopen(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     done = fake_run("--", sys.executable, "-c", probe, env=env)
     assert done.returncode == 0, done.stderr
-    assert re.search(r"/mokka-run-\w+/root/\S+/libnvidia-ml\.so\.", done.stdout)
+    # mapped from the real path, a regular file there (bound from the root), as a driver install has it
+    assert re.search(rf" /{LIB_DIR}/libnvidia-ml\.so\.\d+\.\d+\.\d+\n", done.stdout), done.stdout
+    assert "/mokka-run-" not in done.stdout
 
 
 @needs_root
@@ -718,6 +727,7 @@ echo "root=$MOKKA_ROOT"
 echo "gpus=$(nvidia-smi -L | grep -c '^GPU ')"
 nvidia-smi | grep -o 'Driver Version: [0-9.]*' | sed 's/^/banner=/'
 echo "library=$(readlink -f /usr/lib/{multiarch}/libnvidia-ml.so.1)"
+echo "smi=$(readlink -f /usr/bin/nvidia-smi)"
 ldconfig -p | grep -q 'libnvidia-ml.so.1 .*=> .*/libnvidia-ml.so.1$' && echo "ldcache=yes"
 lspci -nn -k > /dev/null 2> "$MOKKA_ROOT/lspci.err"; echo "lspci_warnings=$(wc -l < "$MOKKA_ROOT/lspci.err")"
 echo "modinfo=$(modinfo -F version nvidia)"
@@ -760,7 +770,9 @@ def test_acceptance_a_whole_node_with_a_plain_path(real_node: None) -> None:
     driver = NodeSpec(profile="h100").resolve().driver_version
     assert facts["gpus"] == "8"
     assert facts["banner"] == f"Driver Version: {driver}"
-    assert re.search(rf"/mokka-run-\w+/root/{LIB_DIR}/libnvidia-ml\.so\.{re.escape(driver)}$", facts["library"])
+    # regular files at the real paths, as the driver package installs them (link resolvers name no other path)
+    assert facts["library"] == f"/{LIB_DIR}/libnvidia-ml.so.{driver}"
+    assert facts["smi"] == "/usr/bin/nvidia-smi"
     assert facts["ldcache"] == "yes"
     assert facts["lspci_warnings"] == "0"
     assert facts["modinfo"] == driver

@@ -34,10 +34,11 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
   falls back to the preload shim for it.
 - the directories a driver install adds files to, :data:`LINKED_DIRS` (the library
-  directory, ``/usr/bin``): an overlay whose upper layer is a directory of links,
-  one per staged entry: a staged link is copied, anything else becomes an absolute
-  link into the root.  So ``/usr/lib/<multiarch>/libnvidia-ml.so.1`` and
-  ``/usr/bin/nvidia-smi`` exist at the real paths (the DRA plugin looks them up
+  directory, ``/usr/bin``): an overlay whose upper layer holds one entry per staged
+  one: a staged link is copied, a program or library is bound over an empty file
+  (a regular file at the real path, as a driver install has it), anything else
+  becomes an absolute link into the root.  So ``/usr/lib/<multiarch>/libnvidia-ml.so.1``
+  and ``/usr/bin/nvidia-smi`` exist at the real paths (the DRA plugin looks them up
   by path), the host's thousands of entries cost one mount, and what the links
   point at stays live (the library finds the state file beside the path it was
   loaded from, and that file is replaced while CMD runs).  The loader cache is
@@ -226,15 +227,29 @@ def plan_mounts(root: Path, *, host: Path = Path("/"), mountinfo: str | None = N
 
 
 def linked_dir_ops(target: str, staged: Path, view: Path, mount_points: list[str]) -> list[Op]:
-    """Show host directory ``target`` with ``staged``'s entries added as links (an overlay over ``view``)."""
+    """Show host directory ``target`` with ``staged``'s entries added (an overlay over ``view``).
+
+    A staged link is copied; a program or library (an executable file) is bound over an empty file, so at
+    the real path it is the regular file a driver install has (tools that resolve links, like the container
+    toolkit's library search, name ``/usr/lib/<multiarch>/libnvidia-ml.so.<version>``, never the root);
+    anything else becomes an absolute link into the root, live (the NVML state file is replaced while CMD runs).
+    """
     ops: list[Op] = [MakeDir(str(view))]
-    for child in sorted(staged.iterdir()):
-        link = os.readlink(child) if child.is_symlink() else str(child.absolute())
-        ops.append(MakeSymlink(str(view / child.name), link))
+    programs: list[Op] = []
+    with os.scandir(staged) as entries:
+        for entry in sorted(entries, key=lambda item: item.name):
+            shown = str(view / entry.name)
+            if entry.is_symlink():
+                ops.append(MakeSymlink(shown, os.readlink(entry.path)))
+            elif entry.is_file() and entry.stat().st_mode & 0o111:
+                ops.append(MakeFile(shown, ""))
+                programs.append(Bind(str(staged.absolute() / entry.name), f"{target}/{entry.name}"))
+            else:
+                ops.append(MakeSymlink(shown, str(staged.absolute() / entry.name)))
     keep = submounts(target, mount_points)
     ops.append(Overlay(target, (str(view), target)))
     ops += [Bind(Captured(m), m, recursive=True) for m in keep]
-    return ops
+    return ops + programs
 
 
 def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] = (), recurse: bool = True,
