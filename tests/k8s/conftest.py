@@ -62,3 +62,10 @@ def gfd(real_node: None) -> Path:
     """gpu-feature-discovery of the k8s-device-plugin release pinned in deviceplugin/go.mod, built as shipped."""
     return go_module_program(HERE / "deviceplugin", "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery",
                              "gpu-feature-discovery")
+
+
+@pytest.fixture(scope="session")
+def nvidia_ctk(real_node: None) -> Path:
+    """nvidia-ctk of the NVIDIA Container Toolkit release pinned in toolkit/go.mod, built as shipped."""
+    return go_module_program(HERE / "toolkit", "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk",
+                             "nvidia-ctk")
