@@ -54,3 +54,16 @@ def nfd_worker(real_node: None) -> Path:
 def gonvlib(real_node: None) -> Path:
     """Our go-nvlib program (gonvlib/main.go, go-nvlib and go-nvml pinned in gonvlib/go.mod)."""
     return go_module_program(HERE / "gonvlib", ".", "gonvlib")
+
+
+@pytest.fixture(scope="session")
+def device_plugin(real_node: None) -> Path:
+    """nvidia-device-plugin of the k8s-device-plugin release pinned in deviceplugin/go.mod, built as shipped."""
+    return go_module_program(HERE / "deviceplugin", "github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin",
+                             "nvidia-device-plugin")
+
+
+@pytest.fixture(scope="session")
+def dpclient(real_node: None) -> Path:
+    """Our kubelet side of the device-plugin v1beta1 API (dpclient/main.go, kubelet and grpc pinned in its go.mod)."""
+    return go_module_program(HERE / "dpclient", ".", "dpclient")
