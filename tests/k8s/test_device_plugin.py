@@ -221,3 +221,17 @@ def test_single_strategy_serves_the_mig_devices_as_gpus(device_plugin: Path, dpc
         if len(allocation["ids"]) == 1:
             assert allocation["envs"] == {"NVIDIA_VISIBLE_DEVICES": allocation["ids"][0]}
             assert sum(p.startswith("/dev/nvidia-caps/") for p in paths(allocation)) == 2, allocation
+
+
+@pytest.mark.consumer
+def test_volume_mounts_and_cdi_device_lists(device_plugin: Path, dpclient: Path) -> None:
+    """The other device-list strategies: a /dev/null mount per GPU under /var/run/nvidia-container-devices, and
+    the CDI device the plugin's generated spec names (the driver root is / here, not a container's mount)."""
+    report, smi = plugin_run(device_plugin, dpclient, "l4", flags="--driver-root-ctr-path=/ "
+                             "--device-list-strategy=volume-mounts --device-list-strategy=cdi-cri")
+    [(_, uuid)] = gpus_of(smi)
+    [allocation] = report["resources"]["gpu"]["allocate"]
+    assert allocation["envs"] == {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices"}
+    assert allocation["mounts"] == [{"container_path": f"/var/run/nvidia-container-devices/{uuid}",
+                                     "host_path": "/dev/null", "read_only": False}]
+    assert allocation["cdi_devices"] == [f"k8s.device-plugin.nvidia.com/gpu={uuid}"]
