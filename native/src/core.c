@@ -27,6 +27,8 @@ MK_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     } else if (s->init_error != 0) {
         r = (nvmlReturn_t)s->init_error;
     } else {
+        if (atomic_load(&mk_g_refcount) == 0)
+            for (uint32_t i = 0; i < MK_MAX_DEVICES; i++) mk_g_attached[i] = i < s->ndev && s->dev[i].lost <= 0;
         atomic_fetch_add(&mk_g_refcount, 1);
     }
     pthread_mutex_unlock(&init_mu);
@@ -169,7 +171,7 @@ MK_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
     NONNULL(device);
     struct mk_snap *s = mk_snapshot();
     if (index >= s->ndev) return NVML_ERROR_INVALID_ARGUMENT;
-    if (mk_lost(&s, index)) return NVML_ERROR_GPU_IS_LOST;
+    if (mk_lost(&s, index) && !mk_g_attached[index]) return NVML_ERROR_GPU_IS_LOST;
     *device = mk_handle(index);
     return NVML_SUCCESS;
 }

@@ -25,7 +25,7 @@
 /* ------------------------------------------------------------ identity */
 MK_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *buf, unsigned int length) {
     MIG_ANSWERS(device, mk_mig_name(device, buf, length));
-    DEV(device);
+    DEV_ATTACHED(device);
     NONNULL(buf);
     if (!D->name[0]) NOTSUP();
     return mk_copy_strn(buf, length, D->name, D->name_len);
@@ -33,7 +33,7 @@ MK_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *buf, unsigned i
 
 MK_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *buf, unsigned int length) {
     MIG_ANSWERS(device, mk_mig_uuid(device, buf, length));
-    DEV(device);
+    DEV_ATTACHED(device);
     NONNULL(buf);
     if (!D->uuid[0]) NOTSUP();
     return mk_copy_strn(buf, length, D->uuid, D->uuid_len);
@@ -176,20 +176,20 @@ MK_API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttri
 /* ----------------------------------------------------------------- PCI */
 
 MK_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-    DEV(device);
+    DEV_ATTACHED(device);
     NONNULL(pci);
     mk_pci_fill(D, pci, sizeof *pci);
     return NVML_SUCCESS;
 }
 /* v2 layout ends before busId[32] (52 bytes incl. 4 reserved words in the old ABI) */
 MK_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-    DEV(device);
+    DEV_ATTACHED(device);
     NONNULL(pci);
     mk_pci_fill(D, pci, offsetof(nvmlPciInfo_t, busId) + 16);
     return NVML_SUCCESS;
 }
 MK_API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-    DEV(device);
+    DEV_ATTACHED(device);
     NONNULL(pci);
     mk_pci_fill(D, pci, offsetof(nvmlPciInfo_t, busId));
     return NVML_SUCCESS;

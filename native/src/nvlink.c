@@ -158,7 +158,12 @@ MK_API nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, u
 
 MK_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                        nvmlGpuTopologyLevel_t *pathInfo) {
-    DEV2(device1, device2);
+    /* the PCI path read at attach: a GPU lost since still answers (util.h, mk_g_attached) */
+    struct mk_snap *S; struct mk_device *D;
+    nvmlReturn_t r = mk_dev_attached(device1, &S, &D);
+    if (r != NVML_SUCCESS) return r;
+    if (!mk_handle_valid(device2)) return NVML_ERROR_INVALID_ARGUMENT;
+    if ((r = mk_dev_attached(device2, &S, &D)) != NVML_SUCCESS) return r;
     NONNULL(pathInfo);
     *pathInfo = (nvmlGpuTopologyLevel_t)mk_topo_level(S, device1->index, device2->index);
     return NVML_SUCCESS;

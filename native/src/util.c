@@ -7,6 +7,7 @@
 #include "util.h"
 
 _Atomic int mk_g_refcount;
+uint8_t mk_g_attached[MK_MAX_DEVICES];
 /* Handles: a static, initialised table (file-backed .data, so pages are only faulted in when used). */
 #define H1(i) {MK_HANDLE_MAGIC, (i), {0, 0}, 0}
 #define H4(i) H1(i), H1((i) + 1), H1((i) + 2), H1((i) + 3)
@@ -28,6 +29,16 @@ nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
     nvmlReturn_t r = mk_dev_in(&S, h, d);
     if (r == NVML_SUCCESS) *s = S;
     return r;
+}
+
+nvmlReturn_t mk_dev_attached(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d) {
+    nvmlReturn_t r = mk_dev(h, s, d);
+    if (r != NVML_ERROR_GPU_IS_LOST || !mk_g_attached[h->index]) return r;
+    struct mk_snap *S = mk_snapshot();
+    if (S == NULL || h->index >= S->ndev) return r;
+    *s = S;
+    *d = &S->dev[h->index];
+    return NVML_SUCCESS;
 }
 
 int mk_failure_count(struct mk_snap **s, uint32_t i) {

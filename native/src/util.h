@@ -10,6 +10,10 @@
 
 MK_HIDDEN extern _Atomic int mk_g_refcount;   /* nvmlInit* calls not yet shut down (core.c counts) */
 MK_HIDDEN extern struct nvmlDevice_st mk_g_handles[MK_MAX_DEVICES];
+/* GPUs this process attached when NVML came up (not lost then; core.c sets it at the first nvmlInit*). A GPU
+ * lost after that keeps its handle: the driver still answers what it read at attach (handle by index,
+ * name, UUID, PCI info, topology); anything that needs the GPU answers GPU_IS_LOST. */
+MK_HIDDEN extern uint8_t mk_g_attached[MK_MAX_DEVICES];
 
 nvmlReturn_t mk_copy_str(char *dst, unsigned int len, const char *src);
 /* n bytes from src to dst, in overlapping 16-, 8- or 4-byte moves: the -Os build would make a memcpy of a
@@ -129,6 +133,8 @@ MK_HOT_INLINE nvmlReturn_t mk_dev_in(struct mk_snap **s, nvmlDevice_t h, struct 
 
 /* Resolve a handle: init check, handle check, lost check.  One copy (util.c) for every getter. */
 nvmlReturn_t mk_dev(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d);
+/* mk_dev for what the driver read when this process attached the GPU: a GPU lost since still answers. */
+nvmlReturn_t mk_dev_attached(nvmlDevice_t h, struct mk_snap **s, struct mk_device **d);
 
 /* Resolve two handles in the same snapshot; the first handle's error wins. */
 static inline nvmlReturn_t mk_dev2(nvmlDevice_t h1, nvmlDevice_t h2, struct mk_snap **s, struct mk_device **d1,
@@ -151,6 +157,12 @@ static inline nvmlReturn_t mk_dev2(nvmlDevice_t h1, nvmlDevice_t h2, struct mk_s
     do { nvmlReturn_t r_ = mk_dev2((h1), (h2), &S, &D, &D2);   \
          if (r_ != NVML_SUCCESS) return r_; } while (0);       \
     (void)S; (void)D2
+/* DEV for the attach-time identity (mk_dev_attached) */
+#define DEV_ATTACHED(h)                                        \
+    struct mk_snap *S; struct mk_device *D;                    \
+    do { nvmlReturn_t r_ = mk_dev_attached((h), &S, &D);       \
+         if (r_ != NVML_SUCCESS) return r_; } while (0);       \
+    (void)S
 #define NONNULL(p) do { if ((p) == NULL) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
 /* a versioned struct argument: non-NULL and carrying nvml.h's version tag of its layout */
 #define VERSIONED(p, tag)                                                           \

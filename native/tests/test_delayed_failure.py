@@ -51,7 +51,7 @@ def test_after_calls_boundary(lib_dir, state_file) -> None:
         for n in range(2, 6):
             assert temp(d) == (0, 34), n                  # calls 2..5 answer normally
         assert temp(d)[0] == 15                           # call 6: lost
-        assert temp(d)[0] == 15 and h(3)[0] == 15         # and stays lost
+        assert temp(d)[0] == 15 and h(3)[0] == 0          # and stays lost; the handle stays (attached before)
         r, d2 = h(2); assert r == 0 and temp(d2) == (0, 34)   # the other GPUs count on their own
     """))
 

@@ -194,13 +194,17 @@ def test_two_handle_calls(lib_dir, state_file):
             assert time.monotonic() - t0 < 1
         bad = ctypes.c_void_p(12345)
         out, same = U(), ctypes.c_int()
-        calls = [lambda x, y: L.nvmlDeviceGetTopologyCommonAncestor(x, y, ctypes.byref(out)),
-                 lambda x, y: L.nvmlDeviceGetP2PStatus(x, y, 0, ctypes.byref(out)),
+        calls = [lambda x, y: L.nvmlDeviceGetP2PStatus(x, y, 0, ctypes.byref(out)),
                  lambda x, y: L.nvmlDeviceOnSameBoard(x, y, ctypes.byref(same))]
         for call in calls:
             assert call(a, b) == 0
             assert call(a, bad) == 2 and call(a, None) == 2 and call(a, lost) == 15
             assert call(bad, lost) == 2 and call(lost, bad) == 15     # the first handle's error wins
+        # the PCI path read at attach: a GPU lost since still answers (test_pynvml, lost after attach)
+        ancestor = lambda x, y: L.nvmlDeviceGetTopologyCommonAncestor(x, y, ctypes.byref(out))
+        assert ancestor(a, b) == 0 and ancestor(a, lost) == 0 and ancestor(lost, a) == 0
+        assert ancestor(a, bad) == 2 and ancestor(a, None) == 2
+        assert ancestor(bad, lost) == 2 and ancestor(lost, bad) == 2
         assert L.nvmlDeviceGetTopologyCommonAncestor(a, b, None) == 2
     """)
 
@@ -417,7 +421,8 @@ def test_dynamic_values_are_one_per_second_across_threads_and_snapshots(lib_dir,
         assert len(per_second) >= 2 and all(len(v) == 1 for v in per_second.values()), per_second
         one = {{sec: next(iter(v)) for sec, v in per_second.items()}}
         for before, after, util, temp in readings:
-            first = int(before) - 1 if before % 1 <= 0.1 else int(before)  # just after a boundary: the last second's too
+            # just after a boundary: the last second's too
+            first = int(before) - 1 if before % 1 <= 0.1 else int(before)
             candidates = range(first, int(after) + 1)
             if any(sec not in one for sec in candidates):
                 continue  # a second that was never read clear (the first or the last one) cannot be checked against

@@ -139,6 +139,45 @@ def test_lost_gpu(lib_dir, state_file):
     """)
 
 
+def test_a_gpu_lost_after_attach_keeps_its_identity(lib_dir, state_file):
+    """A process that attached the GPU before it fell off the bus keeps its handle, and the driver answers what
+    it read at attach: on a real node the device plugin's GetPreferredAllocation gets the lost GPU's handle by
+    index, its name, UUID, PCI info and common ancestor, and fails only at nvmlDeviceGetNvLinkState with
+    GPU_IS_LOST (NVIDIA/k8s-device-plugin#2038, pytorch/ci-infra#1057); its health check reads the Xid 79
+    event's UUID and marks only that GPU unhealthy. A process that starts afterwards gets no handle."""
+    st = state_file("h100")
+    run(lib_dir, st, f"""
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(6)
+        before = (N.nvmlDeviceGetName(h), N.nvmlDeviceGetUUID(h), N.nvmlDeviceGetPciInfo_v3(h).busId)
+        s = N.nvmlEventSetCreate()
+        N.nvmlDeviceRegisterEvents(h, N.nvmlEventTypeXidCriticalError, s)
+        write_state({str(st)!r}, make_state("h100", overrides={{"device.6.lost": 1}}, events=[(5, 6, 79)]))
+        e = N.nvmlEventSetWait(s, 2000)
+        assert e.eventData == 79 and N.nvmlDeviceGetUUID(e.device) == before[1]
+        try:
+            N.nvmlDeviceGetTemperature(h, N.NVML_TEMPERATURE_GPU); raise SystemExit("expected GPU_IS_LOST")
+        except N.NVMLError_GpuIsLost:
+            pass
+        try:
+            N.nvmlDeviceGetNvLinkState(h, 0); raise SystemExit("expected GPU_IS_LOST")
+        except N.NVMLError_GpuIsLost:
+            pass
+        again = N.nvmlDeviceGetHandleByIndex(6)
+        assert (N.nvmlDeviceGetName(again), N.nvmlDeviceGetUUID(again), N.nvmlDeviceGetPciInfo_v3(again).busId,
+                N.nvmlDeviceGetPciInfo(again).busId) == (*before, before[2]), before
+        peer = N.nvmlDeviceGetHandleByIndex(7)
+        assert N.nvmlDeviceGetTopologyCommonAncestor(again, peer) == N.nvmlDeviceGetTopologyCommonAncestor(
+            N.nvmlDeviceGetHandleByIndex(5), peer)
+        N.nvmlShutdown()
+        N.nvmlInit()  # attached again: the lost GPU is not
+        try:
+            N.nvmlDeviceGetHandleByIndex(6); raise SystemExit("expected GPU_IS_LOST")
+        except N.NVMLError_GpuIsLost:
+            pass
+    """)
+
+
 def test_supported_pstates_through_pynvml(lib_dir, state_file):
     """pynvml passes a 16-entry array and its size in bytes (nvml.h); writing 64 entries corrupted its heap."""
     run(lib_dir, state_file("h100"), """

@@ -69,3 +69,16 @@ def nvidia_ctk(real_node: None) -> Path:
     """nvidia-ctk of the NVIDIA Container Toolkit release pinned in toolkit/go.mod, built as shipped."""
     return go_module_program(HERE / "toolkit", "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk",
                              "nvidia-ctk")
+
+
+@pytest.fixture(scope="session")
+def device_plugin(real_node: None) -> Path:
+    """nvidia-device-plugin of the k8s-device-plugin release pinned in deviceplugin/go.mod, built as shipped."""
+    return go_module_program(HERE / "deviceplugin", "github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin",
+                             "nvidia-device-plugin")
+
+
+@pytest.fixture(scope="session")
+def dpclient(real_node: None) -> Path:
+    """Our kubelet side of the device-plugin v1beta1 API (dpclient/main.go, kubelet and grpc pinned in its go.mod)."""
+    return go_module_program(HERE / "dpclient", ".", "dpclient")
