@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +51,7 @@ def plugin_run(plugin: Path, client: Path, profile: str, *, flags: str = "", cli
               f"{client} {client_args}; rc=$?; kill $P; wait $P; exit $rc")
     done = mokka_run(profile, "sh", "-c", script)
     plugin_log = log.read_text() if log.exists() else ""
+    shutil.rmtree(log.parent, ignore_errors=True)
     lines = done.stdout.splitlines()
     reports = [json.loads(line) for line in lines if line.startswith("{")]
     assert done.returncode == 0 and reports, (done.stdout[-3000:], done.stderr[-2000:], plugin_log[-3000:])
