@@ -37,8 +37,10 @@ def test_what_the_readme_promises(mokka_node):
     with pytest.raises(CtlError, match="9999"):
         node.ctl("temp", "0", "9999")
     node.ctl("fail", "3", "fallen-off-bus")
+    gpu3 = pynvml.nvmlDeviceGetHandleByIndex(3)  # attached before it fell: its handle and identity stay
+    assert pynvml.nvmlDeviceGetName(gpu3) == "NVIDIA H100 80GB HBM3"
     with pytest.raises(pynvml.NVMLError_GpuIsLost):
-        pynvml.nvmlDeviceGetHandleByIndex(3)
+        pynvml.nvmlDeviceGetTemperature(gpu3, pynvml.NVML_TEMPERATURE_GPU)
     assert pynvml.nvmlDeviceGetTemperature(gpu0, pynvml.NVML_TEMPERATURE_GPU) == 91
 
     t4, a100 = mokka_node(profile="t4", gpus=2), mokka_node(profile="a100")
