@@ -7,7 +7,6 @@
  *   - `.`, `..` and `//` are resolved first, as the kernel does, and the result is matched;
  *   - nothing happens unless MOKKA_ROOT is set, the path is under /sys, /dev or /proc,
  *     and $MOKKA_ROOT/var/lib/mokka/preload-disabled does not exist;
- *   - with MOKKA_PRELOAD_ONLY=/a:/b set, only those paths (and what is below them) qualify;
  *   - the node's own trees always go to the root, present or not (so a disabled
  *     surface looks absent): /sys/bus/pci, /sys/devices/pci*, /sys/module/nvidia*,
  *     /sys/class/infiniband*, /dev/nvidia*, /dev/infiniband, /proc/driver/nvidia*;
@@ -18,7 +17,7 @@
  * errno is preserved by the lookup; no shared buffers (thread-safe without locks).
  * The exec family puts LD_PRELOAD and MOKKA_ROOT back if a program dropped them.
  *
- * Environment: MOKKA_ROOT, MOKKA_PRELOAD_ONLY, MOKKA_DEBUG=path (log redirections to stderr), all
+ * Environment: MOKKA_ROOT, MOKKA_DEBUG=path (log redirections to stderr), all
  * read with secure_getenv (ignored in a setuid/setgid program, as glibc ignores LD_LIBRARY_PATH).
  * Messages start with "mokka-preload:".
  */
@@ -40,7 +39,6 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
-#define MAX_ONLY 16
 #define DISABLE_FILE "/var/lib/mokka/preload-disabled"
 
 extern char **environ;
@@ -52,13 +50,8 @@ extern char **environ;
 static struct {
     char root[PATH_MAX];
     size_t root_len;
-    char only_buf[PATH_MAX];
-    const char *only[MAX_ONLY];
-    size_t only_len[MAX_ONLY];
-    int only_count;
     int debug_path;
     char self_path[PATH_MAX]; /* this library, for LD_PRELOAD across exec */
-    char only_env[PATH_MAX + 32];
 } config;
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -81,7 +74,6 @@ static void load_config(void)
     int saved = errno;
     const char *root = secure_getenv("MOKKA_ROOT");
     const char *debug = secure_getenv("MOKKA_DEBUG");
-    const char *only = secure_getenv("MOKKA_PRELOAD_ONLY");
     Dl_info info;
 
     config.debug_path = debug && has_debug_category(debug, "path");
@@ -98,19 +90,6 @@ static void load_config(void)
         }
     } else if (root && root[0]) {
         fprintf(stderr, "mokka-preload: MOKKA_ROOT must be an absolute path, got '%s'; redirection is off\n", root);
-    }
-    if (only && strlen(only) < sizeof config.only_buf) {
-        snprintf(config.only_env, sizeof config.only_env, "MOKKA_PRELOAD_ONLY=%s", only);
-        strcpy(config.only_buf, only);
-        for (char *p = config.only_buf, *save = NULL, *tok; (tok = strtok_r(p, ":", &save)); p = NULL) {
-            if (config.only_count < MAX_ONLY && tok[0] == '/') {
-                config.only[config.only_count] = tok;
-                config.only_len[config.only_count] = strlen(tok);
-                config.only_count++;
-            }
-        }
-        if (config.only_count == 0)
-            config.root_len = 0; /* an empty allow-list redirects nothing */
     }
     if (dladdr((void *)load_config, &info) && info.dli_fname && strlen(info.dli_fname) < sizeof config.self_path)
         strcpy(config.self_path, info.dli_fname);
@@ -184,16 +163,6 @@ static int is_owned(const char *path)
                                      : strncmp(path, owned[i].prefix, len) == 0)
             return 1;
     }
-    return 0;
-}
-
-static int allowed_by_only(const char *path)
-{
-    if (config.only_count == 0)
-        return 1;
-    for (int i = 0; i < config.only_count; i++)
-        if (under(path, config.only[i], config.only_len[i]))
-            return 1;
     return 0;
 }
 
@@ -328,7 +297,7 @@ static const char *resolve_path(int dirfd, const char *path, char *buf)
     const char *normalised = NULL;
     if ((strstr(p, "/.") || strstr(p, "//")) && normalise(p, normal))
         p = normalised = normal;
-    if (!is_candidate(p) || !allowed_by_only(p) || redirection_disabled()) {
+    if (!is_candidate(p) || redirection_disabled()) {
         errno = saved;
         return host_path(path, normalised, buf);
     }
@@ -379,17 +348,16 @@ static size_t env_count(char *const envp[])
     return n;
 }
 
-/* Fills `out` (env_count(envp) + 4 slots) and the three strings; returns out. */
+/* Fills `out` (env_count(envp) + 3 slots) and the two strings; returns out. */
 static char **carry_env(char *const envp[], char **out, char *preload, size_t preload_size, char *root,
                         size_t root_size)
 {
     size_t k = 0;
-    int need_preload, need_root, need_only;
+    int need_preload, need_root;
 
     ensure_config();
     need_preload = config.root_len && config.self_path[0] && !env_has(envp, "LD_PRELOAD", config.self_path);
     need_root = config.root_len && !env_has(envp, "MOKKA_ROOT", NULL);
-    need_only = config.root_len && config.only_count && !env_has(envp, "MOKKA_PRELOAD_ONLY", NULL);
     if (need_preload) {
         const char *old = NULL;
         for (char *const *e = envp; e && *e; e++)
@@ -403,8 +371,6 @@ static char **carry_env(char *const envp[], char **out, char *preload, size_t pr
         snprintf(root, root_size, "MOKKA_ROOT=%s", config.root);
         out[k++] = root;
     }
-    if (need_only)
-        out[k++] = config.only_env;
     for (char *const *e = envp; e && *e; e++)
         if (!(need_preload && strncmp(*e, "LD_PRELOAD=", 11) == 0))
             out[k++] = *e;
@@ -413,7 +379,7 @@ static char **carry_env(char *const envp[], char **out, char *preload, size_t pr
 }
 
 #define WITH_CARRIED_ENV(envp, newenv)                                                                \
-    char *newenv##_slots[env_count(envp) + 4];                                                        \
+    char *newenv##_slots[env_count(envp) + 3];                                                        \
     char newenv##_preload[2 * PATH_MAX + 16], newenv##_root[PATH_MAX + 16];                           \
     char **newenv = carry_env(envp, newenv##_slots, newenv##_preload, sizeof newenv##_preload,        \
                               newenv##_root, sizeof newenv##_root)

@@ -139,12 +139,6 @@ def test_kill_switch_turns_redirection_off(compiled: dict[str, Path], preload_li
     assert "0x10de" in run_snippet(compiled["open"], preload_lib, root).stdout
 
 
-def test_only_list_limits_redirection(compiled: dict[str, Path], preload_lib: Path, node_root: Path) -> None:
-    done = run_snippet(compiled["open"], preload_lib, node_root, MOKKA_PRELOAD_ONLY="/proc/modules")
-    assert "openat64 /proc/modules: nvidia 54341632" in done.stdout
-    assert "0x10de" not in done.stdout and "mokka snippet test" not in done.stdout
-
-
 def test_debug_path_logs_redirections(compiled: dict[str, Path], preload_lib: Path, node_root: Path) -> None:
     done = run_snippet(compiled["fopen"], preload_lib, node_root, MOKKA_DEBUG="path")
     assert f"mokka-preload: path /proc/modules -> {node_root}/proc/modules" in done.stderr

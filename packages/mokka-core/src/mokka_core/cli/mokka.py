@@ -180,9 +180,9 @@ def run_cmd(
     private mount namespace, with the node's services running; the host is untouched.
 
     Needs root (or unprivileged user namespaces: device nodes are then empty files). On a kernel
-    without /proc/modules (no module support) procfs cannot gain the file: lsmod and other
-    dynamically linked readers get it through the preload shim, static programs (Go: NFD, the
-    device plugin) see no modules.
+    without /proc/modules (no module support) procfs cannot gain the file: CMD then runs through
+    mokka-proc-files, whose seccomp filter answers every open of it (static Go programs too) with
+    the node's; stat and access still find no file.
 
     Example: mokka run --profile h100 -- nvidia-smi
     """

@@ -32,7 +32,7 @@ from ..model.inputs import Fingerprint, fingerprint
 from ..model.node import Node
 from ..model.spec import NodeSpec
 from ..stage import mig_boot, nodefile, snapshot
-from ..stage.native import native_dir
+from ..stage.native import native_dir, native_program
 from ..stage.paths import LIB_DIR, say_once, user_cache
 from ..stage.render import consumer_needs, context, enabled, entry_digests, plan_digest, services, with_contributions
 from ..stage.staging import stage_wave, staged_surfaces, teardown
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 PRELOAD_LIB = "libmokka-preload.so"
 WRAPPER = "mokka-preload-wrapper"
+#: what CMD is exec'd through when this kernel lacks a staged /proc file (native/procfiles/main.c)
+PROC_FILES_LAUNCHER = "mokka-proc-files"
 #: Exit status when mokka could not set up the node (like every MokkaError) or start CMD (as env(1) does).
 EXIT_SETUP_FAILED = 1
 EXIT_CANNOT_EXEC = 126
@@ -333,7 +335,7 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
             stack.callback(cached.release)
         child_env = node.needs.apply({**(os.environ if env is None else env), "MOKKA_ROOT": str(node.root)})
 
-        def setup(env: dict[str, str]) -> None:
+        def setup(env: dict[str, str]) -> list[str]:
             started = time.monotonic()
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
@@ -342,8 +344,9 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
                       ", ".join(staged.surfaces) or "nothing",
                       "no cached tree" if cached is None else "cached tree" if cached.built else "tree cached now")
             mounted = time.monotonic()
-            ops = _show_at_real_paths(staged, env)
+            ops, launcher = _show_at_real_paths(staged)
             log.debug("phase mount: %.3fs (%d mount operations, the loader cache)", time.monotonic() - mounted, ops)
+            return launcher
 
         if not node.services:
             return supervise(argv, child_env, setup)
@@ -364,43 +367,44 @@ def run_on_root(root: Path, argv: list[str], env: Mapping[str, str] | None = Non
     child_env = {**(os.environ if env is None else env), "MOKKA_ROOT": str(root.absolute())}
     with held_signals(), private_workdir() as workdir:
 
-        def setup(env: dict[str, str]) -> None:
+        def setup(env: dict[str, str]) -> list[str]:
             namespace.unshare_mount_namespace(rootless)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             for part in ("upper", "work", "root"):
                 (workdir / part).mkdir()
             namespace.mount("mokka", str(workdir / "root"), "overlay", 0,
                             f"lowerdir={root.absolute()},upperdir={workdir / 'upper'},workdir={workdir / 'work'}")
-            _show_at_real_paths(StagedNode(workdir, workdir / "root", (), 0.0), env)
+            return _show_at_real_paths(StagedNode(workdir, workdir / "root", (), 0.0))[1]
 
         return supervise(argv, child_env, setup)
 
 
-def _show_at_real_paths(staged: StagedNode, env: dict[str, str]) -> int:
-    """In the fresh namespace: mount the staged tree over the real paths; the number of mount operations."""
+def _show_at_real_paths(staged: StagedNode) -> tuple[int, list[str]]:
+    """In the fresh namespace: mount the staged tree over the real paths.  The number of mount operations,
+    and what CMD is to be exec'd through (:func:`proc_files_launcher`)."""
     plan = namespace.plan_mounts(staged.root, scratch=staged.workdir, private_pts=os.geteuid() != 0)
     for reason in plan.skipped:
         log.warning("not shown: %s", reason)
-    if plan.missing_proc_files:
-        _preload_for_missing_proc_files(env, plan.missing_proc_files)
     namespace.enter(plan)
     loader_cache(staged)
-    return len(plan.ops)
+    return len(plan.ops), proc_files_launcher(plan.missing_proc_files)
 
 
-def _preload_for_missing_proc_files(env: dict[str, str], files: list[str]) -> None:
-    """procfs cannot gain a file: dynamically linked readers (lsmod) get it through the shim instead."""
-    shim = preload_library()
-    if shim is None:
-        log.warning("this kernel has no %s and the preload shim is not built (make -C native install): "
-                    "readers of those files see nothing", ", ".join(files))
-        return
+def proc_files_launcher(missing: Mapping[str, str]) -> list[str]:
+    """procfs cannot gain a file, so CMD runs through mokka-proc-files, which answers its opens of each
+    missing /proc file with the staged one (static programs included); [] when nothing is missing."""
+    if not missing:
+        return []
+    program = native_program(PROC_FILES_LAUNCHER)
+    if program is None:
+        log.warning("this kernel has no %s and %s is not built (make -C native install): readers of those "
+                    "files see nothing", ", ".join(missing), PROC_FILES_LAUNCHER)
+        return []
     say_once(log, f"missing-proc-{os.uname().release}",
-             f"this kernel has no {', '.join(files)}: dynamically linked readers (lsmod) see the node's modules "
-             "through the preload shim; static programs (Go: NFD, the device plugin) cannot and find "
-             "none. Said once per kernel; `mokka run --help` repeats it")
-    _prepend(env, "LD_PRELOAD", str(shim), ":")
-    env["MOKKA_PRELOAD_ONLY"] = ":".join(files)
+             f"this kernel has no {', '.join(missing)}: commands see the node's through {PROC_FILES_LAUNCHER} "
+             "(their opens of it are answered with the staged file; stat and access still find none). "
+             "Said once per kernel; `mokka run --help` repeats it")
+    return [str(program), *(f"{path}={staged}" for path, staged in missing.items()), "--"]
 
 
 def run_with_shim(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, type[Surface]] | None = None,
@@ -433,13 +437,14 @@ def _prepend(env: dict[str, str], name: str, value: str, sep: str) -> None:
     env[name] = f"{value}{sep}{env[name]}" if env.get(name) else value
 
 
-def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
+def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], list[str]] | None,
               set_up: Callable[[int], None] | None = None) -> int:
     """Fork, run ``setup`` in the child, exec ``argv``; relay signals; return the exit status.
 
     CMD stays in our process group, so Ctrl-C from the terminal reaches it
     directly; we only forward signals that were sent to us alone (as sudo does).
-    ``setup`` runs in the child before exec and may adjust its environment.
+    ``setup`` runs in the child before exec, may adjust its environment and returns
+    a launcher to exec CMD through (a list of arguments that ends before CMD; [] for none).
     ``set_up(pid)`` runs here once the child's setup is done, while it waits to exec
     (the services start in its namespace).  A setup or exec failure comes back over
     a close-on-exec pipe.
@@ -536,12 +541,12 @@ class CommandFailed(MokkaError):
         super().__init__(message)
 
 
-def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], None] | None,
+def _child(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, str]], list[str]] | None,
            report_w: int, gate: Gate | None) -> None:
     code = EXIT_SETUP_FAILED
     try:
         if setup is not None:
-            setup(env)
+            argv = [*setup(env), *argv]
         if gate is not None and not gate.wait_for_go():  # the parent gave up (a service failed, a signal)
             os._exit(code)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT, signal.SIGTERM):

@@ -32,7 +32,7 @@ What each staged tree becomes (see CONSUMERS.md, "Mount namespaces"):
   as the node's modules plus the host's others; ``/proc/devices`` is staged with the host's lines).  procfs cannot
   gain new names (and refuses to be an overlay layer), so a file the running
   kernel lacks is reported in :attr:`MountPlan.missing_proc_files`; the caller
-  falls back to the preload shim for it.
+  runs CMD through ``mokka-proc-files``, which answers CMD's opens of it.
 - the directories a driver install adds files to, :data:`LINKED_DIRS` (the library
   directory, ``/usr/bin``): an overlay whose upper layer holds one entry per staged
   one: a staged link is copied, a program or library is bound over an empty file
@@ -149,8 +149,9 @@ Op = Union[Tmpfs, Overlay, Devpts, Bind, MakeDir, MakeFile, MakeSymlink]
 class MountPlan:
     def __init__(self) -> None:
         self.ops: list[Op] = []
-        #: /proc files staged under the root that this kernel does not have (cannot be shown by a mount).
-        self.missing_proc_files: list[str] = []
+        #: /proc files staged under the root that this kernel does not have (no mount can show them): each
+        #: real path with its staged file, for ``mokka-proc-files``.
+        self.missing_proc_files: dict[str, str] = {}
         #: Staged trees that could not be placed, with the reason (reported, not fatal).
         self.skipped: list[str] = []
 
@@ -347,7 +348,7 @@ def proc_ops(staged: Path, proc: Path, plan: MountPlan, scratch: Path | None) ->
         elif real.is_file():
             plan.ops.append(Bind(str(child), str(real)))
         else:
-            plan.missing_proc_files.append(f"/proc/{child.name}")
+            plan.missing_proc_files[f"/proc/{child.name}"] = str(child)
 
 
 def merged_module_list(staged: str, host: str) -> str:

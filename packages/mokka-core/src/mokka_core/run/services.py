@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import MokkaError
-from ..stage.native import NATIVE_DIR, native_dir
+from ..stage.native import native_program
 from ..stage.surface import Service
 from .prestart import runs_a_module
 
@@ -219,11 +219,10 @@ def _poll_for_exits(processes: list[subprocess.Popen[bytes]], deadline: float) -
 
 
 def launcher() -> str:
-    """mokka-enter, from the native bundle in use or else mokka-core's own (a bundle of sanitizer builds has
-    only the programs under test)."""
-    for directory in (native_dir(), NATIVE_DIR):
-        if directory is not None and os.access(directory / LAUNCHER, os.X_OK):
-            return str(directory / LAUNCHER)
+    """mokka-enter, as :func:`native_program` finds it."""
+    program = native_program(LAUNCHER)
+    if program is not None:
+        return str(program)
     raise ServiceFailed(f"the service launcher {LAUNCHER} is not built (make -C native install)")
 
 

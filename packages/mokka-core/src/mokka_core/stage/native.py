@@ -29,3 +29,12 @@ def native_library(name: str, directory: Path | None = None, override_env: str |
             return None
         path = where / name
     return path if path.is_file() else None
+
+
+def native_program(name: str) -> Path | None:
+    """The built program ``name`` (mokka-enter, mokka-proc-files), from the native bundle in use or else
+    mokka-core's own (a bundle of sanitizer builds has only the programs under test); None if not built."""
+    for directory in (native_dir(), NATIVE_DIR):
+        if directory is not None and os.access(directory / name, os.X_OK):
+            return directory / name
+    return None
