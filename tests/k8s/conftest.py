@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: make boards importable
 
 from mokka_core.stage.surface import discover
-from mokka_core.testing.consumers import go_module_program, required
+from mokka_core.testing.consumers import go_module_program, go_module_source, required
 
 HERE = Path(__file__).resolve().parent
 SURFACES_NEEDED = ("gpu", "pci")
@@ -82,3 +82,17 @@ def device_plugin(real_node: None) -> Path:
 def dpclient(real_node: None) -> Path:
     """Our kubelet side of the device-plugin v1beta1 API (dpclient/main.go, kubelet and grpc pinned in its go.mod)."""
     return go_module_program(HERE / "dpclient", ".", "dpclient")
+
+
+@pytest.fixture(scope="session")
+def mig_parted(real_node: None) -> Path:
+    """nvidia-mig-parted of the release pinned in migparted/go.mod, built as shipped."""
+    return go_module_program(HERE / "migparted", "github.com/NVIDIA/mig-parted/cmd/nvidia-mig-parted",
+                             "nvidia-mig-parted")
+
+
+@pytest.fixture(scope="session")
+def mig_parted_configs(mig_parted: Path) -> Path:
+    """The MIG configurations that release ships for every supported GPU (its systemd config-default.yaml)."""
+    source = go_module_source(HERE / "migparted", "github.com/NVIDIA/mig-parted")
+    return source / "deployments/systemd/config-default.yaml"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -305,6 +306,22 @@ def go_module_program(module: Path, package: str, name: str) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return binary
+
+
+def go_module_source(module: Path, path: str) -> Path:
+    """The source directory of the dependency ``path`` pinned in the Go module at ``module`` (its shipped files:
+    configs, examples), downloaded into the consumer cache if needed."""
+    try:
+        go = go_toolchain()
+    except ConsumerUnavailable as exc:
+        missing(str(exc))
+    with _locked(f"source-{path.replace('/', '-')}"):
+        result = subprocess.run([str(go), "mod", "download", "-json", path], cwd=module, env=go_environment(go),
+                                capture_output=True, text=True, timeout=900)
+    directory = json.loads(result.stdout or "{}").get("Dir") if result.returncode == 0 else None
+    if not directory:
+        missing(f"downloading {path} (pinned in {module.name}/go.mod) failed: {result.stderr.strip()[-800:]}")
+    return Path(directory)
 
 
 def apt_tool(binary: str, package: str) -> Path:
