@@ -38,6 +38,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,10 @@ enum { EXIT_USAGE = 125, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127, MAX_FILES
 
 #ifndef SECCOMP_ADDFD_FLAG_SEND
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
+#endif
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS  /* Linux 6.6 (Debian 12's headers are 6.1's) */
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
 struct shown {
@@ -105,21 +110,28 @@ static int install_filter(void)
 }
 
 /* The NUL-terminated string at addr in pid's memory, read a page at a time (the string may end at the edge
- * of its mapping). */
+ * of its mapping): process_vm_readv(2), one call for a path within a page; /proc/PID/mem on a kernel
+ * without cross-memory attach. */
 static int read_string(pid_t pid, uint64_t addr, char *out, size_t size)
 {
-    char mem_path[64];
-    snprintf(mem_path, sizeof mem_path, "/proc/%d/mem", (int)pid);
-    int fd = open(mem_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
+    int mem = -1;
     size_t have = 0;
     int ret = -1;
     while (have < size) {
         size_t chunk = 4096 - (size_t)((addr + have) % 4096);
         if (chunk > size - have)
             chunk = size - have;
-        ssize_t got = pread(fd, out + have, chunk, (off_t)(addr + have));
+        struct iovec local = {.iov_base = out + have, .iov_len = chunk};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)(addr + have), .iov_len = chunk};
+        ssize_t got = mem < 0 ? process_vm_readv(pid, &local, 1, &remote, 1, 0) : -1;
+        if (got < 0 && errno == ENOSYS) {
+            char mem_path[64];
+            snprintf(mem_path, sizeof mem_path, "/proc/%d/mem", (int)pid);
+            if (mem < 0 && (mem = open(mem_path, O_RDONLY | O_CLOEXEC)) < 0)
+                break;
+        }
+        if (mem >= 0)
+            got = pread(mem, out + have, chunk, (off_t)(addr + have));
         if (got <= 0)
             break;
         char *end = memchr(out + have, '\0', (size_t)got);
@@ -129,7 +141,8 @@ static int read_string(pid_t pid, uint64_t addr, char *out, size_t size)
             break;
         }
     }
-    close(fd);
+    if (mem >= 0)
+        close(mem);
     return ret;
 }
 
@@ -233,6 +246,16 @@ static void answer(int listener, struct seccomp_notif *req)
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
+/* Whether no process under the filter is left (the listener then polls POLLHUP). */
+static int orphaned(int listener)
+{
+    struct pollfd ready = {.fd = listener, .events = POLLIN};
+    return poll(&ready, 1, 0) == 1 && !(ready.revents & POLLIN) && (ready.revents & (POLLHUP | POLLERR));
+}
+
+/* Since 6.6 the kernel can switch from the caller straight to a supervisor blocked in RECV, on the caller's CPU
+ * (SYNC_WAKE_UP): each open costs a few microseconds, not a cross-CPU wake-up (in a VM hundreds).  There RECV
+ * also returns when the last process under the filter is gone; before 6.6 it never does, so poll waits. */
 static void supervise(int listener)
 {
     struct seccomp_notif_sizes sizes;
@@ -241,19 +264,22 @@ static void supervise(int listener)
     struct seccomp_notif *req = calloc(1, sizes.seccomp_notif > sizeof *req ? sizes.seccomp_notif : sizeof *req);
     if (!req)
         return;
+    int blocking = ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
     for (;;) {
-        struct pollfd ready = {.fd = listener, .events = POLLIN};
-        if (poll(&ready, 1, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
+        if (!blocking) {
+            struct pollfd ready = {.fd = listener, .events = POLLIN};
+            if (poll(&ready, 1, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                return;
+            }
+            if (!(ready.revents & POLLIN))  /* POLLHUP: no process under the filter is left */
+                return;
         }
-        if (!(ready.revents & POLLIN))  /* POLLHUP: no process under the filter is left */
-            return;
         memset(req, 0, sizes.seccomp_notif);
         if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
-            if (errno == EINTR || errno == ENOENT)  /* ENOENT: the caller went away meanwhile */
-                continue;
+            if (errno == EINTR || (errno == ENOENT && !(blocking && orphaned(listener))))
+                continue;  /* ENOENT: the caller went away meanwhile, or (blocking) the filter lost its last user */
             return;
         }
         answer(listener, req);
