@@ -8,13 +8,14 @@
 #include "settings.h"
 
 /* ---- GPU instance ids: the memory-slice tree real drivers number GPU instances by ------------------
- * 8 slices: 0; 4: start 0 -> 1, 4 -> 2; 2: 3..6; 1: starts 4..7 -> 7..10, 0..3 -> 11..14 */
+ * 8 slices: 0; 4: start 0 -> 1, 4 -> 2; 2: start 0, 2, 4, 6 -> 3..6; 1: start 0..6 -> 7..13 (the MIG user
+ * guide's 1g at 6:1 is id 13, its 2g at 4:2 id 5, its 4g at 0:4 id 1; an H100's 1g at 0, 1, 5 are 7, 8, 12) */
 static unsigned gi_id_of(unsigned size, unsigned start) {
     switch (size) {
     case 8: return 0;
     case 4: return 1 + start / 4;
     case 2: return 3 + start / 2;
-    default: return start >= 4 ? 7 + (start - 4) : 11 + start;
+    default: return 7 + start;
     }
 }
 
@@ -227,11 +228,56 @@ static void put_list(struct mk_setting *s, const char *key, const uint8_t *v, un
         o += (size_t)snprintf(s->value + o, sizeof s->value - o, i ? ",%u" : "%u", v[i]);
 }
 
+/* `list` (n bytes of `width`-byte rows) with `row` inserted before the first row whose first `key` bytes
+ * are greater, into `out`; its length.  The instances stay in id order, as the driver enumerates them:
+ * GetGpuInstances, the compute instances and so the MIG device indices (the user guide's two 3g.20gb,
+ * made as ids 2 then 1, are MIG devices 0 = GI 1 and 1 = GI 2). */
+static unsigned insert_sorted(uint8_t *out, const uint8_t *list, unsigned n, const uint8_t *row, unsigned width,
+                              unsigned key) {
+    unsigned at = 0;
+    while (at + width <= n && memcmp(list + at, row, key) <= 0) at += width;
+    memcpy(out, list, at);
+    memcpy(out + at, row, width);
+    memcpy(out + at + width, list + at, n - at);
+    return n + width;
+}
+
 /* an empty list is written as a removal: the state file's (empty) value stands again */
 static void put_gis(struct mk_setting *s, const uint8_t *v, unsigned n) { put_list(s, "mig.gpu_instances", v, n); }
 static void put_cis(struct mk_setting *s, const uint8_t *v, unsigned n) { put_list(s, "mig.compute_instances", v, n); }
 
-struct create { unsigned profile_id; int start; /* -1: the first free placement */ unsigned made; };
+struct create { unsigned profile_id; int start; /* -1: the driver's choice (auto_start) */ unsigned made; };
+
+/* How many placements of every profile that are free now a GPU instance at mask would take away. */
+static unsigned placements_taken(const struct mk_device *D, unsigned used, unsigned mask) {
+    unsigned taken = 0;
+    for (unsigned r = 0; r < D->nmig_profile; r++) {
+        const struct mk_mig_profile *q = &D->mig_profile[r];
+        for (unsigned i = 0; q->name[0] && i < q->placement_n; i++) {
+            unsigned other = ((1u << q->placement_size) - 1) << q->placements[i];
+            taken += !(used & other) && (mask & other);
+        }
+    }
+    return taken;
+}
+
+/* Where the driver puts a GPU instance created without a placement: the free placement that takes the fewest
+ * free placements of all profiles away, the lowest of equals.  This gives what real boards show: an empty
+ * A100's first 1g at 6:1, seven 1g ids 13, 11, 12, 7, 8, 9, 10; three 2g ids 5, 3, 4; two 3g ids 2, 1; and
+ * the MIG user guide's `-cgi 19,19,14,9` refused at the 3g (its "3g.20gb must be specified first"). */
+static int auto_start(const struct mk_device *D, const struct mk_mig_profile *p, struct usage u) {
+    int best = -1;
+    unsigned best_taken = ~0u;
+    for (unsigned i = 0; i < p->placement_n; i++) {
+        if (!fits(p, u, p->placements[i])) continue;
+        unsigned taken = placements_taken(D, u.mem_mask, ((1u << p->placement_size) - 1) << p->placements[i]);
+        if (taken < best_taken || (taken == best_taken && p->placements[i] < (unsigned)best)) {
+            best = (int)p->placements[i];
+            best_taken = taken;
+        }
+    }
+    return best;
+}
 
 static nvmlReturn_t create_gi(struct mk_snap *S, uint32_t dev, void *ctx, struct mk_setting *out, size_t *n) {
     struct create *c = ctx;
@@ -245,23 +291,19 @@ static nvmlReturn_t create_gi(struct mk_snap *S, uint32_t dev, void *ctx, struct
     if (D->mig_gi_n + 3 > sizeof D->mig_gi) return NVML_ERROR_INSUFFICIENT_RESOURCES;
     struct usage u = usage_of(D, row);
     int start = -1;
-    for (unsigned i = 0; i < p->placement_n; i++)
-        if ((c->start < 0 || (unsigned)c->start == p->placements[i]) && fits(p, u, p->placements[i])) {
-            start = p->placements[i];
-            break;
-        }
+    if (c->start < 0)
+        start = auto_start(D, p, u);
+    for (unsigned i = 0; c->start >= 0 && i < p->placement_n; i++)
+        if ((unsigned)c->start == p->placements[i] && fits(p, u, p->placements[i])) start = c->start;
     if (start < 0) {
         for (unsigned i = 0; c->start >= 0 && i < p->placement_n; i++)
             if ((unsigned)c->start == p->placements[i]) return NVML_ERROR_INSUFFICIENT_RESOURCES;
         return c->start >= 0 ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_INSUFFICIENT_RESOURCES;
     }
     uint8_t gis[sizeof D->mig_gi];
-    memcpy(gis, D->mig_gi, D->mig_gi_n);
     c->made = gi_id_of(p->placement_size, (unsigned)start);
-    gis[D->mig_gi_n] = (uint8_t)c->made;
-    gis[D->mig_gi_n + 1] = (uint8_t)row;
-    gis[D->mig_gi_n + 2] = (uint8_t)start;
-    put_gis(&out[0], gis, D->mig_gi_n + 3);
+    uint8_t add[3] = {(uint8_t)c->made, (uint8_t)row, (uint8_t)start};
+    put_gis(&out[0], gis, insert_sorted(gis, D->mig_gi, D->mig_gi_n, add, 3, 1));
     *n = 1;
     return NVML_SUCCESS;
 }
@@ -386,9 +428,12 @@ static int ci_profile_ok(const struct mk_mig_profile *gp, unsigned profile) {
     return s <= n && !(n == 4 && s == 3);
 }
 
+/* A compute-instance profile is named after its GPU instance's slices and memory, without the media extensions
+ * (`nvidia-smi mig -cgi 20 -C` on a real A100 80GB: GPU instance "MIG 1g.10gb+me", compute instance "MIG 1g.10gb"). */
 static void ci_name(char *buf, size_t len, const struct mk_mig_profile *gp, unsigned s) {
-    if (s == gp->slices) snprintf(buf, len, "MIG %s", gp->name);
-    else snprintf(buf, len, "MIG %uc.%s", s, gp->name);
+    int base = (int)strcspn(gp->name, "+");
+    if (s == gp->slices) snprintf(buf, len, "MIG %.*s", base, gp->name);
+    else snprintf(buf, len, "MIG %uc.%.*s", s, base, gp->name);
 }
 
 MK_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance, unsigned int profile,
@@ -493,10 +538,8 @@ static nvmlReturn_t create_ci(struct mk_snap *S, uint32_t dev, void *ctx, struct
             if (D->mig_ci[k] == c->gi && D->mig_ci[k + 1] == id) { taken = 1; id++; break; }
     }
     uint8_t cis[sizeof D->mig_ci];
-    memcpy(cis, D->mig_ci, D->mig_ci_n);
     uint8_t add[4] = {(uint8_t)c->gi, (uint8_t)id, (uint8_t)c->profile, (uint8_t)start};
-    memcpy(cis + D->mig_ci_n, add, 4);
-    put_cis(&out[0], cis, D->mig_ci_n + 4);
+    put_cis(&out[0], cis, insert_sorted(cis, D->mig_ci, D->mig_ci_n, add, 4, 2));
     *n = 1;
     c->made = id;
     return NVML_SUCCESS;

@@ -62,9 +62,11 @@ def test_partition_lives_across_processes(smi, lib_dir, state_file, board):
     assert [(name, dev) for name, dev, _ in migs] == [(big, "0"), (small, "1"), (small, "2")], listing
     assert "MIG " not in listing.split("GPU 1:")[1]  # GPU 1 untouched
     table_rows = re.findall(r"^\|  0 +(\d+) +(\d+) +(\d) +\| +0MiB / +(\d+)MiB +\| +(\d+) ", run(), re.M)
+    # the driver places the 3g at 4:4 (id 2), the 1g at 0:1 and 1:1 (ids 7, 8), as the MIG user guide's
+    # `-cgi 9,19,14,19` shows (ids 2, 7, 4, 8); MIG devices follow the instance ids
     assert [(int(gi), int(dev), int(mib)) for gi, _, dev, mib, _ in table_rows] == \
-        [(1, 0, BOARD_MIB[board][0]), (7, 1, BOARD_MIB[board][1]), (8, 2, BOARD_MIB[board][1])]  # default view
-    assert lgip_rows(run("mig", "-lgip", "-i", "0"))[0][2] == "1/7"  # memory slices 0-3 (3g), 4 and 5 taken
+        [(2, 0, BOARD_MIB[board][0]), (7, 1, BOARD_MIB[board][1]), (8, 2, BOARD_MIB[board][1])]  # default view
+    assert lgip_rows(run("mig", "-lgip", "-i", "0"))[0][2] == "2/7"  # memory slices 2 and 3 free, 2 compute
     seen = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import pynvml as n
         n.nvmlInit()
@@ -162,7 +164,7 @@ def test_concurrent_creators_each_get_their_own_instance(lib_dir, state_file):
     triples = re.search(r"^device\.0\.mig\.gpu_instances=(.*)$", record, re.M)[1].split(",")
     ids = sorted(int(i) for i in triples[0::3])
     starts = sorted(int(s) for s in triples[2::3])
-    assert ids == [7, 8, 9, 11, 12, 13, 14] and starts == list(range(7))  # the 1-slice ids real drivers use
+    assert ids == list(range(7, 14)) and starts == list(range(7))  # the 1-slice ids real drivers use: 7 + start
 
 
 def test_a_new_instance_reaches_a_running_reader(lib_dir, state_file):
@@ -173,3 +175,35 @@ def test_a_new_instance_reaches_a_running_reader(lib_dir, state_file):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert len(p.stdout.split()) == 7
+
+
+#: `nvidia-smi mig -cgi ...` on an empty A100-SXM4-40GB and the GPU instance ids the real driver gives, in order:
+#: NVIDIA's MIG user guide ("Instance Geometry" examples 1-3, and its note that 3g.20gb must come first) and real
+#: boards' seven 1g (13, 11, 12, 7, 8, 9, 10) and three 2g (5, 3, 4).
+GUIDE_GEOMETRIES = [("19,14,5", [13, 5, 1]), ("9,19,14,19", [2, 7, 4, 8]), ("14,19,19,19,19,19", [5, 13, 7, 8, 9, 10]),
+                    ("19,19,19,19,19,19,19", [13, 11, 12, 7, 8, 9, 10]), ("14,14,14,20", [5, 3, 4, 13]),
+                    ("9,9", [2, 1])]
+
+
+@pytest.mark.parametrize("profiles,ids", GUIDE_GEOMETRIES)
+def test_the_driver_places_instances_as_the_mig_user_guide_shows(smi, lib_dir, state_file, profiles, ids):
+    state = state_file("a100", n=1, overrides={"device.0.mig.current": 1, "device.0.mig.pending": 1})
+    done = subprocess.run([str(smi), "mig", "-cgi", profiles], env=nvml_env(lib_dir, state), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = re.findall(r"^Successfully created GPU instance ID +(\d+) on GPU +0 using profile MIG \S+ \(ID +(\d+)\)$",
+                      done.stdout, re.M)
+    assert [(int(gi), int(profile)) for gi, profile in made] == \
+        list(zip(ids, map(int, profiles.split(",")), strict=True))
+
+
+def test_the_guide_geometry_that_needs_the_3g_first_is_refused(smi, lib_dir, state_file):
+    state = state_file("a100", n=1, overrides={"device.0.mig.current": 1, "device.0.mig.pending": 1})
+    env = nvml_env(lib_dir, state)
+    done = subprocess.run([str(smi), "mig", "-cgi", "19,19,14,9"], env=env, capture_output=True, text=True, timeout=60)
+    assert re.findall(r"created GPU instance ID +(\d+)", done.stdout) == ["13", "11", "3"], done.stdout
+    assert "Unable to create a GPU instance on GPU  0 using profile 9: Insufficient Resources" in done.stdout
+    listed = subprocess.run([str(smi), "mig", "-lgi"], env=env, capture_output=True, text=True, timeout=60).stdout
+    rows = re.findall(r"^\|\s+0\s+MIG (\S+)\s+(\d+)\s+(\d+)\s+(\d):(\d)\s+\|$", listed, re.M)
+    assert rows == [("1g.5gb", "19", "11", "4", "1"), ("1g.5gb", "19", "13", "6", "1"),
+                    ("2g.10gb", "14", "3", "0", "2")], listed

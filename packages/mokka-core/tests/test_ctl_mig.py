@@ -48,9 +48,10 @@ def test_ctl_partition_is_listed_by_nvidia_smi_with_the_uuids_mokka_derives(node
     listing = smi("-L").stdout
     found = re.findall(r"MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-f-]+)\)", listing)
     gpu0 = nodefile.load(root).resolve().gpus[0]
-    assert found == [("3g.40gb", "0", mig_partition.mig_uuid(gpu0.uuid, 1, 0)),
+    # placed as the driver places them (the MIG user guide's `-cgi 9,19,...`: 3g at 4:4 id 2, 1g at 0:1 id 7)
+    assert found == [("3g.40gb", "0", mig_partition.mig_uuid(gpu0.uuid, 2, 0)),
                      ("1g.10gb", "1", mig_partition.mig_uuid(gpu0.uuid, 7, 0))], listing
-    assert mig_partition.read(root)[0][1].start == 4
+    assert [instance.start for instance in mig_partition.read(root)[0]] == [4, 0]
 
 
 def test_nvidia_smi_partition_is_seen_and_destroyed_by_ctl(node, capsys) -> None:

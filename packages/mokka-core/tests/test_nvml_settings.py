@@ -80,7 +80,7 @@ def test_ctl_status_shows_and_reset_clears_what_nvidia_smi_set(tmp_path: Path,
     status = ctl("status")
     assert "GPU 1: power.limit_mw=450000, power.enforced_limit_mw=450000" in status
     assert "GPU 2: compute_mode=3" in status
-    assert "GPU 3: mig.pending=1, mig.current=1; MIG 3g.40gb (GI 1, CI 0)" in status
+    assert "GPU 3: mig.pending=1, mig.current=1; MIG 3g.40gb (GI 2, CI 0)" in status  # placed at 4:4, as real
     ctl("temp", "3", "40")  # a ctl change re-renders the state file: the settings stand over it
     assert run("--query-gpu=power.limit,compute_mode", "--format=csv,noheader", "-i", "1,2").split("\n")[:2] == \
         ["450.00 W, Default", "700.00 W, Exclusive_Process"]

@@ -39,15 +39,15 @@ def test_a_partition_made_in_cmd_shows_in_the_capabilities_and_goes() -> None:
     smi = consumers.require("nvidia-smi", version="550")
     out = mokka_run("; ".join([
         f"{smi} -i 0 -mig 1 >/dev/null", f"{smi} mig -i 0 -cgi 9 -C >/dev/null",
-        WAIT.format(test=f"[ -e {CAPS}/gi1/ci0/access ]"),
-        f"cat {CAPS}/gi1/access", "ls /dev/nvidia-caps",
+        WAIT.format(test=f"[ -e {CAPS}/gi2/ci0/access ]"),  # a lone 3g goes to 4:4, id 2, as on real boards
+        f"cat {CAPS}/gi2/access", "ls /dev/nvidia-caps",
         f"{smi} mig -i 0 -dci >/dev/null", f"{smi} mig -i 0 -dgi >/dev/null",
-        WAIT.format(test=f"[ ! -e {CAPS}/gi1/access ]"),
+        WAIT.format(test=f"[ ! -e {CAPS}/gi2/access ]"),
         f"echo left: $(find {CAPS} -name access | wc -l) $(ls /dev/nvidia-caps 2>/dev/null | wc -l)",
         "echo dirs: $(ls /proc/driver/nvidia/capabilities)",  # the GPU instance's directories went with it
     ]), "--profile", "h100")
-    assert "DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n" in out, out
-    assert "nvidia-cap1\nnvidia-cap12\nnvidia-cap13\nnvidia-cap2\n" in out
+    assert "DeviceFileMinor: 21\nDeviceFileMode: 292\nDeviceFileModify: 1\n" in out, out  # 3 + 9 * gi
+    assert "nvidia-cap1\nnvidia-cap2\nnvidia-cap21\nnvidia-cap22\n" in out
     assert "left: 0 0" in out
     assert "dirs: mig\n" in out
 

@@ -98,18 +98,18 @@ def cap_nodes(root: Path) -> dict[str, tuple[int, int]]:
 def test_ctl_partition_appears_in_every_capability_and_goes_with_it(node) -> None:
     root, ctl = node
     assert ctl("mig", "0", "on") == 0
-    assert ctl("mig", "0", "create", "3g.40gb,1g.10gb") == 0  # GI 1 at 0, GI 7 at 4 (the driver's ids)
-    assert capability_files(root) == ["gpu0/mig/gi1/access", "gpu0/mig/gi1/ci0/access",
+    assert ctl("mig", "0", "create", "3g.40gb,1g.10gb") == 0  # GI 2 at 4, GI 7 at 0 (the driver's ids)
+    assert capability_files(root) == ["gpu0/mig/gi2/access", "gpu0/mig/gi2/ci0/access",
                                       "gpu0/mig/gi7/access", "gpu0/mig/gi7/ci0/access"]
     assert (root / CAPS / "gpu0/mig/gi7/ci0/access").read_text() == \
         "DeviceFileMinor: 67\nDeviceFileMode: 292\nDeviceFileModify: 1\n"
     nodes = cap_nodes(root)
-    assert sorted(nodes) == sorted(f"nvidia-cap{m}" for m in (1, 2, 12, 13, 66, 67))
+    assert sorted(nodes) == sorted(f"nvidia-cap{m}" for m in (1, 2, 21, 22, 66, 67))
     if os.geteuid() == 0:
         assert nodes["nvidia-cap66"] == (host_majors().caps, 66)
     assert ctl("mig", "0", "create", "4g.40gb") == 1  # over capacity: refused, nothing changes
     assert len(capability_files(root)) == 4
-    assert ctl("mig", "0", "destroy", "1") == 0
+    assert ctl("mig", "0", "destroy", "2") == 0
     assert capability_files(root) == ["gpu0/mig/gi7/access", "gpu0/mig/gi7/ci0/access"]
     assert ctl("reset") == 0  # clears what NVML set, the partition with it
     assert capability_files(root) == []
@@ -165,10 +165,10 @@ def test_nvidia_smi_partition_is_followed_by_the_node_daemon(tmp_path: Path) -> 
 
         run("-i", "0", "-mig", "1")
         run("mig", "-i", "0", "-cgi", "9,19", "-C")
-        wait_for(lambda: capability_files(root) == ["gpu0/mig/gi1/access", "gpu0/mig/gi1/ci0/access",
+        wait_for(lambda: capability_files(root) == ["gpu0/mig/gi2/access", "gpu0/mig/gi2/ci0/access",
                                                    "gpu0/mig/gi7/access", "gpu0/mig/gi7/ci0/access"])
         run("mig", "-i", "0", "-dci")
-        wait_for(lambda: capability_files(root) == ["gpu0/mig/gi1/access", "gpu0/mig/gi7/access"])
+        wait_for(lambda: capability_files(root) == ["gpu0/mig/gi2/access", "gpu0/mig/gi7/access"])
         run("mig", "-i", "0", "-dgi")
         wait_for(lambda: capability_files(root) == [] and cap_nodes(root) == {})
     assert not root.exists() or not any(root.rglob("*access"))  # teardown leaves no capability behind
@@ -216,9 +216,11 @@ def test_a_node_boots_with_its_layout_and_reset_brings_it_back(tmp_path: Path, c
 @needs_library
 def test_a_layout_the_library_cannot_place_publishes_nothing(tmp_path: Path, capsys) -> None:
     root = tmp_path / "root"
-    # fits the slice counts (5 of 7, 5 of 8 memory slices), but 4g.40gb only starts at 0, where 1g.10gb went
-    nodefile.save(root, NodeSpec(profile_file=h100_booting(tmp_path, "1g.10gb, 4g.40gb"), gpus=1))
+    # fits the slice counts (7 of 7, 8 of 8 memory slices), but placed in this order the 3g.40gb finds neither of
+    # its starts free: the MIG user guide's own example (`-cgi 19,19,14,9`: "3g.20gb must be specified first")
+    layout = "1g.10gb, 1g.10gb, 2g.20gb, 3g.40gb"
+    nodefile.save(root, NodeSpec(profile_file=h100_booting(tmp_path, layout), gpus=1))
     assert execute(["--root", str(root), "temp", "0", "30"], surfaces={"gpu": GpuSurface()}) == 1
-    assert "mig.layout 1g.10gb, 4g.40gb does not fit" in capsys.readouterr().err
+    assert f"mig.layout {layout} does not fit" in capsys.readouterr().err
     assert staging.staged_surfaces(root) == []
     assert not (root / LIB_DIR).exists()
