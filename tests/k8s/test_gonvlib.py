@@ -172,8 +172,9 @@ def test_compute_instances_made_by_nvidia_smi_are_named_as_their_split(gonvlib: 
     """Real nvidia-smi 550 makes a 3-slice GPU instance with two 1-slice compute instances (profile id 0,
     "MIG 1c.3g.40gb" in its own output): go-nvlib sees two MIG devices and names each 1c.3g.40gb."""
     smi = consumers.require("nvidia-smi", version="550")
+    # a lone 3g goes to 4:4, GPU instance 2, as on real boards
     document = read_node(gonvlib, "h100", f"{smi} -i 0 -mig 1 >/dev/null && {smi} mig -i 0 -cgi {GI_3G} >/dev/null "
-                                          f"&& {smi} mig -i 0 -gi 1 -cci 0,0 >/dev/null")
+                                          f"&& {smi} mig -i 0 -gi 2 -cci 0,0 >/dev/null")
     partitioned = document["devices"][0]
     assert partitioned["errors"] == [], partitioned["errors"]
     assert [mig["profile"] for mig in partitioned["mig_devices"]] == ["1c.3g.40gb", "1c.3g.40gb"]
