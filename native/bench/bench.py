@@ -110,6 +110,15 @@ def main() -> int:
     assert mock[2] == 0, f"dlopen+init failed: {mock[2]}"
     rows.append(("dlopen+init+count+shutdown vs dlopen(trivial .so)", mock[0], triv[0], "ms", 1.5))
 
+    # mokka run on a kernel without /proc/modules: every read-only open of the command goes by the supervisor
+    shown = tmp / "modules"
+    shown.write_text("nvidia 54341632 0 - Live 0x0\n")
+    importer = [sys.executable, "-c", "import asyncio, decimal, email.parser, http.client, json"]
+    through, plain = side_by_side(tool, a.runs, ([str(BUILD / "mokka-proc-files"), f"/proc/mokka-bench={shown}", "--",
+                                                  *importer], env), (importer, env))
+    assert through[2] == 0, "python through mokka-proc-files failed"
+    rows.append(("python3 start (~1500 opens) via mokka-proc-files vs plain", through[0], plain[0], "ms", 1.3))
+
     # the hot getters on GPU 0 as profiled, GetTemperature also on GPU 1 with the dynamic model on: one process,
     # each batch of each getter in turn, of each library in turn with --baseline-lib (bench_tool getters)
     getters_state = tmp / "getters.state"
