@@ -103,11 +103,11 @@ def test_the_supervisor_outlives_the_terminal_signals_and_leaves_with_the_last_p
                                                                                        staged: Path) -> None:
     # Ctrl-C goes to the whole foreground process group: the supervisor is in a session of its own
     script = (f"trap '' INT; kill -INT 0; sleep 0.2; cat {SHOWN}; "
-              f"(sleep 1; cat {SHOWN} > {staged}.late) >/dev/null 2>&1 &")
+              f"(sleep 3; cat {SHOWN} > {staged}.late) >/dev/null 2>&1 &")
     done = through(launcher, staged, "sh", "-c", script, start_new_session=True)
     assert (done.returncode, done.stdout) == (0, staged.read_text()), done.stderr
     assert supervisors_of(staged), "the supervisor left while a process under its filter still ran"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while supervisors_of(staged) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not supervisors_of(staged), "the supervisor stayed after the last process under its filter"
