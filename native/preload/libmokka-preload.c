@@ -38,6 +38,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "path.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define DISABLE_FILE "/var/lib/mokka/preload-disabled"
 
@@ -202,44 +204,6 @@ static int symlink_anywhere(const char *prefix, size_t len)
     return raw_is_symlink(rooted);
 }
 
-/*
- * The absolute `path` with `.`, `..` and repeated slashes resolved into `out` (PATH_MAX bytes), as the
- * kernel resolves them (`..` of / is /), so that `/sys/bus/pci/../../../etc/hostname` is matched as
- * /etc/hostname.  0 when that cannot be done by hand (a `..` after a symlink): use `path` as given.
- */
-static int normalise(const char *path, char *out)
-{
-    size_t n = 0;
-    for (const char *s = path; *s;) {
-        while (*s == '/')
-            s++;
-        if (*s == '\0')
-            break;
-        const char *end = strchrnul(s, '/');
-        size_t len = (size_t)(end - s);
-        if (len == 2 && s[0] == '.' && s[1] == '.') {
-            out[n] = '\0';
-            if (n > 0 && symlink_anywhere(out, n))
-                return 0;
-            while (n > 0 && out[n - 1] != '/')
-                n--;
-            if (n > 0)
-                n--;
-        } else if (!(len == 1 && s[0] == '.')) {
-            if (n + 1 + len + 2 > PATH_MAX)
-                return 0;
-            out[n++] = '/';
-            memcpy(out + n, s, len);
-            n += len;
-        }
-        s = end;
-    }
-    if (n == 0 || path[strlen(path) - 1] == '/')
-        out[n++] = '/'; /* "/" itself, or a trailing slash kept: it still means "a directory" */
-    out[n] = '\0';
-    return 1;
-}
-
 static int raw_exists(const char *path)
 {
     return syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
@@ -295,7 +259,7 @@ static const char *resolve_path(int dirfd, const char *path, char *buf)
         p = absolute;
     }
     const char *normalised = NULL;
-    if ((strstr(p, "/.") || strstr(p, "//")) && normalise(p, normal))
+    if ((strstr(p, "/.") || strstr(p, "//")) && fold_path(p, normal, symlink_anywhere))
         p = normalised = normal;
     if (!is_candidate(p) || redirection_disabled()) {
         errno = saved;

@@ -10,9 +10,10 @@
  * static programs (Go) too, which no preload shim does.  FILE is opened at each open: what the node re-stages
  * shows at once.
  *
- * PATH is matched after the caller's relative path is joined to its directory (cwd or dirfd) and "." / ".."
- * are folded; openat2(2) is not looked at (no reader of these files uses it).  Opens for writing, of
- * directories and O_PATH ones never leave the kernel.
+ * PATH (as given: /proc/modules) is matched after the caller's relative path is joined to its directory (cwd or
+ * dirfd) and folded as the kernel walks it (common/path.h, through symlinks where a `..` follows one);
+ * openat2(2) is not looked at (no reader of these files uses it).  Opens for writing, of directories and
+ * O_PATH ones never leave the kernel.
  *
  * The supervisor runs in a session of its own (a terminal's signals never reach it), holds none of PROGRAM's
  * descriptors, and exits once no process under the filter is left.  On a kernel that refuses the filter
@@ -37,10 +38,13 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "path.h"
 
 enum { EXIT_USAGE = 125, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127, MAX_FILES = 16 };
 
@@ -146,53 +150,49 @@ static int read_string(pid_t pid, uint64_t addr, char *out, size_t size)
     return ret;
 }
 
-/* "/a//b/./c/../d" -> "/a/b/d", in place; ".." at the top stays at the top, as the kernel has it. */
-static void fold(char *path)
+/* In the supervisor's view, which is the caller's (same mount namespace): a `..` after a symlink is not folded. */
+static int is_symlink(const char *prefix, size_t len)
 {
-    char *out = path;
-    const char *in = path;
-    while (*in) {
-        while (*in == '/')
-            in++;
-        const char *end = strchrnul(in, '/');
-        size_t len = (size_t)(end - in);
-        if (len == 0 || (len == 1 && in[0] == '.')) {
-            /* nothing */
-        } else if (len == 2 && in[0] == '.' && in[1] == '.') {
-            while (out > path && *--out != '/')
-                ;
-        } else {
-            *out++ = '/';
-            memmove(out, in, len);
-            out += len;
-        }
-        in = end;
-    }
-    if (out == path)
-        *out++ = '/';
-    *out = '\0';
+    (void)len;
+    struct stat st;
+    return lstat(prefix, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* The absolute path the caller opens: relative ones joined to its cwd or to the directory dirfd names. */
-static int caller_path(pid_t pid, int dirfd, const char *name, char *out, size_t size)
+/* The absolute path the caller opens, folded (path.h): relative ones joined to its cwd or to the directory
+ * dirfd names. */
+static int caller_path(pid_t pid, int dirfd, const char *name, char *out)
 {
+    char joined[PATH_MAX];
     if (name[0] == '/') {
-        if (strlen(name) >= size)
+        if (strlen(name) >= sizeof joined)
             return -1;
-        strcpy(out, name);
+        strcpy(joined, name);
     } else {
         char link[64];
         if (dirfd == AT_FDCWD)
             snprintf(link, sizeof link, "/proc/%d/cwd", (int)pid);
         else
             snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, dirfd);
-        ssize_t len = readlink(link, out, size - 1);
-        if (len <= 0 || (size_t)len + 1 + strlen(name) + 1 > size)
+        ssize_t len = readlink(link, joined, sizeof joined - 1);
+        if (len <= 0 || (size_t)len + 1 + strlen(name) + 1 > sizeof joined)
             return -1;
-        out[len] = '/';
-        strcpy(out + len + 1, name);
+        joined[len] = '/';
+        strcpy(joined + len + 1, name);
     }
-    fold(out);
+    if (fold_path(joined, out, is_symlink))
+        return 0;
+    /* a `..` after a symlink (/proc/self/../modules): the kernel goes through the link, so does realpath(3)
+     * of the directory; the links of /proc/self point into /proc for the supervisor as for the caller */
+    char *slash = strrchr(joined, '/'), dir[PATH_MAX];
+    *slash = '\0';
+    if (!realpath(joined[0] ? joined : "/", dir))
+        return -1;
+    size_t dir_len = strcmp(dir, "/") ? strlen(dir) : 0, base_len = strlen(slash + 1);
+    if (dir_len + base_len + 2 > PATH_MAX)
+        return -1;
+    memcpy(out, dir, dir_len);
+    out[dir_len] = '/';
+    memcpy(out + dir_len + 1, slash + 1, base_len + 1);
     return 0;
 }
 
@@ -238,7 +238,7 @@ static void answer(int listener, struct seccomp_notif *req)
     char name[PATH_MAX], path[PATH_MAX];
     const struct shown *what = NULL;
     if (read_string((pid_t)req->pid, name_at, name, sizeof name) == 0 && name[0] &&
-        caller_path((pid_t)req->pid, dirfd, name, path, sizeof path) == 0)
+        caller_path((pid_t)req->pid, dirfd, name, path) == 0)
         what = shown_for(path);
     if (what && give(listener, req, what, flags) == 0)
         return;
@@ -380,7 +380,6 @@ int main(int argc, char **argv)
             return fail(EXIT_USAGE, self, "PATH=FILE, both absolute, expected; got", argv[i]);
         *equals = '\0';
         shown[shown_count++] = (struct shown){.path = argv[i], .file = equals + 1};
-        fold(argv[i]);
     }
 
     int pair[2];

@@ -8,14 +8,14 @@
 PROCFILES_BIN := build/mokka-proc-files
 PROCFILES_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
 CC ?= gcc
-PROCFILES_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE
+PROCFILES_CFLAGS := -std=gnu11 -Os -g -static -Wall -Wextra -D_GNU_SOURCE -Icommon
 
 .PHONY: procfiles procfiles-install procfiles-clean
 procfiles: $(PROCFILES_BIN)
 
-$(PROCFILES_BIN): procfiles/main.c procfiles/procfiles.mk
+$(PROCFILES_BIN): procfiles/main.c common/path.c common/path.h procfiles/procfiles.mk
 	mkdir -p $(dir $@)
-	$(CC) $(PROCFILES_CFLAGS) -o $@ procfiles/main.c
+	$(CC) $(PROCFILES_CFLAGS) -o $@ procfiles/main.c common/path.c
 
 procfiles-install: procfiles
 	mkdir -p $(PROCFILES_INSTALL_DIR)

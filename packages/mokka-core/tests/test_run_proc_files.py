@@ -62,6 +62,15 @@ def test_an_open_for_reading_gets_the_staged_file_however_the_path_is_spelt(laun
     assert done.stdout == staged.read_text() * 6
 
 
+def test_a_dotdot_after_a_symlink_goes_through_the_link(launcher: Path, staged: Path, tmp_path: Path) -> None:
+    """As the kernel walks it: link/.. is the parent of the link's target, not the link's own directory."""
+    (tmp_path / "sys").symlink_to("/proc/sys")
+    name = SHOWN.removeprefix("/proc/")
+    done = through(launcher, staged, "sh", "-c", f"cat {tmp_path}/sys/../{name}; cat {tmp_path}/sys/../../{name}")
+    assert done.stdout == staged.read_text(), done.stderr  # the second is /{name}: the kernel's, absent
+    assert f"{tmp_path}/sys/../../{name}: No such file" in done.stderr
+
+
 def test_a_static_program_is_answered_too(launcher: Path, staged: Path) -> None:
     busybox = apt_tool("busybox", "busybox-static")
     if subprocess.run(["ldd", busybox], capture_output=True, text=True).returncode == 0:
