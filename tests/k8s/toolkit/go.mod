@@ -1,9 +1,12 @@
-// The pinned NVIDIA Container Toolkit release (nvidia-ctk), built as shipped: go build of its cmd/nvidia-ctk.
+// The pinned NVIDIA Container Toolkit release (nvidia-ctk, nvidia-cdi-hook), built as shipped: go build of its cmd/ packages.
 module mokka.test/k8s/toolkit
 
 go 1.26.0
 
-tool github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+tool (
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+)
 
 require (
 	cyphar.com/go-pathrs v0.2.6 // indirect

@@ -265,7 +265,7 @@ def go_toolchain() -> Path:
     return go
 
 
-def go_environment(go: Path) -> dict[str, str]:
+def go_environment(go: Path, cgo: bool = True) -> dict[str, str]:
     """Module and build caches under the consumer cache; versions only from go.mod/go.sum, no toolchain switch."""
     root = cache_dir() / "go"
     return {
@@ -275,21 +275,23 @@ def go_environment(go: Path) -> dict[str, str]:
         "GOCACHE": str(root / "build"),
         "GOFLAGS": "-mod=readonly -modcacherw -trimpath -buildvcs=false",  # -modcacherw: rm -rf can clear it
         "GOTOOLCHAIN": "local",
-        "CGO_ENABLED": "1",
+        "CGO_ENABLED": "1" if cgo else "0",
     }
 
 
-def go_module_program(module: Path, package: str, name: str) -> Path:
+def go_module_program(module: Path, package: str, name: str, flags: tuple[str, ...] = (), cgo: bool = True) -> Path:
     """Build ``package`` inside the Go module at ``module`` (its go.mod and go.sum pin every version).
 
-    The binary is cached under the hash of the Go version and the module's files, the downloaded modules
-    and the build cache under the consumer cache, so only the first run on a machine downloads and compiles.
+    ``flags`` go to ``go build`` as they are (``-tags``, ``-ldflags``); ``cgo=False`` builds a static program.
+    The binary is cached under the hash of the Go version, the flags and the module's files, the downloaded
+    modules and the build cache under the consumer cache, so only the first run on a machine downloads and compiles.
     """
     try:
         go = go_toolchain()
     except ConsumerUnavailable as exc:
         missing(str(exc))
     digest = hashlib.sha256(".".join(map(str, _go_version(str(go)) or ())).encode())
+    digest.update("\0".join((*flags, f"cgo={cgo}")).encode() if flags or not cgo else b"")
     for path in sorted(p for p in module.rglob("*") if p.is_file()):
         digest.update(path.relative_to(module).as_posix().encode() + b"\0" + path.read_bytes())
     binary = cache_dir() / f"{name}-{digest.hexdigest()[:16]}"
@@ -298,8 +300,8 @@ def go_module_program(module: Path, package: str, name: str) -> Path:
             return binary
         work = Path(tempfile.mkdtemp(prefix=f".{name}-build-", dir=cache_dir()))
         try:
-            result = subprocess.run([str(go), "build", "-o", str(work / name), package], cwd=module,
-                                    env=go_environment(go), capture_output=True, text=True, timeout=1800)
+            result = subprocess.run([str(go), "build", *flags, "-o", str(work / name), package], cwd=module,
+                                    env=go_environment(go, cgo), capture_output=True, text=True, timeout=1800)
             if result.returncode != 0:
                 missing(f"building {name} ({package}) failed: {result.stderr.strip()[-800:]}")
             atomic_write(binary, (work / name).read_bytes(), mode=0o755)
