@@ -1,6 +1,6 @@
 /* Mokka mock NVML: the snapshot model every file shares (never exported).
  * Layers, each file using only those below it (tests/test_static_code.py):
- *   log.c, dynamic.c, failure.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
+ *   log.c, dynamic.c, failure.c, visible.c, feed.c  <  state.c  <  util.c  <  core.c device.c nvlink.c misc.c  <  export_table.c */
 #ifndef MOKKA_H
 #define MOKKA_H
 
@@ -82,6 +82,7 @@ struct mk_event {
 
 struct mk_device {
     uint32_t present;         /* set when any device.<i> key was seen */
+    uint32_t node_index;      /* its index in the state file and the setter record (visible.c renumbers the rest) */
     /* identity */
     char name[96], uuid[96], serial[32], board_part_number[32], gpu_part_number[32], vbios[32];
     uint8_t name_len, uuid_len; /* their strlen, derived at snapshot load (state.c): GetName/GetUUID scan nothing */

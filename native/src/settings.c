@@ -16,7 +16,10 @@
 
 #include "settings.h"
 
-nvmlReturn_t mk_settings_permitted(void) { return geteuid() == 0 ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION; }
+/* a process that gets the node's state from its service (a container) cannot write the node's record */
+nvmlReturn_t mk_settings_permitted(void) {
+    return geteuid() == 0 && !mk_state_from_feed() ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION;
+}
 
 #define ECC_KEYS(counter)                                                                                      \
     {"ecc." counter ".corrected.l1", "ecc." counter ".corrected.l2", "ecc." counter ".corrected.dram",          \
@@ -94,7 +97,16 @@ nvmlReturn_t mk_settings_set(uint32_t dev, const struct mk_setting *set, size_t 
     return r != NVML_SUCCESS ? r : mk_settings_write(dev, set, n);
 }
 
+/* what the change would be, on the node as it is now: its refusal, else NO_PERMISSION (nothing written) */
+static nvmlReturn_t refuse_from_feed(uint32_t dev, mk_settings_fn compute, void *ctx) {
+    struct mk_setting set[MK_MAX_SETTING_KEYS];
+    size_t n = 0;
+    nvmlReturn_t ret = compute(mk_snapshot(), dev, ctx, set, &n);
+    return ret != NVML_SUCCESS ? ret : NVML_ERROR_NO_PERMISSION;
+}
+
 nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) {
+    if (mk_state_from_feed()) return refuse_from_feed(dev, compute, ctx);
     const char *path = mk_settings_path();
     const char *slash = strrchr(path, '/');
     char dir[4096], tmp[512];
@@ -112,10 +124,14 @@ nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) 
     mk_refresh_slow(mk_now_coarse(), 1);
     struct mk_setting set[MK_MAX_SETTING_KEYS];
     size_t n = 0;
-    nvmlReturn_t ret = compute(mk_snapshot(), dev, ctx, set, &n);
+    struct mk_snap *S = mk_snapshot();
+    nvmlReturn_t ret = compute(S, dev, ctx, set, &n);
     char *old = NULL, *out = NULL;
     size_t len;
     if (ret != NVML_SUCCESS) goto done;
+    ret = NVML_ERROR_GPU_IS_LOST;
+    if (S == NULL || dev >= S->ndev) goto done;
+    uint32_t record = S->dev[dev].node_index; /* the record names GPUs by their index in the state file */
     ret = NVML_ERROR_UNKNOWN;
     old = read_record(dfd, name, &len);
     out = old ? malloc(len + n * 240 + sizeof(MK_SETTINGS_MAGIC) + 8) : NULL;
@@ -126,13 +142,13 @@ nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) 
         const char *nl = memchr(line, '\n', len - pos);
         size_t ll = nl ? (size_t)(nl - line) : len - pos;
         pos += ll + 1;
-        if (ll == 0 || (ll == 3 && memcmp(line, "end", 3) == 0) || line_is(line, ll, dev, set, n)) continue;
+        if (ll == 0 || (ll == 3 && memcmp(line, "end", 3) == 0) || line_is(line, ll, record, set, n)) continue;
         memcpy(out + o, line, ll);
         o += ll;
         out[o++] = '\n';
     }
     for (size_t i = 0; i < n; i++)
-        if (set[i].value[0]) o += (size_t)sprintf(out + o, "device.%u.%.64s=%.159s\n", dev, set[i].key, set[i].value);
+        if (set[i].value[0]) o += (size_t)sprintf(out + o, "device.%u.%.64s=%.159s\n", record, set[i].key, set[i].value);
     o += (size_t)sprintf(out + o, "end\n");
     if (o > MK_MAX_SETTINGS) {
         mk_log("setter record %s: would exceed %u bytes", path, MK_MAX_SETTINGS);

@@ -24,9 +24,11 @@
 
 #include "dynamic.h"
 #include "failure.h"
+#include "feed.h"
 #include "levels.h"
 #include "log.h"
 #include "state.h"
+#include "visible.h"
 
 enum { T_U32, T_I32, T_U64, T_STR, T_U8LIST, T_CPUSET };
 
@@ -374,6 +376,7 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
     for (uint32_t i = 0; i < s->ndev; i++) {
         struct mk_device *d = &s->dev[i];
         if (!d->present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
+        d->node_index = i;
         if (d->bus_id[0]) {
             unsigned dom, bus, dev, fn;
             char tail;
@@ -469,6 +472,7 @@ static int last_errno_logged;
 static struct mk_snap *retired;
 static char state_path[4096];
 static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+static int from_feed; /* no state file beside the library: the node's service passes its descriptors (feed.c) */
 
 static void resolve_path(void) {
     const char *env = secure_getenv("MOKKA_NVML_STATE");
@@ -484,11 +488,22 @@ static void resolve_path(void) {
     } else {
         snprintf(state_path, sizeof state_path, "mokka-nvml.state");
     }
+    struct stat st;
+    const char *socket_path;
+    if (stat(state_path, &st) != 0 && errno == ENOENT && (socket_path = mk_feed_connect()) != NULL) {
+        snprintf(state_path, sizeof state_path, "%s", socket_path);
+        from_feed = 1;
+    }
 }
 
 const char *mk_state_path(void) {
     pthread_once(&path_once, resolve_path);
     return state_path;
+}
+
+int mk_state_from_feed(void) {
+    pthread_once(&path_once, resolve_path);
+    return from_feed;
 }
 
 /* `X.state` -> `X.settings`; any other name gets `.settings` appended.  X is the state file as
@@ -520,6 +535,10 @@ static int sig_eq(struct file_sig a, struct file_sig b) {
 /* the setter record's signature now (valid = 0: there is none) */
 static struct file_sig settings_now(void) {
     struct stat st;
+    if (from_feed) {
+        int fd = mk_feed_settings_fd();
+        return fd >= 0 && fstat(fd, &st) == 0 ? sig_of(&st) : (struct file_sig){0};
+    }
     if (stat(mk_settings_path(), &st) != 0) return (struct file_sig){0};
     return sig_of(&st);
 }
@@ -527,7 +546,7 @@ static struct file_sig settings_now(void) {
 /* Apply the setter record over a freshly parsed snapshot. A record that cannot be read or parsed is
  * logged once per version and left out: the state file's values stand. */
 static void apply_settings(struct mk_snap *s) {
-    int fd = open(mk_settings_path(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = from_feed ? mk_feed_settings_fd() : open(mk_settings_path(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     settings_sig = (struct file_sig){0};
     if (fd < 0) return;
@@ -540,16 +559,17 @@ static void apply_settings(struct mk_snap *s) {
     } else {
         size_t got = 0;
         ssize_t r = 1;
-        while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
+        while (got < (size_t)st.st_size && (r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got)) > 0)
+            got += (size_t)r;
         if (r < 0) snprintf(err, sizeof err, "read: %s", strerror(errno));
         else mk_overlay_settings(s, buf, got, err, sizeof err);
     }
-    close(fd);
+    if (!from_feed) close(fd);
     free(buf);
     settings_sig = sig_of(&st);
     if (!err[0]) { bad_settings_sig.valid = 0; return; }
     if (!sig_eq(bad_settings_sig, settings_sig))
-        mk_log("setter record %s ignored: %s", mk_settings_path(), err);
+        mk_log("setter record %s ignored: %s", from_feed ? "from the state feed" : mk_settings_path(), err);
     bad_settings_sig = settings_sig;
 }
 
@@ -584,11 +604,9 @@ static int same_file(const struct stat *a, const struct stat *b) {
 
 enum read_result { READ_OK, READ_REJECT, READ_RETRY };
 
-/* READ_OK: file_buf holds the whole file as *st describes it; READ_REJECT: refuse this file (err says
- * why); READ_RETRY: nothing to judge (gone, or rewritten while it was read): the next check looks again. */
-static enum read_result read_regular_file(const char *path, struct stat *st, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) return READ_RETRY;
+/* READ_OK: file_buf holds the whole file fd is, as *st describes it; READ_REJECT: refuse this file (err
+ * says why); READ_RETRY: nothing to judge (gone, or rewritten while it was read): the next check looks again. */
+static enum read_result read_regular_fd(int fd, struct stat *st, char *err, size_t errlen) {
     struct stat after;
     enum read_result rc = READ_REJECT;
     if (fstat(fd, st) != 0) {
@@ -601,7 +619,7 @@ static enum read_result read_regular_file(const char *path, struct stat *st, cha
         size_t want = (size_t)st->st_size + 1; /* one byte more: a file that grew meanwhile reads long */
         if (want > file_buf.cap) {
             char *nb = realloc(file_buf.data, want);
-            if (!nb) { snprintf(err, errlen, "out of memory"); close(fd); return READ_RETRY; }
+            if (!nb) { snprintf(err, errlen, "out of memory"); return READ_RETRY; }
             file_buf.data = nb;
             file_buf.cap = want;
         }
@@ -616,14 +634,50 @@ static enum read_result read_regular_file(const char *path, struct stat *st, cha
         int unchanged = got == (size_t)st->st_size && fstat(fd, &after) == 0 && same_file(st, &after);
         rc = unchanged ? READ_OK : READ_RETRY;
     }
+    return rc;
+}
+
+static enum read_result read_regular_file(const char *path, struct stat *st, char *err, size_t errlen) {
+    if (from_feed) {
+        int fd = mk_feed_state_fd();
+        return fd < 0 ? READ_RETRY : read_regular_fd(fd, st, err, errlen);
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return READ_RETRY;
+    enum read_result rc = read_regular_fd(fd, st, err, errlen);
     close(fd);
     return rc;
+}
+
+/* the state file's stat: by its path, or in feed mode the descriptor held (ENOENT before the first one) */
+static int stat_state(const char *path, struct stat *st) {
+    if (!from_feed) return stat(path, st);
+    int fd = mk_feed_state_fd();
+    if (fd >= 0) return fstat(fd, st);
+    errno = ENOENT;
+    return -1;
+}
+
+/* feed mode: a message came whose file is not judged yet, or its read must be retried */
+static int feed_pending;
+
+/* feed mode: whether anything may have changed since the last check (no message, no started failure: nothing
+ * did, and the check costs one receive) */
+static int feed_changed(uint64_t now) {
+    static int waited;
+    if (mk_feed_receive(now, waited ? 0 : 1000)) feed_pending = 1;
+    waited = 1;
+    return feed_pending || mk_feed_state_fd() < 0 || cur_failure_epoch != mk_failure_epoch();
 }
 
 static void load_locked(uint64_t now) {
     const char *path = mk_state_path();
     struct stat st;
-    if (stat(path, &st) != 0) {
+    if (from_feed) {
+        if (!feed_changed(now)) return;
+        feed_pending = 0;
+    }
+    if (stat_state(path, &st) != 0) {
         int e = errno;
         if (last_errno_logged != e) {
             mk_log("state file %s: %s%s", path, strerror(e),
@@ -645,11 +699,19 @@ static void load_locked(uint64_t now) {
     struct mk_snap *s = NULL;
     int ok = 0;
     enum read_result r = read_regular_file(path, &fst, err, sizeof err);
-    if (r == READ_RETRY) return;
+    if (r == READ_RETRY) {
+        feed_pending = from_feed;
+        return;
+    }
     if (r == READ_OK) ok = mk_parse(file_buf.data ? file_buf.data : "", file_buf.len, &s, err, sizeof err) == 0;
     mt = (int64_t)fst.st_mtim.tv_sec * 1000000000ll + fst.st_mtim.tv_nsec;
     if (ok) {
         apply_settings(s);
+        if (mk_visible_select(s) != 0) { /* out of memory: the next check tries again */
+            mk_snap_free(s);
+            feed_pending = from_feed;
+            return;
+        }
         cur_failure_epoch = mk_failure_epoch();
         mk_failure_apply(s);
         mk_levels_derive(s);
@@ -684,8 +746,13 @@ static void find_vdso_clock(void) {
     if (fn) mk_clock_gettime = (int (*)(clockid_t, struct timespec *))fn;
 }
 
+static void fork_child(void) {
+    mk_feed_after_fork();
+    pthread_mutex_unlock(&refresh_mu);
+}
+
 __attribute__((constructor)) static void state_init(void) {
-    pthread_atfork(fork_prepare, fork_release, fork_release);
+    pthread_atfork(fork_prepare, fork_release, fork_child);
     find_vdso_clock();
 }
 

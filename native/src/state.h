@@ -14,6 +14,8 @@ MK_HIDDEN extern _Atomic uint64_t mk_g_next_check;
 void mk_refresh_slow(uint64_t now, int force);
 const char *mk_state_path(void);
 const char *mk_settings_path(void);   /* the setter record beside the state file */
+/* the state comes from the node's service (feed.c), not a file this process may write beside */
+int mk_state_from_feed(void);
 int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen);
 
 /* the vDSO's clock_gettime where the process has one (state.c finds it at load), else libc's: libc's wrapper

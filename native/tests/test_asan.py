@@ -26,7 +26,8 @@ def test_sanitized_build_runs_consumer_tests_clean():
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
                         str(tests / "test_nvidia_smi.py"), str(tests / "test_library.py"),
                         str(tests / "test_settings.py"), str(tests / "test_nvidia_smi_setters.py"),
-                        str(tests / "test_nvidia_smi_mig.py"), "-k", "not within_5_ms"],
+                        str(tests / "test_nvidia_smi_mig.py"), str(tests / "test_state_feed.py"),
+                        str(tests / "test_visible_gpus.py"), "-k", "not within_5_ms"],
                        env=env, capture_output=True, text=True, timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode in (0, 5), out[-6000:]  # 5: everything skipped (no consumers here)

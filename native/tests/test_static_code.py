@@ -11,7 +11,7 @@ import pytest
 from conftest import NATIVE
 
 # used by the NVML areas, never using one of them
-BOTTOM = {"log", "dynamic", "failure", "levels", "state", "util"}
+BOTTOM = {"log", "dynamic", "failure", "levels", "visible", "feed", "state", "util"}
 
 
 def global_symbols(obj: Path, *flags: str) -> set[str]:

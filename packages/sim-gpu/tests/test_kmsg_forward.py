@@ -176,10 +176,12 @@ def test_the_real_kernel_takes_each_record_as_written_past_its_rate_limit(tmp_pa
 
 def test_the_service_writes_to_the_host_only_when_asked(tmp_path: Path) -> None:
     node = NodeSpec(profile="h100", gpus=1).resolve()
-    (default,) = GpuSurface().services(node, StageContext(root=tmp_path))
-    assert "--host-kmsg" not in default.command
-    (asked,) = GpuSurface().services(node, StageContext(root=tmp_path, host_kmsg="/host/dev/kmsg"))
-    assert asked.command[-2:] == ["--host-kmsg", "/host/dev/kmsg"]
+    def kmsg(ctx: StageContext) -> list[str]:
+        (service,) = [service for service in GpuSurface().services(node, ctx) if service.name == "mokka-kmsg"]
+        return service.command
+
+    assert "--host-kmsg" not in kmsg(StageContext(root=tmp_path))
+    assert kmsg(StageContext(root=tmp_path, host_kmsg="/host/dev/kmsg"))[-2:] == ["--host-kmsg", "/host/dev/kmsg"]
 
 
 def up(root: Path, target: Path) -> subprocess.Popen[str]:

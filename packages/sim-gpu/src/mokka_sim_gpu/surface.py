@@ -7,7 +7,9 @@ States (read from the node state):
   four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; their majors (and the other
   surfaces') in ``/proc/devices``; the kernel log of the
   node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service; the MIG capabilities of the
-  partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.
+  partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.  Enabled in either state:
+  the ``mokka-persistenced`` service at ``run/nvidia-persistenced/socket``, which passes the state file to
+  the library of a GPU container (which has none beside it).
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
   state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
   files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
@@ -31,6 +33,7 @@ from .kmsg_service import kmsg_service
 from .library import library_entries, state_file_entries
 from .mig_caps import mig_cap_entries
 from .modules import module_entries
+from .persistenced_service import persistenced_service, socket_entries
 from .render_proc import proc_entries
 from .tools import nvidia_smi_entries
 
@@ -64,6 +67,7 @@ PARTS = (
     PlanPart("library", _installed(library_entries), frozenset()),
     PlanPart("nvml-state", _installed(state_file_entries)),
     PlanPart("nvidia-smi", _installed(lambda node, ctx: nvidia_smi_entries(node)), frozenset()),
+    PlanPart("persistenced-socket", _installed(lambda node, ctx: socket_entries()), frozenset()),
     PlanPart("module-files", _installed(lambda node, ctx: kernel_object_entries(node)), frozenset()),
     PlanPart("device-nodes", _loaded(lambda node, ctx: device_node_entries(node)), frozenset()),
     PlanPart("proc", _loaded(lambda node, ctx: proc_entries(node)),
@@ -90,5 +94,7 @@ class GpuSurface(Surface):
     def services(self, node: Node, ctx: StageContext) -> list[Service]:
         """The kernel log at /dev/kmsg (served where the node is shown at the real paths; see
         :mod:`.kmsg_service`), also written to the host's kernel log where the node was asked to
-        (``ctx.host_kmsg``)."""
-        return [kmsg_service(ctx)] if node.surface("gpu").active else []
+        (``ctx.host_kmsg``); wherever the driver is installed, the NVML state for GPU containers at
+        nvidia-persistenced's socket (:mod:`.persistenced_service`)."""
+        gpu = node.surface("gpu")
+        return [*([kmsg_service(ctx)] if gpu.active else []), *([persistenced_service(ctx)] if gpu.enabled else [])]

@@ -40,6 +40,9 @@ LIB_DIR = f"usr/lib/{multiarch()}"
 NVML_STATE_FILE = f"{LIB_DIR}/mokka-nvml.state"
 #: What NVML setters changed, written by the library beside the state file (``stage/nvml_settings.py``).
 NVML_SETTINGS_FILE = f"{LIB_DIR}/mokka-nvml.settings"
+#: nvidia-persistenced's socket, which the NVIDIA container toolkit mounts into every GPU container: the gpu
+#: surface's ``mokka-persistenced`` passes the state file to libraries that have none beside them there.
+PERSISTENCED_SOCKET = "run/nvidia-persistenced/socket"
 
 
 def user_cache(name: str) -> Path:
