@@ -193,6 +193,88 @@ def test_annotated_device_mode(runtime: Any, plugin_factory: Any, node_root: Pat
     assert len(create(runtime, annotations={"mokka.nvidia.com/devices": "true"}).linux.devices) == len(DEVICES)
 
 
+#: an 8-GPU node whose minor numbers run against the NVML order (GPU i is /dev/nvidia<7 - i>)
+GPU_UUIDS = [f"GPU-{i:08x}-0000-5000-8000-000000000000" for i in range(8)]
+CONTROL = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}
+
+
+@pytest.fixture
+def eight_gpu_root(node_root: Path) -> Path:
+    """``node_root`` as an 8-GPU node: its state file names each GPU's UUID and minor number."""
+    if not char_devices_possible(node_root):
+        consumers.missing("creating device nodes needs CAP_MKNOD")
+    lines = [f"device.{i}.{key}={value}" for i in range(8)
+             for key, value in (("uuid", GPU_UUIDS[i]), ("minor_number", 7 - i))]
+    (node_root / LIB_DIR / "mokka-nvml.state").write_text("\n".join(["mokka-nvml-state 1", *lines, "end"]) + "\n")
+    for name, (major, minor) in {**{f"nvidia{m}": (195, m) for m in range(2, 8)}, "nvidia-uvm-tools": (510, 1),
+                                 "nvidia-modeset": (195, 254)}.items():
+        os.mknod(node_root / "dev" / name, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+    return node_root
+
+
+def device_names(adjust: Any) -> set[str]:
+    return {d.path.removeprefix("/dev/") for d in adjust.linux.devices}
+
+
+@pytest.mark.parametrize(("visible", "minors"), [
+    (f"{GPU_UUIDS[4]},{GPU_UUIDS[7]}", {3, 0}),        # the device plugin's envvar strategy: UUIDs
+    ("4, 7", {3, 0}),                                   # indices (spaces as the runtime trims them)
+    ("2:0", {5}),                                       # a MIG device by index: its GPU
+    ("none", set()),                                    # no GPU, the control devices
+    ("GPU-not-on-this-node", set()),
+    ("none,3", set()),
+    ("3,all", set(range(8))),
+    ("all", set(range(8))),
+])
+def test_nvidia_visible_devices_gives_the_gpus_it_names(runtime: Any, plugin_factory: Any, eight_gpu_root: Path,
+                                                        visible: str, minors: set[int]) -> None:
+    plugin_factory()
+    adjust = create(runtime, env=[f"NVIDIA_VISIBLE_DEVICES={visible}"])
+    assert adjust.mounts
+    assert device_names(adjust) == CONTROL | {f"nvidia{m}" for m in minors}
+
+
+@pytest.mark.parametrize("visible", ["void", "", " , ", "0,void"])
+def test_nvidia_visible_devices_void_gives_no_device(runtime: Any, plugin_factory: Any, eight_gpu_root: Path,
+                                                     visible: str) -> None:
+    plugin_factory()
+    adjust = create(runtime, env=[f"NVIDIA_VISIBLE_DEVICES={visible}"])
+    assert adjust.mounts and not adjust.linux.devices
+
+
+def test_nvidia_visible_devices_names_a_mig_device_by_uuid(runtime: Any, plugin_factory: Any,
+                                                           eight_gpu_root: Path) -> None:
+    from mokka_core.stage.mig_partition import mig_uuid
+    from mokka_core.stage.paths import NVML_SETTINGS_FILE
+
+    (eight_gpu_root / NVML_SETTINGS_FILE).write_text(
+        "mokka-nvml-settings 1\ndevice.6.mig.gpu_instances=13,0,6\ndevice.6.mig.compute_instances=13,0,0,0\nend\n")
+    plugin_factory()
+    adjust = create(runtime, env=[f"NVIDIA_VISIBLE_DEVICES={mig_uuid(GPU_UUIDS[6], 13, 0)}"])
+    assert device_names(adjust) == CONTROL | {"nvidia1"}
+
+
+def test_nvidia_visible_devices_within_the_device_settings(runtime: Any, plugin_factory: Any,
+                                                          eight_gpu_root: Path) -> None:
+    """An annotation declining devices, or a plugin that gives none, still wins; a CDI device from NVIDIA's
+    device plugin, of any of its vendors, means they were given already."""
+    asked = [f"NVIDIA_VISIBLE_DEVICES={GPU_UUIDS[0]}"]
+    plugin_factory(devices="annotated")
+    assert device_names(create(runtime, env=asked)) == CONTROL | {"nvidia7"}  # asked for: not an injection
+    assert not create(runtime, env=asked, annotations={"mokka.nvidia.com/devices": "false"}).linux.devices
+    for cdi in ("k8s.device-plugin.nvidia.com/gpu=GPU-0", "nvidia.com/gpu=all", "management.nvidia.com/gpu=all"):
+        assert not create(runtime, env=asked, cdi_devices=[cdi]).linux.devices, cdi
+        assert not create(runtime, cdi_devices=[cdi], annotations={"mokka.nvidia.com/devices": "true"}
+                          ).linux.devices, cdi
+    assert create(runtime, cdi_devices=["notnvidia.com/gpu=0"], annotations={"mokka.nvidia.com/devices": "true"}
+                  ).linux.devices
+
+
+def test_nvidia_visible_devices_with_devices_none(runtime: Any, plugin_factory: Any, eight_gpu_root: Path) -> None:
+    plugin_factory(devices="none")
+    assert not create(runtime, env=[f"NVIDIA_VISIBLE_DEVICES={GPU_UUIDS[0]}"]).linux.devices
+
+
 def test_fails_open_when_deciding_breaks(runtime: Any, plugin_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from mokka_core.cluster.nri import plugin as plugin_module
 

@@ -11,8 +11,12 @@ For a container of an opted-in pod the adjustment is:
   ``PATH`` with the mounted ``usr/bin`` when the root has one (only keys that
   change are sent, so other plugins' keys keep their owners);
 - the staged ``/dev/nvidia*`` character devices, unless the container already
-  has NVIDIA devices from the device plugin (``/dev/nvidia*`` or a
-  ``nvidia.com/`` CDI device) or the pod asks for none.
+  has NVIDIA devices from the device plugin (``/dev/nvidia*``, or a CDI device
+  of a vendor ``nvidia.com`` or ``*.nvidia.com``: ``nvidia.com/gpu=0``,
+  ``k8s.device-plugin.nvidia.com/gpu=...``) or the pod asks for none.  A
+  container whose environment has ``NVIDIA_VISIBLE_DEVICES`` (the device
+  plugin's ``envvar`` strategy, which the NVIDIA container runtime honours) gets
+  only the GPUs it names and the control devices (:mod:`.visible`).
 
 A pod is opted in when its namespace is listed (``*``: every namespace) or it
 carries ``<opt annotation>: "true"``; it is skipped when its namespace is
@@ -30,6 +34,7 @@ from typing import Any
 
 from ...stage import paths
 from ..protos import message
+from . import visible
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEVICE_MODES = ("all", "annotated", "none")
@@ -88,15 +93,29 @@ def decide(pod: Any, container: Any, config: InjectConfig) -> Decision:
     for key, value in _env_changes(env, config).items():
         adjust.env.add(key=key, value=value)
     notes = []
-    if _wants_devices(pod, config):
-        if _has_nvidia_devices(container):
+    asked = env.get(visible.ENV)
+    if _has_nvidia_devices(container):
+        if _wants_devices(pod, config) or asked is not None:
             notes.append("devices left to the device plugin")
-        else:
-            added, skipped = device_nodes(config.root)
-            if added:  # an empty list would still send an (empty) linux block
-                adjust.linux.devices.extend(added)
-            notes.append(f"{len(added)} devices" + (f" ({len(skipped)} not char devices skipped)" if skipped else ""))
+    elif asked is not None and config.devices != "none" and \
+            _flag(pod.annotations, config.devices_annotation) != "false":
+        request = visible.request(asked, config.root)
+        notes += _add_devices(adjust, config.root, request)
+        if request.unknown:
+            notes.append(f"{visible.ENV} names no GPU {', '.join(request.unknown)}")
+    elif asked is None and _wants_devices(pod, config):
+        notes += _add_devices(adjust, config.root, None)
     return Decision(adjust, "injected" + (": " + ", ".join(notes) if notes else ""))
+
+
+def _add_devices(adjust: Any, root: Path, request: visible.Request | None) -> list[str]:
+    """The staged devices (those ``request`` wants; None: all) into ``adjust``; what was done, as notes."""
+    added, skipped = device_nodes(root)
+    if request is not None:
+        added = [node for node in added if visible.wanted(node.path.removeprefix("/dev/"), request)]
+    if added:  # an empty list would still send an (empty) linux block
+        adjust.linux.devices.extend(added)
+    return [f"{len(added)} devices" + (f" ({len(skipped)} not char devices skipped)" if skipped else "")]
 
 
 def _env_changes(env: dict[str, str], config: InjectConfig) -> dict[str, str]:
@@ -122,7 +141,13 @@ def _wants_devices(pod: Any, config: InjectConfig) -> bool:
 def _has_nvidia_devices(container: Any) -> bool:
     devices = container.linux.devices if container.HasField("linux") else []
     return any(d.path.startswith("/dev/nvidia") for d in devices) or \
-        any(d.name.startswith("nvidia.com/") for d in container.CDI_devices)
+        any(_nvidia_vendor(d.name) for d in container.CDI_devices)
+
+
+def _nvidia_vendor(cdi_name: str) -> bool:
+    """A CDI device name's vendor (before ``/``) is NVIDIA's: ``nvidia.com`` or a subdomain of it."""
+    vendor = cdi_name.partition("/")[0]
+    return vendor == "nvidia.com" or vendor.endswith(".nvidia.com")
 
 
 def device_nodes(root: Path) -> tuple[list[Any], list[str]]:
