@@ -74,6 +74,8 @@ def test_ctk_spec_names_every_gpu_and_the_real_driver_files(nvidia_ctk: Path, pr
     library = f"/{LIB_DIR}/libnvidia-ml.so.{driver}"
     mounts = {mount["hostPath"]: mount["containerPath"] for mount in spec["containerEdits"]["mounts"]}
     assert mounts[library] == library and mounts["/usr/bin/nvidia-smi"] == "/usr/bin/nvidia-smi"
+    # the state feed of GPU containers: nvcdi binds nvidia-persistenced's socket where the driver root has one
+    assert mounts["/run/nvidia-persistenced/socket"] == "/run/nvidia-persistenced/socket"
     hooks = [hook["args"][1:] for hook in spec["containerEdits"]["hooks"]]
     assert ["create-symlinks", "--link", f"libnvidia-ml.so.{driver}::/{LIB_DIR}/libnvidia-ml.so.1", "--link",
             f"libnvidia-ml.so.1::/{LIB_DIR}/libnvidia-ml.so"] in hooks
