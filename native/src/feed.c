@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "feed.h"
@@ -22,8 +23,8 @@
 #define REDIAL_NS 1000000000ull
 
 static const char *const sockets[] = {MK_FEED_SOCKET, MK_FEED_SOCKET_VAR};
-static const char *dialled;  /* the socket that answered first */
-static int conn = -1, state_fd = -1, settings_fd = -1;
+static const char *dialled;  /* the socket chosen: the first that answered, else the first that is there */
+static int conn = -1, state_fd = -1, settings_fd = -1, dial_errno;
 static uint64_t redial_at;
 static int ever_received, said_bad;
 
@@ -31,20 +32,24 @@ static int dial(const char *path) {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        close(fd);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        dial_errno = errno;
+        if (fd >= 0) close(fd);
         return -1;
     }
     return fd;
 }
 
 const char *mk_feed_connect(void) {
-    for (size_t i = 0; i < sizeof sockets / sizeof *sockets; i++)
+    const char *there = NULL;
+    for (size_t i = 0; i < sizeof sockets / sizeof *sockets; i++) {
         if ((conn = dial(sockets[i])) >= 0) return dialled = sockets[i];
-    return NULL;
+        if (there == NULL && dial_errno != ENOENT && dial_errno != ENOTDIR) there = sockets[i];
+    }
+    return dialled = there; /* a socket that is there but does not answer (now): dialled again later */
 }
 
+int mk_feed_errno(void) { return state_fd < 0 && conn < 0 ? dial_errno : ENOENT; }
 int mk_feed_state_fd(void) { return state_fd; }
 int mk_feed_settings_fd(void) { return settings_fd; }
 
@@ -122,12 +127,18 @@ static int take_one(int *fresh) {
 }
 
 int mk_feed_receive(uint64_t now, int wait_ms) {
-    if (conn < 0) {
-        if (dialled == NULL || now < redial_at) return 0;
+    int first = wait_ms > 0 && !ever_received;
+    if (conn < 0 && dialled != NULL && first) {
+        for (int waited = 0; (conn = dial(dialled)) < 0 && waited < wait_ms; waited += 10) {
+            struct timespec pause = {0, 10000000};
+            nanosleep(&pause, NULL);
+        }
+    } else if (conn < 0 && dialled != NULL && now >= redial_at) {
         redial_at = now + REDIAL_NS;
-        if ((conn = dial(dialled)) < 0) return 0;
+        conn = dial(dialled);
     }
-    if (wait_ms > 0 && !ever_received) {
+    if (conn < 0) return 0;
+    if (first) {
         struct pollfd p = {.fd = conn, .events = POLLIN};
         while (poll(&p, 1, wait_ms) < 0 && errno == EINTR) {}
     }

@@ -10,8 +10,11 @@
 #define MK_FEED_SOCKET "/run/nvidia-persistenced/socket"
 #define MK_FEED_SOCKET_VAR "/var/run/nvidia-persistenced/socket"
 
-/* Connect to the first socket that accepts; its path, or NULL when none does. */
+/* Connect to the first socket that accepts; its path, or that of one that is there but refused (dialled again at
+ * each receive, at most once a second), or NULL when there is none. */
 const char *mk_feed_connect(void);
+/* why there is no state yet: the last dial's errno (ENOENT once connected) */
+int mk_feed_errno(void);
 /* Take what the service sent since the last call, without blocking (wait_ms > 0: wait that long for a first
  * message while none was ever taken). 1: new descriptors are held, 0: nothing new. A lost service is dialled
  * again at most once a second; the descriptors held stay. Callers serialise (state.c's refresh lock). */

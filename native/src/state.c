@@ -654,7 +654,7 @@ static int stat_state(const char *path, struct stat *st) {
     if (!from_feed) return stat(path, st);
     int fd = mk_feed_state_fd();
     if (fd >= 0) return fstat(fd, st);
-    errno = ENOENT;
+    errno = mk_feed_errno();
     return -1;
 }
 

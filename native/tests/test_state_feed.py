@@ -225,6 +225,50 @@ def test_malformed_messages_are_ignored_and_the_last_state_kept(tmp_path, lib_di
     assert "AddressSanitizer" not in out and "runtime error" not in out, out
 
 
+def test_a_service_that_comes_back_is_dialled_again(tmp_path, lib_dir):
+    """The socket is there but nothing listens: NVML init answers DRIVER_NOT_LOADED (nvidia-smi's "couldn't
+    communicate with the NVIDIA driver") and says why; once a service listens there, the next init succeeds."""
+    require_namespaces()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    dead.bind(str(run_dir / "socket"))  # bound, never listening: connections are refused
+    dead.close()
+    state = tmp_path / "a.state"
+    write_state(state, make_state("h100", 2))
+    (tmp_path / "init.py").write_text(textwrap.dedent("""
+        import ctypes, os, sys, time
+        L = ctypes.CDLL("libnvidia-ml.so.1")
+        while (r := L.nvmlInit_v2()) != 0:
+            os.write(1, f"init {r}\\n".encode())
+            time.sleep(0.2)
+        n = ctypes.c_uint()
+        L.nvmlDeviceGetCount_v2(ctypes.byref(n))
+        os.write(1, f"count {n.value}\\n".encode())
+    """))
+    script = setup_script(tmp_path / "w", lib_dir) + (
+        f"mount -t tmpfs none /run\nmkdir /run/nvidia-persistenced\n"
+        f"mount --bind {run_dir} /run/nvidia-persistenced\nexec {sys.executable} {tmp_path / 'init.py'}\n")
+    process = start(script, env(lib_dir))
+    lines = Lines(process)
+    try:
+        assert lines.next("init")[1] == "9"
+        (run_dir / "socket").unlink()
+        with fake_service(run_dir / "socket") as listener:
+            conn, _ = listener.accept()
+            with conn, open(state, "rb") as f:
+                conn.sendmsg([f"{FDS} state".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                            array.array("i", [f.fileno()]))])
+                assert lines.next("count", timeout=10)[1] == "2"
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    assert "/run/nvidia-persistenced/socket: Connection refused" in lines.text(), lines.text()
+
+
 def test_the_service_passes_only_regular_files_and_follows_replacements(tmp_path):
     """The program alone: the state file replaced by rename, the record appearing, a directory at the path."""
     program = Path(__file__).resolve().parents[1] / "build" / "mokka-persistenced"
