@@ -25,8 +25,9 @@ def test_declared_wherever_the_driver_is_installed(make_node, tmp_path: Path) ->
     if native_library(PROGRAM) is None or native_library("mokka-kmsg") is None:
         pytest.skip("the native services are not built (make -C native install)")
     ctx = StageContext(root=tmp_path)
+    states = {"healthy": {}, "failed": {"state": "failed"}, "disabled": {"enabled": False}}
     names = {state: [s.name for s in GpuSurface().services(make_node("h100", gpu=settings), ctx)]
-             for state, settings in (("healthy", {}), ("failed", {"state": "failed"}), ("disabled", {"enabled": False}))}
+             for state, settings in states.items()}
     assert names == {"healthy": ["mokka-kmsg", PROGRAM], "failed": [PROGRAM], "disabled": []}
     (service,) = [s for s in GpuSurface().services(make_node("h100"), ctx) if s.name == PROGRAM]
     assert service.ready_path == PERSISTENCED_SOCKET == "run/nvidia-persistenced/socket"
