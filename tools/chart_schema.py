@@ -301,7 +301,8 @@ def build_schema() -> dict[str, Any]:
                         "type": "string",
                         "pattern": "^/.+",
                         "description": "Host directory container runtimes read CDI specs from; mounted at "
-                        "`<root>/var/run/cdi` so the cdi surface's spec lands there (only with surfaces.cdi on).",
+                        "`/host/cdi`, where the node links `nvidia.yaml` to the spec it stages under the root, "
+                        "removed at teardown (only with surfaces.cdi on).",
                     },
                 },
                 "Where the node is staged on the host.",

@@ -23,19 +23,19 @@ sys.path.insert(0, str(REPO / "charts" / "mokka" / "tests"))
 import host  # noqa: E402
 from binaries import Binaries, build_all, pinned  # noqa: E402
 from chartlib import fetch_helm  # noqa: E402
-from images import (  # noqa: E402
+from guide import Releases  # noqa: E402
+from node import HOST_PATHS, KubeNode  # noqa: E402
+from node_images import (  # noqa: E402
     device_plugin_image,
     import_images,
     make_images,
     pause_archive,
     storage_env,
 )
-from node import HOST_PATHS, KubeNode  # noqa: E402
 
 from mokka_core.testing.consumers import cache_dir, go_module_source, missing  # noqa: E402
 
 DEVICE_PLUGIN_MODULE = REPO / "tests" / "k8s" / "deviceplugin"
-GUIDE = REPO / "docs" / "kind"
 NODE_LABELS = {"mokka.dev/gpu": "h100"}  # docs/kind/cluster.yaml labels its worker so
 
 
@@ -118,7 +118,7 @@ def helm(kube: KubeNode, scratch: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def device_plugin_chart() -> Path:
-    """The device plugin's own chart, from the pinned release's source."""
+def releases(kube: KubeNode, images: dict[str, str], helm: list[str], container_toolkit: None) -> Releases:
+    """helm and the guide's releases on the node (the device plugin's chart from its pinned release's source)."""
     source = go_module_source(DEVICE_PLUGIN_MODULE, "github.com/NVIDIA/k8s-device-plugin")
-    return source / "deployments" / "helm" / "nvidia-device-plugin"
+    return Releases(kube, helm, source / "deployments" / "helm" / "nvidia-device-plugin", images["device-plugin"])

@@ -136,7 +136,8 @@ class KubeNode:
                    "--service-account-issuer=https://kubernetes.default.svc",
                    f"--service-account-key-file={self.pki.service_account_pub}",
                    f"--service-account-signing-key-file={self.pki.service_account_key}",
-                   "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none",
+                   "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none", "--allow-privileged=true",
+                   "--kubelet-preferred-address-types=InternalIP",
                    f"--kubelet-client-certificate={self.pki.admin}", f"--kubelet-client-key={self.pki.admin_key}",
                    "--profiling=false")
         wait_for("the API server", lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 120)
@@ -162,7 +163,10 @@ class KubeNode:
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
         (cni / "net.d" / "10-mokka.conflist").write_text(json.dumps({
             "cniVersion": "1.0.0", "name": "mokka-cluster",
-            "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False,
+            # the bridge holds the subnet's gateway address, so the kubelet reaches pod IPs (probes); no default
+            # route through it and no masquerade: pods reach nothing beyond this machine
+            "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": True, "isDefaultGateway": False,
+                         "ipMasq": False,
                          "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
                                   "dataDir": str(cni / "ipam")}}],
         }))

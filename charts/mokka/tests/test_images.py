@@ -25,6 +25,7 @@ ENTRYPOINT = DOCKER / "entrypoint.sh"
 DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 SIMS = sorted(p.name.removeprefix("sim-") for p in (REPO / "packages").glob("sim-*") if p.is_dir())
 BIN = Path(sys.executable).parent  # console scripts of the environment running the tests
+HOST_CDI_MOUNT = "/host/cdi"  # where the node container has the host's CDI directory (templates/daemonset.yaml)
 BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|clang|make|build-essential|libc6-dev|cmake)\b")
 
 
@@ -232,9 +233,12 @@ def chart_command(helm: Helm, root: Path, profile_file: Path, values: dict[str, 
                if c["name"] == "node"]
     profile_file.write_text(find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"])
 
+    host_cdi = root.parent / "host-cdi"  # the pod's /host/cdi: the host's CDI directory
+    host_cdi.mkdir(parents=True, exist_ok=True)
+    moved = {"/etc/mokka/profile.yaml": str(profile_file), HOST_CDI_MOUNT: str(host_cdi)}
+
     def local(argv: list[str]) -> list[str]:
-        return [str(profile_file) if a == "/etc/mokka/profile.yaml" else a.replace("$(NODE_NAME)", "node-1")
-                for a in argv]
+        return [moved.get(a, a.replace("$(NODE_NAME)", "node-1")) for a in argv]
 
     return {"up": local(node["command"][2:] + node["args"]),  # the entrypoint supplies `mokka node`
             "ready": local(node["readinessProbe"]["exec"]["command"]),
@@ -304,47 +308,21 @@ def test_node_image_runs_the_chart_command_line(helm: Helm, tmp_path: Path, case
     assert leftovers == [], f"preStop left {leftovers[:10]}"
 
 
-MOUNT_LAYOUT = """
-set -eu
-mount --bind "$HOST_CDI" "$ROOT/var/run/cdi"
-MOKKA_MAIN="mokka node" /bin/sh "$ENTRYPOINT" {up} > "$LOG" 2>&1 &
-daemon=$!
-tries=0
-until {ready} >/dev/null 2>&1; do
-    tries=$((tries + 1))
-    if [ "$tries" -gt 150 ] || ! kill -0 "$daemon" 2>/dev/null; then echo "never ready" >&2; cat "$LOG" >&2; exit 1; fi
-    sleep 0.2
-done
-cp "$HOST_CDI/nvidia.yaml" "$OUT/spec.yaml"
-{pre_stop}
-wait "$daemon" || true
-"""
-
-
 def test_cdi_spec_reaches_the_hosts_cdi_directory_through_the_chart_mounts(helm: Helm, tmp_path: Path) -> None:
-    """The chart's mount layout: host CDI dir bind-mounted at <root>/var/run/cdi (private mount namespace)."""
-    import shlex
+    """The chart's layout: the host's CDI directory mounted apart from the root gets a link to the staged spec;
+    preStop removes it, and nothing of it is left in the root (no mount point either)."""
+    def during(root: Path) -> None:
+        link = root.parent / "host-cdi" / "nvidia.yaml"
+        assert os.readlink(link) == f"{root}/var/run/cdi/nvidia.yaml"
+        spec = yaml.safe_load(link.read_text())
+        assert spec["kind"] == "nvidia.com/gpu"
+        host_paths = [n["hostPath"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes", [])]
+        assert host_paths and all(p.startswith(f"{root}/dev/") for p in host_paths)
 
-    require_cli("mokka")
-    require_all_surfaces()
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare for a private mount namespace")
-    root, host_cdi, out = tmp_path / "root", tmp_path / "host-cdi", tmp_path / "out"
-    for directory in (root / "var/run/cdi", host_cdi, out):
-        directory.mkdir(parents=True)
-    cmd = chart_command(helm, root, tmp_path / "profile.yaml", {"gpu": {"profile": "t4"}})
-    script = MOUNT_LAYOUT.format(up=shlex.join(cmd["up"]), ready=shlex.join(cmd["ready"]),
-                                 pre_stop=shlex.join(cmd["preStop"]))
-    env = {**real_env(), "ROOT": str(root), "HOST_CDI": str(host_cdi), "OUT": str(out),
-           "ENTRYPOINT": str(ENTRYPOINT), "LOG": str(tmp_path / "node.log")}
-    result = subprocess.run(["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script],
-                            env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    spec = yaml.safe_load((out / "spec.yaml").read_text())
-    assert spec["kind"] == "nvidia.com/gpu"
-    host_paths = [n["hostPath"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes", [])]
-    assert host_paths and all(p.startswith(f"{root}/dev/") for p in host_paths)
-    assert list(host_cdi.iterdir()) == [], "preStop must remove the spec from the host's CDI directory"
+    root, status = run_node(helm, tmp_path, {"gpu": {"profile": "t4"}}, while_ready=during)
+    assert status["ready"] is True
+    assert list((tmp_path / "host-cdi").iterdir()) == [], "preStop must remove the link from the host's CDI directory"
+    assert list(root.rglob("*")) == []
 
 
 READ_ONLY_ROOT = """

@@ -84,14 +84,13 @@ def test_mokka_values_render_and_validate(helm: Helm, tmp_path: Path) -> None:
     kubernetes_validate([tmp_path / "mokka.yaml", FILES / "gpu-pod.yaml"])
 
 
-def test_the_pod_asks_for_the_eight_gpus_the_node_has() -> None:
+def test_the_pod_asks_for_two_of_the_eight_gpus_the_node_has() -> None:
+    """Two of eight: the pod must see exactly its own (tests/cluster runs it on a real node)."""
     pod = yaml.safe_load((FILES / "gpu-pod.yaml").read_text())
     (smi,) = pod["spec"]["containers"]
-    assert smi["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert smi["resources"]["limits"] == {"nvidia.com/gpu": 2}
     profile = yaml.safe_load((CHART / "profiles" / "h100.yaml").read_text())
     assert len(profile["devices"]) == 8
-    mokka = yaml.safe_load((FILES / "mokka-values.yaml").read_text())
-    assert pod["metadata"]["namespace"] in mokka["nri"]["namespaces"], "nvidia-smi comes with the NRI plugin"
     assert "kubectl apply -f docs/kind/gpu-pod.yaml" in commands()
 
 

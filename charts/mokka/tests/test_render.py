@@ -164,9 +164,11 @@ def test_host_paths_reach_the_host_at_the_same_paths(helm: Helm) -> None:
     # The root at its host path, so CDI hostPaths and library links written inside it hold on the host.
     assert volumes["root"]["hostPath"] == {"path": ROOT, "type": "DirectoryOrCreate"}
     assert mounts["root"]["mountPath"] == ROOT
-    # The host's CDI directory under the root, where the cdi surface writes var/run/cdi/nvidia.yaml.
+    # The host's CDI directory apart from the root (nested, its mount point would stay in the host's root after
+    # the pod): the node links nvidia.yaml there to the spec it stages under the root.
     assert volumes["cdi"]["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}
-    assert mounts["cdi"]["mountPath"] == f"{ROOT}/var/run/cdi"
+    assert mounts["cdi"]["mountPath"] == "/host/cdi"
+    assert flags(container(docs)["args"], "--cdi-spec-dir") == ["/host/cdi"]
     host_paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
     assert host_paths == [ROOT, "/var/run/cdi"]
 
@@ -175,6 +177,7 @@ def test_cdi_off_mounts_no_cdi_directory(helm: Helm) -> None:
     docs = documents(helm.render({"surfaces": {"cdi": {"enabled": False}}}))
     spec = daemonset(docs)["spec"]["template"]["spec"]
     assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == [ROOT]
+    assert "--cdi-spec-dir" not in container(docs)["args"]
 
 
 def test_custom_root_moves_every_path(helm: Helm) -> None:
@@ -182,7 +185,7 @@ def test_custom_root_moves_every_path(helm: Helm) -> None:
     docs = documents(helm.render({"node": {"root": root, "cdiSpecDir": "/etc/cdi"}}))
     node = container(docs)
     mounts = {m["name"]: m["mountPath"] for m in node["volumeMounts"]}
-    assert mounts["root"] == root and mounts["cdi"] == f"{root}/var/run/cdi"
+    assert mounts["root"] == root and mounts["cdi"] == "/host/cdi"
     assert flags(node["args"], "--root") == [root]
     assert root in node["readinessProbe"]["exec"]["command"]
     volumes = {v["name"]: v for v in daemonset(docs)["spec"]["template"]["spec"]["volumes"]}

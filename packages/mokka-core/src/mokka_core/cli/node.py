@@ -46,6 +46,12 @@ def up(
         help="Also write every record of the node's kernel log (its Xids), once, to this kernel log of the host "
              "(e.g. /dev/kmsg, or /host/dev/kmsg in a pod), so host log watchers see them. Default: nothing "
              "is written outside the root.")] = None,
+    cdi_spec_dir: Annotated[Optional[Path], typer.Option(
+        "--cdi-spec-dir", envvar="MOKKA_CDI_SPEC_DIR",
+        help="The container runtime's CDI directory (e.g. /var/run/cdi, or where a pod mounts it): its "
+             "nvidia.yaml becomes a link to the spec the cdi surface stages under the root (the root must be "
+             "at the same path for the runtime), removed at teardown. Default: the spec stays under the "
+             "root.")] = None,
     rest_after: Annotated[float, typer.Option(
         "--rest-after", envvar="MOKKA_NODE_REST_AFTER",
         help="Seconds a ready node with nothing to do waits before the daemon rests: it execs a lean form of "
@@ -87,6 +93,7 @@ def up(
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,
                             teardown_deadline_s=teardown_deadline, ctl=execute_captured, log_echo=sys.stdout,
                             host_kmsg=str(host_kmsg.absolute()) if host_kmsg else None,
+                            cdi_spec_dir=str(cdi_spec_dir.absolute()) if cdi_spec_dir else None,
                             rest_after_s=rest_after if rest_after > 0 else None, resume=resume)
     daemon_logging()
     raise typer.Exit(foreground("mokka-node", lambda stop, ready: run(settings, stop, ready)))

@@ -33,7 +33,7 @@ from ..stage.paths import NVML_SETTINGS_FILE
 from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
 from ..stage.surface import Service, Surface
-from . import runstate
+from . import cdi_link, runstate
 from .logstream import NODE_LOG_MAX_BYTES, LogStream
 from .relay import CtlSocket
 from .runstate import RunState, process_start_ticks
@@ -104,6 +104,9 @@ def _run_claimed(settings: NodeSettings, root: Path, spec: NodeSpec, state: RunS
                 seen += _signature(record)
             log.info("node %s: %d GPU(s), published %s in %.0f ms", node.node_name, len(node.gpus),
                      ", ".join(result.staged) or "no surfaces", (time.monotonic() - started) * 1000)
+            if settings.cdi_spec_dir is not None:
+                state.cdi_link = str(cdi_link.make(Path(settings.cdi_spec_dir), root))
+                state.save(root)
             programs = _programs(node, chosen, root, settings) if settings.supervise else {}
             state.services = _owners(node, chosen, root) if settings.supervise else {}
             _record_service_files(state, programs)

@@ -25,6 +25,7 @@ class RunState:
     preexisting: list[str] = field(default_factory=list)  # state files that were there before `up`
     services: dict[str, str] = field(default_factory=dict)  # supervisord program -> surface
     service_files: list[str] = field(default_factory=list)  # the services' ready markers, relative to root
+    cdi_link: str | None = None  # the CDI spec link outside the root (``--cdi-spec-dir``), absolute
     error: str | None = None
     #: the daemon rests in its lean form (``node.rest``); the node is as ready as its phase says
     resting: bool = False

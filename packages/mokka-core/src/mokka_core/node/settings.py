@@ -34,6 +34,9 @@ class NodeSettings:
     #: the host's kernel log (``--host-kmsg``) every record of the node's kernel log is also written to,
     #: once; None: nothing is written outside the root
     host_kmsg: str | None = None
+    #: the host's CDI directory as mounted here (``--cdi-spec-dir``): ``nvidia.yaml`` there links to the root's
+    #: spec (``node.cdi_link``); None: the spec stays under the root
+    cdi_spec_dir: str | None = None
     #: where the node's log lines go besides the node log (``mokka node up``: stdout); None: the node log only
     log_echo: TextIO | None = None
     #: seconds a ready node with nothing to do waits before the daemon execs its lean form (``node.rest``);

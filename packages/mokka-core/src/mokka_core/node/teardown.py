@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..stage import staging
 from ..stage.store import STATE_DIR, NodeStore, write_temps
+from . import cdi_link
 from .logstream import LogStream
 from .runstate import RunState
 from .supervise import Supervisor, socket_path
@@ -44,6 +45,8 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     # the services are stopped: their markers go (a killed service, or one on a root gone read-only, left them)
     for rel in run_state.service_files if run_state else []:
         _unlink(root, root / rel, done.left)
+    if run_state is not None and run_state.cdi_link is not None and not cdi_link.remove(run_state.cdi_link, root):
+        done.left.append(run_state.cdi_link)
     try:
         done.removed = staging.teardown_all(root)
     except Exception as exc:

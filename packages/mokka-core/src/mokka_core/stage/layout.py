@@ -35,3 +35,5 @@ CTL_SOCKET = f"{STATE_DIR}/ctl.sock"
 LOG_DIR = f"{STATE_DIR}/log"
 #: Every line of the daemon, supervisord and the services, each prefixed ``[source] `` (``node.logstream``).
 NODE_LOG = f"{LOG_DIR}/node.log"
+#: The CDI spec the cdi surface stages (its ``/var/run/cdi/nvidia.yaml``), what ``mokka node up --cdi-spec-dir`` links.
+CDI_SPEC = "var/run/cdi/nvidia.yaml"
