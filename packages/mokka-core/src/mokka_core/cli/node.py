@@ -38,6 +38,13 @@ def up(
     overlay_file: OverlayFileOpt = None,
     surfaces: Annotated[Optional[str], typer.Option("--surfaces", help="Comma-separated surfaces to run "
                                                     "(default: every installed one).")] = None,
+    surfaces_file: Annotated[Optional[Path], typer.Option(
+        "--surfaces-file", envvar="MOKKA_SURFACES_FILE",
+        help="Surface settings, watched like the profile: a change is re-rendered in place (surfaces staged, "
+             "removed or failed, their services started or stopped), no restart. YAML: `version: 1` and "
+             "`surfaces: {NAME: {enabled: true|false, state: healthy|failed}}`, e.g. `surfaces: {pci: {state: "
+             "failed}, ib: {enabled: false}}`. --disable/--fail go over it, nvml-mock-ctl's changes over "
+             "both.")] = None,
     disable: DisableOpt = [],  # noqa: B006 - typer needs a literal default
     fail: FailOpt = [],  # noqa: B006
     teardown_deadline: Annotated[float, typer.Option("--teardown-deadline", help="Seconds teardown may take.")] = 10.0,
@@ -58,8 +65,8 @@ def up(
              "itself (same pid, a few MB) that wakes it again for the next ctl command, file change or "
              "signal. 0: never rests.")] = REST_AFTER_S,
 ) -> None:
-    """Stage the node (all surfaces or none), supervise services, re-render when the profile, overlay or
-    override file changes; SIGTERM tears it down.
+    """Stage the node (all surfaces or none), supervise services, re-render when the profile, overlay,
+    surfaces or override file changes; SIGTERM tears it down.
 
     Example: mokka node up --profile h100 --gpus 8 --root /tmp/node
     """
@@ -87,7 +94,7 @@ def up(
                 settings_by_surface.setdefault(name, {})["enabled"] = False
     spec = NodeSpec(profile=profile, profile_file=profile_file.absolute() if profile_file else None, gpus=gpus,
                     node_name=node_name, overlay_file=overlay_file.absolute() if overlay_file else None,
-                    surfaces=settings_by_surface)
+                    surfaces=settings_by_surface, surfaces_file=surfaces_file.absolute() if surfaces_file else None)
     from ..ctl.cli import execute_captured
 
     settings = NodeSettings(root=find_root(root, creates=True), spec=spec, only=only,

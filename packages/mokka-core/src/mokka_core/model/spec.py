@@ -16,7 +16,10 @@ from .numa import HOST_CPUS_FILE, parse_cpulist
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """What a node is made of.  ``profile`` names a built-in; ``profile_file`` wins over it."""
+    """What a node is made of.  ``profile`` names a built-in; ``profile_file`` wins over it.
+
+    Surface settings: ``surfaces`` (the command line's) go over those of ``surfaces_file``.
+    """
 
     profile: str | None = None
     profile_file: Path | None = None
@@ -25,16 +28,17 @@ class NodeSpec:
     overlay_file: Path | None = None
     override_file: Path | None = None
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    surfaces_file: Path | None = None
     #: the CPU list the node's CPUs are folded onto (``model.numa``); None: the host's online CPUs
     host_cpus: str | None = None
 
     def inputs(self, *, with_override: bool = True) -> Inputs:
-        """Read the profile, overlay and (unless told not to) the override file as they are on disk now.
+        """Read the profile, overlay, surfaces and (unless told not to) override file as they are on disk now.
 
         Each file's fingerprint is taken before it is read, for the node's snapshot (see ``snapshot``).
         """
         from ..schema.builtin import load_builtin  # pydantic: only where the files are read
-        from ..schema.loader import load_overlay, load_profile, read_override
+        from ..schema.loader import load_overlay, load_profile, load_surfaces, read_override
 
         fingerprints = self.fingerprints(with_override=with_override)
         if self.profile_file is not None:
@@ -45,6 +49,9 @@ class NodeSpec:
         overlay = None
         if self.overlay_file:
             overlay = load_overlay(self.overlay_file) if self.overlay_file.exists() else None
+        surfaces = self.surfaces
+        if self.surfaces_file is not None:
+            surfaces = _merged(load_surfaces(self.surfaces_file), self.surfaces)
         override_doc, override = None, None
         if self.override_file and with_override:
             override_doc, override = read_override(self.override_file)
@@ -57,7 +64,7 @@ class NodeSpec:
             overlay=overlay,
             override=override,
             override_source=str(self.override_file),
-            surfaces=self.surfaces,
+            surfaces=surfaces,
             override_doc=override_doc,
             fingerprints=fingerprints,
         )
@@ -65,7 +72,7 @@ class NodeSpec:
     def fingerprints(self, *, with_override: bool = True) -> dict[str, Fingerprint]:
         """The fingerprint of every input :meth:`inputs` reads (the host's online CPUs where they count), now."""
         profile = self.profile_file if self.profile_file is not None else builtin_path(self.profile or DEFAULT_PROFILE)
-        files = [profile, self.overlay_file, self.override_file if with_override else None]
+        files = [profile, self.overlay_file, self.surfaces_file, self.override_file if with_override else None]
         found = {str(path): fingerprint(str(path)) for path in files if path}
         if self.host_cpus is None:  # the CPUs themselves are the fingerprint (a sysfs file)
             found[HOST_CPUS_FILE] = host_cpus_fingerprint()
@@ -97,3 +104,8 @@ def surface_settings(disabled: list[str], failed: list[str]) -> dict[str, dict[s
                 raise ConfigError(option, [("", f"unknown surface {name!r}; surfaces: {', '.join(SURFACES)}")])
             settings.setdefault(name, {}).update(update)
     return settings
+
+
+def _merged(under: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Surface settings: per surface, the keys of ``over`` replace those of ``under``."""
+    return {name: {**under.get(name, {}), **over.get(name, {})} for name in sorted({*under, *over})}

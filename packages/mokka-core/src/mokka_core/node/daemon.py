@@ -2,7 +2,7 @@
 
 Stage every enabled surface in one all-or-nothing wave (plans built in parallel),
 write the node file, start the surfaces' services under supervisord, mark ready,
-then re-render on every change of the profile, overlay or override file, and
+then re-render on every change of the profile, overlay, surfaces or override file, and
 re-stage what follows the NVML setter record (MIG partitions made by nvidia-smi) on every
 change of it, until ``stop_flag`` is set.  Whatever happens, a started node is torn down before
 ``run`` returns.  A node with nothing to do for ``settings.rest_after_s`` rests: from the main thread,
@@ -77,7 +77,8 @@ def _run_claimed(settings: NodeSettings, root: Path, spec: NodeSpec, state: RunS
         logs.open(_handed_logs(resume))
         chosen = dict(surfaces) if surfaces is not None else installed_surfaces(settings.only, root,
                                                                                  refresh=resume is None)
-        watched = [p for p in (spec.profile_file, spec.overlay_file, spec.override_file) if p is not None]
+        watched = [p for p in (spec.profile_file, spec.overlay_file, spec.surfaces_file, spec.override_file)
+                   if p is not None]
         record = [root / NVML_SETTINGS_FILE]
         # watch before the first read, so a change made while the node comes up wakes the loop at once
         observer = _observe(watched, wake) if settings.watch else None
@@ -425,8 +426,8 @@ def _observe(paths: list[Path], wake: threading.Event) -> Any:
     """A watchdog observer that wakes the loop on any event in the directories of ``paths``.
 
     Any event, not only one naming a watched file: a Kubernetes ConfigMap volume
-    updates ``profile.yaml`` by swapping a ``..data`` symlink, and no event names
-    the file itself.  The loop compares the files' signatures, so noise costs a
+    updates ``profile.yaml`` and ``surfaces.yaml`` by swapping a ``..data`` symlink,
+    and no event names the file itself.  The loop compares the files' signatures, so noise costs a
     few ``stat`` calls and nothing more.
     """
     return observe((str(p.absolute().parent) for p in paths), lambda _path: wake.set())

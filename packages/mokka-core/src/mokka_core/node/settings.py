@@ -18,7 +18,7 @@ class NodeSettings:
     only: tuple[str, ...] | None = None
     #: run surface services under supervisord (tests without services may turn it off)
     supervise: bool = True
-    #: watch the profile, overlay and override files and re-render on change
+    #: watch the profile, overlay, surfaces and override files and re-render on change
     watch: bool = True
     #: seconds teardown may take in all, whatever happens meanwhile
     teardown_deadline_s: float = 10.0

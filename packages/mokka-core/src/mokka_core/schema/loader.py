@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError, describe, key_path
-from .overlays import KeysOf, Override, TopologyOverlay
+from .overlays import KeysOf, Override, SurfacesFile, TopologyOverlay
 from .profile import Profile
 from .yamldoc import parse_yaml, read_yaml_file
 
-__all__ = ["load_overlay", "load_override", "load_profile", "load_profile_text", "parse_yaml", "read_override",
-           "read_yaml_file", "validate"]
+__all__ = ["load_overlay", "load_override", "load_profile", "load_profile_text", "load_surfaces", "parse_yaml",
+           "read_override", "read_yaml_file", "validate"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def validate(model: type[M], data: Any, source: str, *, strict_keys: bool) -> M:
 def _problems(exc: ValidationError, data: Any) -> list[tuple[str, str]]:
     problems = []
     for error in exc.errors(include_url=False):
-        loc = [part for part in error["loc"] if not _is_union_tag(part)]
+        loc = [part for part in error["loc"] if not _is_union_tag(part) and part != "[key]"]  # a bad mapping key
         message = error["msg"].removeprefix("Value error, ")
         value = error.get("input", _lookup(data, loc))
         if error["type"] != "missing" and not isinstance(value, (dict, list)):
@@ -150,6 +150,12 @@ def load_profile_text(text: str, source: str) -> Profile:
 
 def load_overlay(path: Path) -> TopologyOverlay:
     return validate(TopologyOverlay, read_yaml_file(path), str(path), strict_keys=True)
+
+
+def load_surfaces(path: Path) -> dict[str, dict[str, Any]]:
+    """The surfaces file's settings, per surface only the keys it gives (``--disable``/``--fail`` go over them)."""
+    document = validate(SurfacesFile, read_yaml_file(path), str(path), strict_keys=True)
+    return {name: patch.model_dump(exclude_none=True) for name, patch in document.surfaces.items()}
 
 
 def load_override(path: Path) -> Override:

@@ -1,6 +1,7 @@
-"""The two layers over a profile: the topology overlay and the runtime override file.
+"""The layers over a profile: the topology overlay, the surfaces file and the runtime override file.
 
-Merge order (DESIGN §1): profile < topology overlay < override ``all`` < override ``devices[<index>]``.
+Merge order (DESIGN §1): profile < topology overlay < override ``all`` < override ``devices[<index>]``;
+surface settings: the surfaces file < ``--disable``/``--fail`` < the override's ``surfaces``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from .profile import DeviceConfig, Model, NonNeg
 from .surfaces import SURFACES, SurfaceHealth, SurfaceName
 
 __all__ = ["SURFACES", "Clique", "DevicePatch", "Domain", "KeysOf", "Override", "SurfaceHealth", "SurfaceName",
-           "SurfacePatch", "TopologyOverlay"]
-
+           "SurfacePatch", "SurfacesFile", "TopologyOverlay"]
 
 
 class Clique(Model):
@@ -66,6 +66,14 @@ DevicePatch = Annotated[dict[str, Any], KeysOf(DeviceConfig)]
 class SurfacePatch(Model):
     enabled: bool | None = None
     state: SurfaceHealth | None = None
+
+
+class SurfacesFile(Model):
+    """The surface settings of ``mokka node up --surfaces-file`` (the chart's ``surfaces.yaml``); unknown keys
+    are errors."""
+
+    version: Annotated[int, Field(ge=1, le=1)] = 1
+    surfaces: dict[SurfaceName, SurfacePatch] = {}
 
 
 class Override(Model):

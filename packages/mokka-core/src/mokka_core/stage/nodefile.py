@@ -36,6 +36,7 @@ def save(root: Path, spec: NodeSpec, booted_ms: int | None = None) -> Path:
         "overlay_file": str(spec.overlay_file) if spec.overlay_file else None,
         "override_file": str(spec.override_file) if spec.override_file else None,
         "surfaces": spec.surfaces,
+        "surfaces_file": str(spec.surfaces_file) if spec.surfaces_file else None,
         "booted_ms": time.time_ns() // 1_000_000 if booted_ms is None else booted_ms,
     }
     atomic_write(path, json.dumps(data, indent=1))
@@ -63,6 +64,7 @@ def load(root: Path) -> NodeSpec:
         overlay_file=Path(data["overlay_file"]) if data.get("overlay_file") else None,
         override_file=Path(data["override_file"]) if data.get("override_file") else None,
         surfaces=data.get("surfaces") or {},
+        surfaces_file=Path(data["surfaces_file"]) if data.get("surfaces_file") else None,
     )
     return rooted(spec, root)
 
