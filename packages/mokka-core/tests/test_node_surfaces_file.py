@@ -4,6 +4,7 @@ running node following it in place when it is replaced as the kubelet replaces a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,13 +24,14 @@ from mokka_core.node.supervise import alive
 from mokka_core.stage import nodefile
 from mokka_core.stage.store import NodeStore
 from mokka_core.stage.surface import Entry, File, StageContext, Surface
-from mokka_core.testing.configmap import ConfigMapVolume
+from mokka_core.testing.configmap import write_configmap_volume
 from mokka_core.testing.runner import DaemonRunner, ServiceSurface
 from mokka_core.testing.tree import tree_snapshot as snapshot
 from mokka_core.testing.waiting import wait_for
 
 HEALTHY = "version: 1\nsurfaces: {}\n"
 PCI_FAILED_NO_FM = "version: 1\nsurfaces:\n  pci: {state: failed}\n  fabricmanager: {enabled: false}\n"
+SICK = "surfaces: {pci: {state: sick}}\n"
 
 
 def surfaces_file(tmp_path: Path, text: str) -> Path:
@@ -131,9 +133,11 @@ def status_json(root: Path) -> dict:  # type: ignore[type-arg]
 @pytest.mark.e2e  # a real supervisord
 def test_a_kubelet_style_update_is_rendered_in_place_services_included(root: Path, tmp_path: Path, caplog) -> None:
     before = snapshot(root)
-    config = ConfigMapVolume(tmp_path / "etc-mokka", {"profile.yaml": "unused\n", "surfaces.yaml": HEALTHY})
+    config = tmp_path / "etc-mokka"  # the pod's /etc/mokka
+    write_configmap_volume(config, {"profile.yaml": "unused\n", "surfaces.yaml": HEALTHY})
+    assert os.readlink(config / "surfaces.yaml") == "..data/surfaces.yaml"  # never replaced itself
     pid_dir = tmp_path / "pids"
-    spec = NodeSpec(profile="h100", gpus=2, surfaces_file=config.directory / "surfaces.yaml")
+    spec = NodeSpec(profile="h100", gpus=2, surfaces_file=config / "surfaces.yaml")
     surfaces = {"fabricmanager": ServiceSurface(pid_dir), "pci": StateSurface()}
     with DaemonRunner(NodeSettings(root=root, spec=spec), surfaces) as runner:
         wait_for(lambda: sleeper(pid_dir) is not None, what="the fabricmanager surface's service started")
@@ -141,7 +145,7 @@ def test_a_kubelet_style_update_is_rendered_in_place_services_included(root: Pat
         assert first is not None and staged_state(root) == "healthy"
         (pid_dir / "mokka-test-sleeper.pid").unlink()
 
-        config.update({"profile.yaml": "unused\n", "surfaces.yaml": PCI_FAILED_NO_FM})
+        write_configmap_volume(config, {"profile.yaml": "unused\n", "surfaces.yaml": PCI_FAILED_NO_FM})
         wait_for(lambda: staged_state(root) == "failed", what="pci restaged failed")
         wait_for(lambda: not alive(first), what="the service stopped with its surface")
         assert not (root / "etc/mokka-service/enabled").exists()
@@ -152,12 +156,12 @@ def test_a_kubelet_style_update_is_rendered_in_place_services_included(root: Pat
                                                        "services": {}}
         assert status["ready"] is True
 
-        config.update({"profile.yaml": "unused\n", "surfaces.yaml": "surfaces: {pci: {state: sick}}\n"})
+        write_configmap_volume(config, {"profile.yaml": "unused\n", "surfaces.yaml": SICK})
         wait_for(lambda: "change not applied" in caplog.text, what="the bad file logged")
         assert "surfaces.yaml: surfaces.pci.state: Input should be 'healthy' or 'failed', got 'sick'" in caplog.text
         assert staged_state(root) == "failed" and runner.running  # its last good state
 
-        config.update({"profile.yaml": "unused\n", "surfaces.yaml": HEALTHY})
+        write_configmap_volume(config, {"profile.yaml": "unused\n", "surfaces.yaml": HEALTHY})
         wait_for(lambda: staged_state(root) == "healthy", what="pci restaged healthy")
         wait_for(lambda: sleeper(pid_dir) is not None, what="the service started again")
         second = sleeper(pid_dir)
@@ -170,8 +174,9 @@ def test_a_kubelet_style_update_is_rendered_in_place_services_included(root: Pat
 
 @pytest.mark.e2e  # `mokka node up` as a process, at rest
 def test_the_daemon_at_rest_wakes_for_a_kubelet_style_update(root: Path, tmp_path: Path) -> None:
-    config = ConfigMapVolume(tmp_path / "etc-mokka", {"surfaces.yaml": HEALTHY})
-    path = config.directory / "surfaces.yaml"
+    config = tmp_path / "etc-mokka"
+    write_configmap_volume(config, {"surfaces.yaml": HEALTHY})
+    path = config / "surfaces.yaml"
     mokka = Path(sys.executable).with_name("mokka")
     with open(tmp_path / "out.log", "w") as out:
         daemon = subprocess.Popen([str(mokka), "node", "up", "--profile", "h100", "--gpus", "1", "--root", str(root),
@@ -180,7 +185,7 @@ def test_the_daemon_at_rest_wakes_for_a_kubelet_style_update(root: Path, tmp_pat
     try:
         wait_for(lambda: (state := RunState.load(root)) is not None and state.resting, timeout=60,
                  what="the daemon at rest")
-        config.update({"surfaces.yaml": PCI_FAILED_NO_FM})
+        write_configmap_volume(config, {"surfaces.yaml": PCI_FAILED_NO_FM})
         wait_for(lambda: f"{path} changed" in (tmp_path / "out.log").read_text(), what="woken for the file")
         wait_for(lambda: "re-rendered" in (tmp_path / "out.log").read_text().split(f"{path} changed")[1],
                  what="the change rendered")

@@ -11,41 +11,36 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 DATA = "..data"
 
 
-class ConfigMapVolume:
-    """``directory`` holding ``files`` ({relative path: text}) as the kubelet does; :meth:`update` as it does."""
-
-    def __init__(self, directory: Path, files: Mapping[str, str]) -> None:
-        self.directory = directory
-        self._generation = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        self.update(files)
-
-    def update(self, files: Mapping[str, str]) -> None:
-        """Replace every file at once: a new payload directory, swapped in by renaming a ``..data`` link."""
-        self._generation += 1
-        payload = f"..{os.getpid()}_{self._generation}"
-        for rel, text in files.items():
-            path = self.directory / payload / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        data = self.directory / DATA
-        old = os.readlink(data) if data.is_symlink() else None
-        swap = self.directory / f"{DATA}_tmp"
-        swap.symlink_to(payload)
-        os.rename(swap, data)
-        names = {rel.split("/", 1)[0] for rel in files}
-        for name in names:
-            link = self.directory / name
-            if not link.is_symlink():
-                link.symlink_to(f"{DATA}/{name}")
-        for entry in self.directory.iterdir():  # the links to names the update no longer has
-            if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in names:
-                entry.unlink()
-        if old is not None:
-            shutil.rmtree(self.directory / old)
+def write_configmap_volume(directory: Path, files: Mapping[str, str]) -> None:
+    """Make ``directory`` hold exactly ``files`` ({relative path: text}) as the kubelet does, the first time
+    and at every update: a new payload directory, swapped in by renaming a ``..data`` link."""
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = Path(tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=directory))
+    os.chmod(payload, 0o755)
+    for rel, text in files.items():
+        path = payload / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    data = directory / DATA
+    old = os.readlink(data) if data.is_symlink() else None
+    swap = directory / f"{DATA}_tmp"
+    swap.symlink_to(payload.name)
+    os.rename(swap, data)
+    names = {rel.split("/", 1)[0] for rel in files}
+    for name in names:
+        link = directory / name
+        if not link.is_symlink():
+            link.symlink_to(f"{DATA}/{name}")
+    for entry in directory.iterdir():  # the links to names the update no longer has
+        if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in names:
+            entry.unlink()
+    if old is not None:
+        shutil.rmtree(directory / old)
