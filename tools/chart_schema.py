@@ -66,12 +66,15 @@ def surface_schema(name: str) -> dict[str, Any]:
             "enabled": {
                 "type": "boolean",
                 "description": f"Stage the {name} surface ({SURFACE_WHY[name]}) when the profile's node type has "
-                "it; false passes `--disable " + name + "`.",
+                f"it; false leaves it out (`{name}: {{enabled: false}}` in the node's surfaces.yaml). "
+                + ("Also mounts the host's CDI directory: a change restarts the node pods." if name == "cdi" else
+                   "A change is re-rendered by the running node pods, no restart."),
             },
             "state": {
                 "enum": states,
-                "description": "`healthy`, or `failed`: staged in its realistic broken form (`--fail " + name + "`), "
-                "so consumers can be tested against a broken node.",
+                "description": "`healthy`, or `failed`: staged in its realistic broken form (`" + name
+                + ": {state: failed}` in the node's surfaces.yaml), so consumers can be tested against a broken "
+                "node. A change is re-rendered by the running node pods, no restart.",
             },
         },
         f"The {name} surface.",
@@ -282,7 +285,9 @@ def build_schema() -> dict[str, Any]:
             ),
             "surfaces": {
                 "type": "object",
-                "description": "Per surface: `enabled` and `state`. Surface names: " + ", ".join(SURFACES) + ".",
+                "description": "Per surface: `enabled` and `state`, rendered into the profile ConfigMap's "
+                "`surfaces.yaml` (the node's `--surfaces-file`), which the running node re-renders in place. "
+                "Surface names: " + ", ".join(SURFACES) + ".",
                 "propertyNames": {"enum": list(SURFACES)},
                 "additionalProperties": False,
                 "properties": {name: surface_schema(name) for name in SURFACES},

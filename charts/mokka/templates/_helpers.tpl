@@ -156,19 +156,30 @@ The NRI plugin's comma-separated namespace lists (the names themselves are check
 {{- end }}
 
 {{/*
-`mokka node up` flags for the surface settings: --disable for a surface turned off, --fail for one
-staged in its failed form.
+The node's surfaces file (`mokka node up --surfaces-file`): only what differs from the defaults, so a
+surface left `enabled: true` is staged when the node type has it. The node re-renders a change in place.
 */}}
-{{- define "mokka.surfaceArgs" -}}
+{{- define "mokka.surfacesText" -}}
+{{- $changed := dict }}
 {{- range $name := include "mokka.surfaceNames" . | fromJsonArray }}
 {{- $settings := index $.Values.surfaces $name | default dict }}
+{{- $patch := dict }}
 {{- if eq (toString $settings.enabled) "false" }}
-- --disable
-- {{ $name }}
-{{- else if eq (toString $settings.state) "failed" }}
-- --fail
-- {{ $name }}
+{{- $_ := set $patch "enabled" false }}
 {{- end }}
+{{- if eq (toString $settings.state) "failed" }}
+{{- $_ := set $patch "state" "failed" }}
+{{- end }}
+{{- if $patch }}
+{{- $_ := set $changed $name $patch }}
+{{- end }}
+{{- end -}}
+version: 1
+{{- if $changed }}
+surfaces:
+{{- toYaml $changed | nindent 2 }}
+{{- else }}
+surfaces: {}
 {{- end }}
 {{- end }}
 

@@ -26,6 +26,7 @@ DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 SIMS = sorted(p.name.removeprefix("sim-") for p in (REPO / "packages").glob("sim-*") if p.is_dir())
 BIN = Path(sys.executable).parent  # console scripts of the environment running the tests
 HOST_CDI_MOUNT = "/host/cdi"  # where the node container has the host's CDI directory (templates/daemonset.yaml)
+CONFIG_MOUNT = "/etc/mokka"  # where it has its projected ConfigMap volume (profile, surfaces, topology)
 BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|clang|make|build-essential|libc6-dev|cmake)\b")
 
 
@@ -226,19 +227,45 @@ def test_node_image_tools_answer_help() -> None:
         assert result.returncode == 0, result.stderr
 
 
-def chart_command(helm: Helm, root: Path, profile_file: Path, values: dict[str, Any]) -> dict[str, Any]:
-    """The node container's command, probe and preStop as rendered, moved onto a scratch root."""
+def config_files(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """What the node container's projected volume at /etc/mokka holds, as rendered: {path: text}."""
+    volumes = find(docs, "DaemonSet", "mokka-test")["spec"]["template"]["spec"]["volumes"]
+    (config,) = [v for v in volumes if v["name"] == "config"]
+    files = {}
+    for source in config["projected"]["sources"]:
+        data = find(docs, "ConfigMap", source["configMap"]["name"])["data"]
+        files.update({item["path"]: data[item["key"]] for item in source["configMap"]["items"]})
+    return files
+
+
+def write_config(helm: Helm, root: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Render ``values`` for the scratch ``root`` and lay the pod's /etc/mokka out beside it as the kubelet does,
+    or update it in place as the kubelet does for a running pod (a ``..data`` link swapped); the documents."""
+    from mokka_core.testing.configmap import write_configmap_volume
+
     docs = documents(helm.render({**values, "node": {"root": str(root)}}))
+    write_configmap_volume(root.parent / "etc-mokka", config_files(docs))
+    return docs
+
+
+def chart_command(helm: Helm, root: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """The node container's command, probe and preStop as rendered, moved onto a scratch root, with its
+    /etc/mokka at ``<root>/../etc-mokka`` and its /host/cdi at ``<root>/../host-cdi``."""
+    docs = write_config(helm, root, values)
     (node,) = [c for c in find(docs, "DaemonSet", "mokka-test")["spec"]["template"]["spec"]["containers"]
                if c["name"] == "node"]
-    profile_file.write_text(find(docs, "ConfigMap", "mokka-test-profile")["data"]["profile.yaml"])
-
     host_cdi = root.parent / "host-cdi"  # the pod's /host/cdi: the host's CDI directory
     host_cdi.mkdir(parents=True, exist_ok=True)
-    moved = {"/etc/mokka/profile.yaml": str(profile_file), HOST_CDI_MOUNT: str(host_cdi)}
+    moved = {CONFIG_MOUNT: str(root.parent / "etc-mokka"), HOST_CDI_MOUNT: str(host_cdi)}
+
+    def local_path(arg: str) -> str:
+        for mount, scratch in moved.items():
+            if arg == mount or arg.startswith(f"{mount}/"):
+                return scratch + arg[len(mount):]
+        return arg.replace("$(NODE_NAME)", "node-1")
 
     def local(argv: list[str]) -> list[str]:
-        return [moved.get(a, a.replace("$(NODE_NAME)", "node-1")) for a in argv]
+        return [local_path(a) for a in argv]
 
     return {"up": local(node["command"][2:] + node["args"]),  # the entrypoint supplies `mokka node`
             "ready": local(node["readinessProbe"]["exec"]["command"]),
@@ -257,7 +284,7 @@ def run_node(helm: Helm, tmp_path: Path, values: dict[str, Any],
     require_cli("mokka")
     require_all_surfaces()
     root = tmp_path / "root"
-    cmd = chart_command(helm, root, tmp_path / "profile.yaml", values)
+    cmd = chart_command(helm, root, values)
     env = real_env()
     log = (tmp_path / "node.log").open("w")
     daemon = subprocess.Popen(["/bin/sh", str(ENTRYPOINT), *cmd["up"]], env={**env, "MOKKA_MAIN": "mokka node"},
@@ -325,6 +352,56 @@ def test_cdi_spec_reaches_the_hosts_cdi_directory_through_the_chart_mounts(helm:
     assert list(root.rglob("*")) == []
 
 
+def pci_configs(root: Path) -> list[bytes]:
+    return [path.read_bytes() for path in sorted((root / "sys/bus/pci/devices").glob("*/config"))]
+
+
+def node_status(root: Path) -> dict[str, Any]:
+    done = subprocess.run([str(BIN / "mokka"), "node", "status", "--root", str(root), "--json"], env=real_env(),
+                          capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout))
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.25)
+
+
+def test_a_surface_change_by_helm_upgrade_is_rendered_by_the_running_node(helm: Helm, tmp_path: Path) -> None:
+    """`helm upgrade --set surfaces.pci.state=failed ...`: the pod template stays the same (no restart), the
+    kubelet swaps the projected surfaces.yaml, and the running node re-renders in place: the same daemon, PCI
+    config space reads 0xff, the fabric manager's service goes with its surface; and back."""
+    healthy = {"gpu": {"profile": "h100", "count": 1}}
+    broken = {**healthy, "surfaces": {"pci": {"state": "failed"}, "fabricmanager": {"enabled": False}}}
+
+    def during(root: Path) -> None:
+        first = node_status(root)
+        assert first["surfaces"]["fabricmanager"]["services"] == {"nv-fabricmanager": "RUNNING"}, first
+        assert pci_configs(root) and not any(set(config) == {0xFF} for config in pci_configs(root))
+
+        docs = write_config(helm, root, broken)
+        assert find(docs, "DaemonSet", "mokka-test")["spec"]["template"] == template  # nothing restarts the pod
+        wait_until(lambda: all(set(config) == {0xFF} for config in pci_configs(root)), "pci restaged failed")
+        wait_until(lambda: not node_status(root)["surfaces"]["fabricmanager"]["staged"], "fabricmanager removed")
+        now = node_status(root)
+        assert now["surfaces"]["pci"]["state"] == "failed" and now["surfaces"]["fabricmanager"]["services"] == {}
+        assert now["daemon"]["pid"] == first["daemon"]["pid"] and now["ready"] is True, now
+
+        write_config(helm, root, healthy)
+        wait_until(lambda: node_status(root)["surfaces"]["fabricmanager"]["services"] == {
+            "nv-fabricmanager": "RUNNING"}, "fabricmanager's service back")
+        wait_until(lambda: not any(set(config) == {0xFF} for config in pci_configs(root)), "pci healthy again")
+        assert node_status(root)["daemon"]["pid"] == first["daemon"]["pid"]
+
+    template = find(documents(helm.render({**healthy, "node": {"root": str(tmp_path / "root")}})), "DaemonSet",
+                    "mokka-test")["spec"]["template"]
+    root, status = run_node(helm, tmp_path, healthy, while_ready=during)
+    assert status["ready"] is True
+    assert list(root.rglob("*")) == []
+
+
 READ_ONLY_ROOT = """
 set -eu
 mount --bind "$SCRATCH" "$SCRATCH"
@@ -370,7 +447,7 @@ def test_node_runs_with_the_charts_security_context(helm: Helm, tmp_path: Path) 
     caps = "-all," + ",".join(f"+{cap.lower()}" for cap in security["capabilities"]["add"])
     root = tmp_path / "root"
     (tmp_path / "tmp").mkdir()
-    cmd = chart_command(helm, root, tmp_path / "profile.yaml", {"gpu": {"profile": "gb200"}})
+    cmd = chart_command(helm, root, {"gpu": {"profile": "gb200"}})
     script = READ_ONLY_ROOT.format(up=shlex.join(cmd["up"]), ready=shlex.join(cmd["ready"]),
                                    pre_stop=shlex.join(cmd["preStop"]))
     env = {**real_env(), "ROOT": str(root), "SCRATCH": str(tmp_path), "ENTRYPOINT": str(ENTRYPOINT),

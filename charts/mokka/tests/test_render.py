@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,19 @@ def flags(args: list[str], flag: str) -> list[str]:
     return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
 
 
+def surfaces_file(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The node's surfaces.yaml, read as `mokka node up --surfaces-file` reads it: {surface: settings}."""
+    from mokka_core.schema.loader import load_surfaces
+    from mokka_core.schema.yamldoc import parse_yaml
+
+    text = find(docs, "ConfigMap", "mokka-test-profile")["data"]["surfaces.yaml"]
+    assert parse_yaml(text, "surfaces.yaml")["version"] == 1
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "surfaces.yaml"
+        path.write_text(text)
+        return load_surfaces(path)
+
+
 def test_helm_lint_is_clean(helm: Helm) -> None:
     for values in (None, {**COMBINATIONS["mixed"], **CLUSTER}):
         extra = ["-f", str(helm.values_file(values))] if values else []
@@ -123,6 +137,7 @@ def test_every_profile_and_surface_combination_renders_and_validates(helm: Helm,
         assert kinds == sorted(expected), f"{profile}/{combo}: {kinds}"
         profile_map = find(docs, "ConfigMap", "mokka-test-profile")
         assert yaml.safe_load(profile_map["data"]["profile.yaml"])["name"] == profile
+        surfaces_file(docs)  # what the node reads it with
     kubernetes_validate(files)
 
 
@@ -138,18 +153,24 @@ def test_daemonset_runs_the_node_cli_with_every_setting(helm: Helm) -> None:
     assert flags(args, "--gpus") == ["2"]
     assert flags(args, "--node-name") == ["$(NODE_NAME)"]
     assert flags(args, "--overlay-file") == ["/etc/mokka/topology/topology.yaml"]
-    assert flags(args, "--disable") == ["pci", "imex"]  # disabled wins over failed
-    assert flags(args, "--fail") == ["ib"]
+    assert flags(args, "--surfaces-file") == ["/etc/mokka/surfaces.yaml"]
+    assert "--disable" not in args and "--fail" not in args  # the settings are in the file, changed in place
+    assert surfaces_file(docs) == {"imex": {"enabled": False}, "ib": {"state": "failed"},
+                                   "pci": {"enabled": False, "state": "failed"}}
     env = {e["name"]: e for e in node["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert node["readinessProbe"]["exec"]["command"] == ["mokka", "node", "status", "--root", ROOT, "--ready"]
     assert node["lifecycle"]["preStop"]["exec"]["command"] == ["mokka", "node", "down", "--root", ROOT]
 
 
-def test_defaults_pass_no_surface_flags_and_no_count(helm: Helm) -> None:
+def test_defaults_pass_no_surface_settings_and_no_count(helm: Helm) -> None:
     docs = documents(helm.render())
     args = container(docs)["args"]
     assert "--disable" not in args and "--fail" not in args and "--gpus" not in args
+    assert surfaces_file(docs) == {}  # every surface as the node type has it
+    explicit = {name: {"enabled": True, "state": "healthy"} for name in SURFACES}
+    assert find(documents(helm.render({"surfaces": explicit})), "ConfigMap", "mokka-test-profile")["data"][
+        "surfaces.yaml"] == "version: 1\nsurfaces: {}\n"
     assert "--overlay-file" not in args
     # the cluster components are opt-in: no sidecar, no NRI DaemonSet
     assert [c["name"] for c in daemonset(docs)["spec"]["template"]["spec"]["containers"]] == ["node"]
@@ -202,17 +223,31 @@ def test_default_affinity_avoids_control_plane_nodes(helm: Helm) -> None:
     assert "tolerations" not in spec  # no blanket toleration that would let it onto tainted control planes
 
 
-def test_checksum_changes_with_profile_count_topology_and_surfaces(helm: Helm) -> None:
+def test_checksum_changes_with_profile_count_and_topology(helm: Helm) -> None:
     def checksum(values: dict[str, Any] | None) -> str:
         pod = daemonset(documents(helm.render(values)))["spec"]["template"]["metadata"]
         return pod["annotations"]["checksum/config"]
 
     base = checksum(None)
     assert checksum(None) == base
-    variants = [{"gpu": {"profile": "a100"}}, {"topology": TOPOLOGY}, {"surfaces": {"ib": {"state": "failed"}}},
+    variants = [{"gpu": {"profile": "a100"}}, {"topology": TOPOLOGY},
                 {"gpu": {"customProfile": "version: '1.0'\nsystem: {driver_version: 550.163.01}\n"}}]
     sums = [checksum(v) for v in variants]
     assert len({base, *sums}) == len(variants) + 1
+
+
+def test_a_surface_setting_changes_only_the_configmap_not_the_pod(helm: Helm) -> None:
+    """The running node re-renders surfaces.yaml in place: no new pod template, so no restart (a real node whose
+    PCI config space goes bad keeps its driver, and GPU containers keep their mounts)."""
+    base = documents(helm.render())
+    every = {name: {"enabled": name in ("gpu", "cdi"), "state": "failed"} for name in SURFACES}
+    for surfaces in ({"pci": {"state": "failed"}}, {"imex": {"enabled": False}}, every):
+        docs = documents(helm.render({"surfaces": surfaces}))
+        assert daemonset(docs)["spec"]["template"] == daemonset(base)["spec"]["template"], surfaces
+        assert surfaces_file(docs) != surfaces_file(base)
+    # the one that is a pod change: without the cdi surface the host's CDI directory is not mounted
+    docs = documents(helm.render({"surfaces": {"cdi": {"enabled": False}}}))
+    assert daemonset(docs)["spec"]["template"] != daemonset(base)["spec"]["template"]
 
 
 def test_custom_profile_text_is_kept_verbatim_and_a_map_is_rendered(helm: Helm) -> None:
@@ -244,7 +279,7 @@ def test_topology_configmap_is_the_overlay_the_node_reads(helm: Helm) -> None:
     sources = daemonset(docs)["spec"]["template"]["spec"]["volumes"]
     (config,) = [v for v in sources if v["name"] == "config"]
     paths = [item["path"] for src in config["projected"]["sources"] for item in src["configMap"]["items"]]
-    assert paths == ["profile.yaml", "topology/topology.yaml"]
+    assert paths == ["profile.yaml", "surfaces.yaml", "topology/topology.yaml"]
 
 
 def test_images_per_component(helm: Helm) -> None:

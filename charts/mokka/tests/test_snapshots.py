@@ -44,7 +44,7 @@ def strip_volatile(docs: list[dict]) -> list[dict]:
             data["profile.yaml"] = bodies[data["profile.yaml"]]
         annotations = doc.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
         if "checksum/config" in annotations:
-            annotations["checksum/config"] = "<sha256 of profile, overlay and surface settings>"
+            annotations["checksum/config"] = "<sha256 of profile and overlay>"
     return docs
 
 
