@@ -99,11 +99,13 @@ def storage(scratch: Path) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def images(kube: KubeNode, binaries: Binaries, storage: dict[str, str], scratch: Path) -> dict[str, str]:
-    """Mokka's images (`make images`) and the device plugin's, imported into the node's containerd."""
+    """Mokka's images (`make images`) and the device plugin's, imported into the node's containerd: reference by
+    image name (mokka-node, mokka-sim-pci, ...), and "node" and "device-plugin"."""
     built = make_images(sys.executable, storage)
     plugin = device_plugin_image(binaries, pinned(DEVICE_PLUGIN_MODULE, "github.com/NVIDIA/k8s-device-plugin"))
     import_images(kube, [*built, plugin], storage, scratch)
-    return {"node": built[0], "device-plugin": plugin}
+    return {**{reference.split("/")[1].split(":")[0]: reference for reference in built},
+            "node": built[0], "device-plugin": plugin}
 
 
 @pytest.fixture(scope="session")

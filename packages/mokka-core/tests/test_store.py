@@ -27,6 +27,7 @@ RENAMERS = {
     "mokka-core/src/mokka_core/stage/nvidia_smi.py": "publishing an unpacked Debian package directory in the cache",
     "mokka-core/src/mokka_core/run/stage_cache.py": "publishing a staged tree in the cache, and taking one's name away",
     "mokka-core/src/mokka_core/testing/configmap.py": "a ConfigMap volume of tests, swapped as the kubelet does",
+    "mokka-core/src/mokka_core/node/cdi_link.py": "the CDI spec link put in place over a stale one (a symlink)",
 }
 
 

@@ -16,6 +16,7 @@ Packages register surfaces through the ``mokka.surfaces`` entry-point group::
 
 from __future__ import annotations
 
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -189,8 +190,13 @@ class Surface(ABC):
             target = ctx.root / entry.path
             if not (target.exists() or target.is_symlink()):
                 problems.append(f"{self.name}: missing /{entry.path}")
-            elif isinstance(entry, File) and target.is_file() and target.read_bytes() != entry.data():
-                problems.append(f"{self.name}: /{entry.path} differs from the node state")
+            elif isinstance(entry, File) and target.is_file():
+                try:
+                    differs = target.read_bytes() != entry.data()
+                except PermissionError:  # write-only as in sysfs (a module's uevent, 0200): only root reads it back
+                    differs = stat.S_IMODE(target.stat().st_mode) != entry.mode
+                if differs:
+                    problems.append(f"{self.name}: /{entry.path} differs from the node state")
         return problems
 
 
