@@ -1,4 +1,4 @@
-"""docs/kind.md cannot be run here (no Docker engine, no Kubernetes): check offline what it is made of. Every
+"""docs/kind.md checked offline (tests/cluster runs its steps on a real node; kind itself needs Docker): every
 file it names exists; the mokka values render and validate; the pod it applies validates; the kind config
 turns CDI and NRI on; the images it names are the ones the chart and `make images` agree on."""
 
@@ -34,8 +34,18 @@ def test_every_file_the_guide_names_exists() -> None:
     assert {f"docs/kind/{p.name}" for p in FILES.iterdir()} <= named, "a file in docs/kind/ the guide never uses"
 
 
-def test_the_guide_says_it_was_not_run_here() -> None:
-    assert "**Not run here.**" in GUIDE.read_text()
+def test_the_guide_says_what_runs_on_the_real_node_and_what_only_docker_runs() -> None:
+    text = GUIDE.read_text()
+    assert "Not run here" not in text
+    assert "**Run on a real node by the tests.** `tests/cluster`" in text
+    assert "What only a Docker host runs: kind itself" in text
+    assert (REPO / "tests" / "cluster" / "test_guide.py").exists()
+
+
+def test_the_device_plugin_release_is_the_one_the_cluster_tests_run() -> None:
+    pinned = re.search(r"github.com/NVIDIA/k8s-device-plugin (v\S+)",
+                       (REPO / "tests" / "k8s" / "deviceplugin" / "go.mod").read_text())
+    assert pinned and f"--version {pinned.group(1).lstrip('v')}" in " ".join(commands())
 
 
 def test_kind_config_enables_cdi_and_nri_and_labels_the_worker() -> None:
