@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -74,4 +75,29 @@ failed:;
     unlink(temp);
     errno = saved;
     return -1;
+}
+
+const char *not_under_root(const char *path)
+{
+    if (path[0] == '/' || path[0] == '\0')
+        return " must be a path relative to the root";
+    for (const char *part = path; part != NULL; part = strchr(part, '/') ? strchr(part, '/') + 1 : NULL)
+        if (strncmp(part, "..", 2) == 0 && (part[2] == '/' || part[2] == '\0'))
+            return " must stay under the root (no ..)";
+    return NULL;
+}
+
+char *join_root(const char *root, const char *path)
+{
+    size_t len = strlen(root);
+    while (len > 1 && root[len - 1] == '/')
+        len--;
+    const char *slash = path == NULL ? "" : len == 1 && root[0] == '/' ? "" : "/";
+    char *joined = malloc(len + (path ? strlen(path) : 0) + 2);
+    if (joined == NULL) {
+        fprintf(stderr, "%s: out of memory\n", program_name);
+        exit(1);
+    }
+    sprintf(joined, "%.*s%s%s", (int)len, root, slash, path ? path : "");
+    return joined;
 }

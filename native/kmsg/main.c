@@ -46,11 +46,9 @@ static const char *under_root(const char *option, const char *path)
 {
     if (path == NULL)
         usage_error("missing ", option);
-    if (path[0] == '/' || path[0] == '\0')
-        usage_error(option, " must be a path relative to the root");
-    for (const char *part = path; part != NULL; part = strchr(part, '/') ? strchr(part, '/') + 1 : NULL)
-        if (strncmp(part, "..", 2) == 0 && (part[2] == '/' || part[2] == '\0'))
-            usage_error(option, " must stay under the root (no ..)");
+    const char *problem = not_under_root(path);
+    if (problem != NULL)
+        usage_error(option, problem);
     return path;
 }
 
@@ -89,22 +87,6 @@ static struct options parse(int argc, char **argv)
     return options;
 }
 
-/* ROOT without trailing slashes (as Python's Path writes it), then /PATH if PATH is not NULL. */
-static char *join(const char *root, const char *path)
-{
-    size_t len = strlen(root);
-    while (len > 1 && root[len - 1] == '/')
-        len--;
-    const char *slash = path == NULL ? "" : len == 1 && root[0] == '/' ? "" : "/";
-    char *joined = malloc(len + (path ? strlen(path) : 0) + 2);
-    if (joined == NULL) {
-        perror(PROGRAM);
-        exit(1);
-    }
-    sprintf(joined, "%.*s%s%s", (int)len, root, slash, path ? path : "");
-    return joined;
-}
-
 /* Whether this process sees ROOT at the real paths: its /dev is ROOT's, and ROOT is not /. */
 static bool shown_at_real_paths(const char *root)
 {
@@ -112,7 +94,7 @@ static bool shown_at_real_paths(const char *root)
     struct stat ours, real_dev;
     if (realpath(root, real) == NULL || strcmp(real, "/") == 0)
         return false;
-    char *dev = join(root, "dev");
+    char *dev = join_root(root, "dev");
     bool same = stat(dev, &ours) == 0 && stat("/dev", &real_dev) == 0 && ours.st_dev == real_dev.st_dev &&
                 ours.st_ino == real_dev.st_ino;
     free(dev);
@@ -149,9 +131,9 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    char *root = join(options.root, NULL);
+    char *root = join_root(options.root, NULL);
     struct log_file log;
-    log_init(&log, join(options.root, options.log));
+    log_init(&log, join_root(options.root, options.log));
     struct server *server = NULL;
     if (!shown_at_real_paths(options.root)) {
         say("%s is not shown at the real paths here; the kernel log stays at %s", root, log.path);
@@ -160,7 +142,7 @@ int main(int argc, char **argv)
     }
     struct forwarder *forwarder = NULL;
     if (options.host_kmsg != NULL) {
-        forwarder = forwarder_new(&log, options.host_kmsg, join(options.root, options.forwarded),
+        forwarder = forwarder_new(&log, options.host_kmsg, join_root(options.root, options.forwarded),
                                   (size_t)options.loading_records);
         if (forwarder == NULL) {
             perror(PROGRAM);
@@ -170,7 +152,7 @@ int main(int argc, char **argv)
         forwarder_step(forwarder); /* ready means: what the log held at start is written, where it can be */
     }
 
-    char *ready = join(options.root, options.ready);
+    char *ready = join_root(options.root, options.ready);
     char pid[32];
     int pid_len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
     make_parents(ready);

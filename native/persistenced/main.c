@@ -75,26 +75,10 @@ static const char *under_root(const char *option, const char *path)
 {
     if (path == NULL)
         usage_error("missing ", option);
-    if (path[0] == '/' || path[0] == '\0')
-        usage_error(option, " must be a path relative to the root");
-    for (const char *part = path; part != NULL; part = strchr(part, '/') ? strchr(part, '/') + 1 : NULL)
-        if (strncmp(part, "..", 2) == 0 && (part[2] == '/' || part[2] == '\0'))
-            usage_error(option, " must stay under the root (no ..)");
+    const char *problem = not_under_root(path);
+    if (problem != NULL)
+        usage_error(option, problem);
     return path;
-}
-
-static char *join(const char *root, const char *path)
-{
-    size_t len = strlen(root);
-    while (len > 1 && root[len - 1] == '/')
-        len--;
-    char *joined = malloc(len + strlen(path) + 2);
-    if (joined == NULL) {
-        perror(PROGRAM);
-        exit(1);
-    }
-    sprintf(joined, "%.*s%s%s", (int)len, root, len == 1 && root[0] == '/' ? "" : "/", path);
-    return joined;
 }
 
 static char *parent_of(const char *path)
@@ -328,9 +312,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": root %s: %s\n", root, strerror(errno));
         return 1;
     }
-    g.state = (struct file){join(real_root, under_root("--state", state)), -1, {0}};
-    g.settings = (struct file){join(real_root, under_root("--settings", settings)), -1, {0}};
-    char *socket_path = join(real_root, under_root("--socket", socket_rel));
+    g.state = (struct file){join_root(real_root, under_root("--state", state)), -1, {0}};
+    g.settings = (struct file){join_root(real_root, under_root("--settings", settings)), -1, {0}};
+    char *socket_path = join_root(real_root, under_root("--socket", socket_rel));
     g.dir = parent_of(g.state.path);
 
     sigset_t stop;
