@@ -33,7 +33,7 @@ from node_images import (  # noqa: E402
     storage_env,
 )
 
-from mokka_core.testing.consumers import cache_dir, go_module_source, missing  # noqa: E402
+from mokka_core.testing.consumers import apt_tool, cache_dir, go_module_source, missing  # noqa: E402
 
 DEVICE_PLUGIN_MODULE = REPO / "tests" / "k8s" / "deviceplugin"
 NODE_LABELS = {"mokka.dev/gpu": "h100"}  # docs/kind/cluster.yaml labels its worker so
@@ -88,7 +88,10 @@ def container_toolkit(binaries: Binaries, host_state: host.HostState) -> None:
 
 @pytest.fixture(scope="session")
 def storage(scratch: Path) -> Iterator[dict[str, str]]:
-    """A private containers storage for every buildah and podman call of the session."""
+    """A private containers storage for every buildah and podman call of the session (the tools installed with
+    apt-get when missing, as `make images` needs them)."""
+    for program, package in (("buildah", "buildah"), ("podman", "podman"), ("mmdebstrap", "mmdebstrap")):
+        apt_tool(program, package)
     env = storage_env(scratch / "containers")
     os.environ["CONTAINERS_STORAGE_CONF"] = env["CONTAINERS_STORAGE_CONF"]
     yield env
