@@ -36,9 +36,11 @@ def fabric(tmp_path: Path) -> Iterator[Callable[..., SimNode]]:
 
 @pytest.fixture(scope="session")
 def shim_built() -> Path:
-    """Build and install the shim once per session (`make -C native install`)."""
+    """Build and install the shim once per session (`make -C native install`), after Debian's verbs.h is installed
+    (without it the shim is built without its verbs part)."""
     if shutil.which("make") is None or shutil.which(os.environ.get("CC", "gcc")) is None:
         pytest.skip("no C toolchain")
+    install_ib_tools()
     result = subprocess.run(["make", "-s", "-C", str(PACKAGE_DIR / "native"), "install"], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stderr
