@@ -20,7 +20,7 @@ MK_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
         mk_debug_init();
         mk_refresh_slow(mk_now_coarse(), 1);
     }
-    struct mk_snap *s = atomic_load(&mk_g_snap);
+    struct mk_snap *s = mk_snap_take();
     nvmlReturn_t r = NVML_SUCCESS;
     if (s == NULL) {
         r = NVML_ERROR_DRIVER_NOT_LOADED;

@@ -217,7 +217,6 @@ struct mk_snap {
     uint32_t ndynamic;        /* devices with a dynamic metric, counted at the first evaluation */
     /* bookkeeping */
     struct mk_snap *retired_next;
-    uint64_t retired_at;
 };
 
 /* the level token p0_modes starts with; the rest is the current level's string */

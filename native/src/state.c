@@ -455,12 +455,11 @@ int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *er
 }
 
 /* ------------------------------------------------------------------------- */
-/* Publication: staleness check, atomic swap, deferred free.                 */
+/* Publication: staleness check, atomic swap, free once no thread holds it.  */
 
 _Atomic(struct mk_snap *) mk_g_snap;
 _Atomic uint64_t mk_g_next_check;
 #define CHECK_INTERVAL_NS 2000000ull   /* 2 ms */
-#define GRACE_NS 1000000000ull          /* retired snapshots are freed after 1 s */
 
 static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
 struct file_sig { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; };
@@ -573,16 +572,78 @@ static void apply_settings(struct mk_snap *s) {
     bad_settings_sig = settings_sig;
 }
 
-static void retire(struct mk_snap *old, uint64_t now) {
+/* ---- holds (state.h, struct mk_hold): hazard slots, one record per thread ---- */
+__thread struct mk_hold *mk_t_hold __attribute__((tls_model("initial-exec")));
+static _Atomic(struct mk_hold *) holds;
+static atomic_int holds_lost; /* a thread read without a record (out of memory): nothing retired is freed again */
+static pthread_key_t hold_key;
+static int hold_key_ok;
+static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
+
+static void hold_release(void *p) {
+    struct mk_hold *h = p;
+    atomic_store(&h->snap[0], NULL);
+    atomic_store(&h->snap[1], NULL);
+    mk_t_hold = NULL;
+    atomic_store(&h->used, 0);
+}
+
+static void hold_key_make(void) { hold_key_ok = pthread_key_create(&hold_key, hold_release) == 0; }
+
+static struct mk_hold *hold_register(void) {
+    pthread_once(&hold_once, hold_key_make);
+    struct mk_hold *h;
+    for (h = atomic_load(&holds); h; h = h->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&h->used, &free_, 1)) break;
+    }
+    if (!h) {
+        if ((h = calloc(1, sizeof *h)) == NULL) return NULL;
+        atomic_store(&h->used, 1);
+        h->next = atomic_load(&holds);
+        while (!atomic_compare_exchange_weak(&holds, &h->next, h)) {}
+    }
+    if (hold_key_ok) pthread_setspecific(hold_key, h); /* no key: the record stays this thread's (a leak, no fault) */
+    mk_t_hold = h;
+    return h;
+}
+
+struct mk_snap *mk_snap_take_slow(void) {
+    int saved = errno;
+    struct mk_hold *h = mk_t_hold ? mk_t_hold : hold_register();
+    errno = saved;
+    if (!h) {
+        atomic_store(&holds_lost, 1);
+        return atomic_load(&mk_g_snap);
+    }
+    for (;;) {
+        struct mk_snap *p = atomic_load(&mk_g_snap);
+        struct mk_snap *cur = atomic_load_explicit(&h->snap[0], memory_order_relaxed);
+        if (p != cur) {
+            atomic_store(&h->snap[1], cur); /* still held in slot 0 meanwhile */
+            atomic_store(&h->snap[0], p);
+        }
+        /* current after the slot was stored: the writer's scan, after its exchange, sees the slot */
+        if (atomic_load(&mk_g_snap) == p) return p;
+    }
+}
+
+static int held(const struct mk_snap *s) {
+    for (struct mk_hold *h = atomic_load(&holds); h; h = h->next)
+        if (atomic_load(&h->snap[0]) == s || atomic_load(&h->snap[1]) == s) return 1;
+    return 0;
+}
+
+/* called under refresh_mu, after the exchange that retired old */
+static void retire(struct mk_snap *old) {
     if (old) {
-        old->retired_at = now;
         old->retired_next = retired;
         retired = old;
     }
-    /* free entries older than the grace period (list is newest first) */
+    if (atomic_load(&holds_lost)) return;
     struct mk_snap **pp = &retired;
     while (*pp) {
-        if (now - (*pp)->retired_at > GRACE_NS) {
+        if (!held(*pp)) {
             struct mk_snap *dead = *pp;
             *pp = dead->retired_next;
             mk_snap_free(dead);
@@ -723,8 +784,7 @@ static void load_locked(uint64_t now) {
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;
-        struct mk_snap *old = atomic_exchange_explicit(&mk_g_snap, s, memory_order_acq_rel);
-        retire(old, now);
+        retire(atomic_exchange(&mk_g_snap, s));
     } else {
         bad_sig.dev = fst.st_dev; bad_sig.ino = fst.st_ino; bad_sig.mtime_ns = mt;
         bad_sig.size = fst.st_size; bad_sig.valid = 1;
@@ -764,7 +824,7 @@ void mk_refresh_slow(uint64_t now, int force) {
     }
     atomic_store_explicit(&mk_g_next_check, now + CHECK_INTERVAL_NS, memory_order_relaxed);
     load_locked(now);
-    retire(NULL, now);
+    retire(NULL);
     /* a snapshot with dynamic metrics is also refreshed when the wall-clock second turns: its values change then */
     struct mk_snap *s = atomic_load_explicit(&mk_g_snap, memory_order_relaxed);
     uint64_t to_next_second = s ? mk_dynamic_update(s) : UINT64_MAX;

@@ -26,11 +26,31 @@ MK_HOT_INLINE uint64_t mk_now_coarse(void) {
     mk_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* A thread's hold on snapshots: the last two distinct ones its calls took. A retired snapshot is freed only
+ * once no thread holds it, so a call reads its snapshot however long it runs; readers only store their own
+ * slots, never wait. Two slots: a call that takes the snapshot again (mk_dev, then a failure it starts)
+ * keeps the first one. */
+struct mk_hold {
+    _Atomic(struct mk_snap *) snap[2];
+    _Atomic int used;        /* a live thread owns it; released at thread exit for the next thread */
+    struct mk_hold *next;    /* the list only grows */
+};
+MK_HIDDEN extern __thread struct mk_hold *mk_t_hold __attribute__((tls_model("initial-exec")));
+struct mk_snap *mk_snap_take_slow(void);
+/* the current snapshot, held by this thread until it takes another */
+MK_HOT_INLINE struct mk_snap *mk_snap_take(void) {
+    struct mk_hold *h = mk_t_hold;
+    struct mk_snap *p = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+    /* already in this thread's slot since before it was current: held, so it cannot have been freed */
+    if (__builtin_expect(h != NULL && p == atomic_load_explicit(&h->snap[0], memory_order_relaxed), 1)) return p;
+    return mk_snap_take_slow();
+}
 MK_HOT_INLINE struct mk_snap *mk_snapshot(void) {
     uint64_t now = mk_now_coarse();
     if (__builtin_expect(now >= atomic_load_explicit(&mk_g_next_check, memory_order_relaxed), 0))
         mk_refresh_slow(now, 0);
-    return atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+    return mk_snap_take();
 }
 
 #endif

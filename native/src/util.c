@@ -46,7 +46,7 @@ int mk_failure_count(struct mk_snap **s, uint32_t i) {
     int started = mk_failure_call(&(*s)->dev[i], i);
     if (started == 2) {
         mk_refresh_slow(mk_now_coarse(), 1);
-        struct mk_snap *now = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+        struct mk_snap *now = mk_snap_take();
         if (now && i < now->ndev) *s = now;
     }
     return started && lost_mode; /* lost even where no new snapshot came (the file is being rewritten) */

@@ -1,0 +1,83 @@
+"""The library never crashes its host process: each class of fault, under the ASan+UBSan build."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import NATIVE, nvml_env
+from mkstate import make_state, write_state
+
+PRELUDE = textwrap.dedent("""
+    import ctypes, os, sys, time, threading
+    sys.path.insert(0, %(tests)r)
+    from mkstate import make_state, write_state
+    L = ctypes.CDLL("libnvidia-ml.so.1")
+    U = ctypes.c_uint
+    def h(i):
+        d = ctypes.c_void_p()
+        r = L.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(d))
+        return r, d
+    class FV(ctypes.Structure):
+        _fields_ = [("fieldId", U), ("scopeId", U), ("timestamp", ctypes.c_longlong),
+                    ("latencyUsec", ctypes.c_longlong), ("valueType", U), ("nvmlReturn", U),
+                    ("value", ctypes.c_ulonglong)]
+""")
+
+
+@pytest.fixture(scope="module")
+def asan_dir() -> Path:
+    if os.environ.get("MOKKA_NVML_LIB_DIR"):
+        return Path(os.environ["MOKKA_NVML_LIB_DIR"])
+    subprocess.run(["make", "-s", "-C", str(NATIVE), "asan", f"PYTHON={sys.executable}"], check=True)
+    return NATIVE / "build" / "asan"
+
+
+def run_asan(lib_dir: Path, state: Path, body: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    env = nvml_env(lib_dir, state, LD_PRELOAD=libasan,
+                   ASAN_OPTIONS="detect_leaks=0:exitcode=99:abort_on_error=0:verify_asan_link_order=0",
+                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98")
+    code = PRELUDE % {"tests": str(Path(__file__).parent)} + textwrap.dedent(body)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "AddressSanitizer" not in out and "runtime error" not in out, out[-6000:]
+    return p
+
+
+def test_snapshots_freed_by_time_a_long_call_keeps_its_snapshot(asan_dir, tmp_path):
+    """A call that runs past the old 1 s grace period (its thread held up 3 s by a signal handler: sleep(SIGQUIT))
+    while another thread keeps the state file replaced and the library re-reading it."""
+    st = tmp_path / "mokka-nvml.state"
+    write_state(st, make_state("h100", 1))
+    run_asan(asan_dir, st, """
+        import signal
+        libc = ctypes.CDLL(None)
+        libc.signal(signal.SIGQUIT, libc.sleep)  # the handler sleeps SIGQUIT = 3 seconds in the interrupted call
+        assert L.nvmlInit_v2() == 0
+        r, d = h(0)
+        n = 3000000
+        vals = (FV * n)()
+        for i in range(n):
+            vals[i].fieldId = 82 + i % 60
+        texts = [make_state("h100", 1, {"device.0.temperature.gpu": t}) for t in (40, 41)]
+        done = threading.Event()
+        def replace():
+            k = 0
+            while not done.is_set():
+                write_state(os.environ["MOKKA_NVML_STATE"], texts[k % 2]); k += 1
+                c = U(); L.nvmlDeviceGetCount_v2(ctypes.byref(c))
+                time.sleep(0.003)
+        rets = []
+        call = threading.Thread(target=lambda: rets.append(L.nvmlDeviceGetFieldValues(d, n, vals)))
+        t = threading.Thread(target=replace); t.start()
+        call.start()
+        time.sleep(0.02)
+        signal.pthread_kill(call.ident, signal.SIGQUIT)
+        call.join(); done.set(); t.join()
+        assert rets == [0], rets
+    """, timeout=300)
