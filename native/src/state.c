@@ -243,6 +243,22 @@ static const uint8_t key_char[256] = {
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
+/* The checks of one GPU's values, whichever file gave them: the state file, or the setter record over it. */
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+static int check_device(struct mk_device *d, uint32_t i, char *err, size_t errlen) {
+    if (d->bus_id[0]) {
+        unsigned dom, bus, dev, fn;
+        char tail;
+        if (sscanf(d->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 || dev > 31 || fn > 7)
+            BAD("device %u: bad pci.bus_id '%s'", i, d->bus_id);
+        d->pci_domain = dom; d->pci_bus = bus; d->pci_dev = dev; d->pci_func = fn;
+    }
+    if (d->nvlink_count > MK_MAX_LINKS) BAD("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
+    for (uint32_t p = 0; p < d->nproc; p++)
+        if (d->proc[p].pid == 0) BAD("device %u: process %u has no pid", i, p);
+    return 0;
+}
+
 int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {
     pthread_once(&ht_once, build_tables);
     struct mk_snap *s = calloc(1, sizeof(*s));
@@ -374,20 +390,9 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
 
     /* cross-record validation */
     for (uint32_t i = 0; i < s->ndev; i++) {
-        struct mk_device *d = &s->dev[i];
-        if (!d->present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
-        d->node_index = i;
-        if (d->bus_id[0]) {
-            unsigned dom, bus, dev, fn;
-            char tail;
-            if (sscanf(d->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 ||
-                dev > 31 || fn > 7)
-                FAIL("device %u: bad pci.bus_id '%s'", i, d->bus_id);
-            d->pci_domain = dom; d->pci_bus = bus; d->pci_dev = dev; d->pci_func = fn;
-        }
-        if (d->nvlink_count > MK_MAX_LINKS) FAIL("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
-        for (uint32_t p = 0; p < d->nproc; p++)
-            if (d->proc[p].pid == 0) FAIL("device %u: process %u has no pid", i, p);
+        if (!s->dev[i].present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
+        s->dev[i].node_index = i;
+        if (check_device(&s->dev[i], i, err, errlen)) goto fail;
     }
     for (uint32_t i = 0; i < s->npcifn; i++) {
         struct mk_pcifn *f = &s->pcifn[i];
@@ -421,6 +426,10 @@ int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *er
     unsigned lineno = 0;
     int seen_end = 0;
     if (memchr(buf, '\0', len)) { snprintf(err, errlen, "NUL byte in file"); return -1; }
+    /* applied to a copy, kept only when the whole record is good: a bad record is left out, not half applied */
+    struct mk_device *dev = malloc(sizeof *dev * (s->ndev ? s->ndev : 1));
+    if (!dev) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (s->ndev) memcpy(dev, s->dev, sizeof *dev * s->ndev);
     while (pos < len) {
         const char *line = buf + pos;
         const char *nl = memchr(line, '\n', len - pos);
@@ -430,28 +439,35 @@ int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *er
         if (lineno == 1) {
             if (ll != sizeof(MK_SETTINGS_MAGIC) - 1 || memcmp(line, MK_SETTINGS_MAGIC, ll) != 0) {
                 snprintf(err, errlen, "line 1: expected '%s'", MK_SETTINGS_MAGIC);
-                return -1;
+                goto fail;
             }
             continue;
         }
-        if (seen_end) { snprintf(err, errlen, "line %u: content after 'end'", lineno); return -1; }
+        if (seen_end) { snprintf(err, errlen, "line %u: content after 'end'", lineno); goto fail; }
         if (ll == 0 || line[0] == '#') continue;
         if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
         const char *eq = memchr(line, '=', ll);
         uint32_t idx;
         const char *r = eq && ll > 7 && memcmp(line, "device.", 7) == 0 ? read_index(line + 7, eq, &idx) : NULL;
-        if (!r || idx >= MK_MAX_DEVICES) { snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", lineno); return -1; }
+        if (!r || idx >= MK_MAX_DEVICES) { snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", lineno); goto fail; }
         for (const char *c = r; c < eq; c++)
-            if (!key_char[(uint8_t)*c]) { snprintf(err, errlen, "line %u: bad character in key", lineno); return -1; }
+            if (!key_char[(uint8_t)*c]) { snprintf(err, errlen, "line %u: bad character in key", lineno); goto fail; }
         const struct desc *d = lookup(SC_DEV, r, (size_t)(eq - r));
         if (!d || idx >= s->ndev) continue; /* unknown key or device: forward compatible */
-        if (store(&s->dev[idx], d, eq + 1, ll - (size_t)(eq + 1 - line))) {
+        if (store(&dev[idx], d, eq + 1, ll - (size_t)(eq + 1 - line))) {
             snprintf(err, errlen, "line %u: bad value for %.*s", lineno, (int)(eq - line), line);
-            return -1;
+            goto fail;
         }
     }
-    if (!seen_end) { snprintf(err, errlen, "truncated (no 'end' line)"); return -1; }
+    if (!seen_end) { snprintf(err, errlen, "truncated (no 'end' line)"); goto fail; }
+    for (uint32_t i = 0; i < s->ndev; i++)
+        if (check_device(&dev[i], i, err, errlen)) goto fail;
+    if (s->ndev) memcpy(s->dev, dev, sizeof *dev * s->ndev);
+    free(dev);
     return 0;
+fail:
+    free(dev);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------- */

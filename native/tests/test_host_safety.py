@@ -81,3 +81,24 @@ def test_snapshots_freed_by_time_a_long_call_keeps_its_snapshot(asan_dir, tmp_pa
         call.join(); done.set(); t.join()
         assert rets == [0], rets
     """, timeout=300)
+
+
+def test_setter_record_skips_state_checks_bad_record_is_left_out(asan_dir, tmp_path):
+    """The setter record is checked as the state file is: an out-of-range value leaves the record out."""
+    st = tmp_path / "mokka-nvml.state"
+    write_state(st, make_state("h100", 1))
+    (tmp_path / "mokka-nvml.settings").write_text(
+        "mokka-nvml-settings 1\ndevice.0.power.limit_mw=500000\ndevice.0.nvlink.count=4000000000\nend\n")
+    p = run_asan(asan_dir, st, """
+        assert L.nvmlInit_v2() == 0
+        r, d = h(0)
+        vals = (FV * 64)()
+        for i in range(64):
+            vals[i].fieldId = 82 + i
+        assert L.nvmlDeviceGetFieldValues(d, 64, vals) == 0
+        c = U()
+        assert L.nvmlDeviceGetPowerManagementLimit(d, ctypes.byref(c)) == 0
+        print("limit", c.value)
+    """)
+    assert "limit 500000" not in p.stdout  # the record is left out whole, not applied up to its bad line
+    assert "setter record" in p.stderr and "nvlink.count" in p.stderr, p.stderr
