@@ -243,8 +243,57 @@ static const uint8_t key_char[256] = {
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
-/* The checks of one GPU's values, whichever file gave them: the state file, or the setter record over it. */
+unsigned mk_ci_slices(unsigned profile) {
+    static const unsigned slices[MK_CI_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+    return profile < MK_CI_PROFILE_COUNT ? slices[profile] : 0;
+}
+
+/* The MIG profile rows and the partition (mig.gpu_instances, mig.compute_instances) against every table and
+ * caller's array they index: handle tables of MK_GI_IDS x MK_MAX_CI, a GPU's memory and compute slices, and
+ * GetGpuInstances/GetComputeInstances, whose callers size their arrays by the profile's instanceCount. */
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+static int check_mig(const struct mk_device *d, uint32_t i, char *err, size_t errlen) {
+    for (uint32_t r = 0; r < d->nmig_profile; r++) {
+        const struct mk_mig_profile *p = &d->mig_profile[r];
+        if (p->placement_size > MK_MIG_MEM_SLICES || p->slices > MK_MIG_SLICES)
+            BAD("device %u: mig_profile.%u wider than the GPU", i, r);
+        for (uint32_t k = 0; k < p->placement_n; k++)
+            if (p->placements[k] + p->placement_size > MK_MIG_MEM_SLICES)
+                BAD("device %u: mig_profile.%u.placements past slice %d", i, r, MK_MIG_MEM_SLICES);
+    }
+    if (d->mig_gi_n % 3) BAD("device %u: mig.gpu_instances is not id,row,start triples", i);
+    if (d->mig_ci_n % 4) BAD("device %u: mig.compute_instances is not gi,id,profile,start quadruples", i);
+    unsigned mem = 0, of_row[MK_MAX_MIG_PROFILES] = {0}, ids = 0;
+    for (uint32_t g = 0; g < d->mig_gi_n; g += 3) {
+        unsigned id = d->mig_gi[g], row = d->mig_gi[g + 1], start = d->mig_gi[g + 2];
+        if (id >= MK_GI_IDS || ids >> id & 1) BAD("device %u: GPU instance id %u out of range or repeated", i, id);
+        ids |= 1u << id;
+        if (row >= d->nmig_profile || !d->mig_profile[row].name[0]) BAD("device %u: GPU instance %u: no profile row %u", i, id, row);
+        const struct mk_mig_profile *p = &d->mig_profile[row];
+        int placed = 0;
+        for (uint32_t k = 0; k < p->placement_n; k++) placed |= p->placements[k] == start;
+        unsigned mask = ((1u << p->placement_size) - 1) << (start & 7);
+        if (!placed || (mem & mask)) BAD("device %u: GPU instance %u: start %u not a free placement", i, id, start);
+        mem |= mask;
+        if (++of_row[row] > p->instances) BAD("device %u: more GPU instances of profile row %u than its instances", i, row);
+    }
+    unsigned used[MK_GI_IDS] = {0}, cids[MK_GI_IDS] = {0};
+    for (uint32_t c = 0; c < d->mig_ci_n; c += 4) {
+        unsigned gi = d->mig_ci[c], id = d->mig_ci[c + 1], s = mk_ci_slices(d->mig_ci[c + 2]), start = d->mig_ci[c + 3];
+        if (gi >= MK_GI_IDS || !(ids >> gi & 1)) BAD("device %u: compute instance of no GPU instance %u", i, gi);
+        if (id >= MK_MAX_CI || cids[gi] >> id & 1) BAD("device %u: compute instance id %u out of range or repeated", i, id);
+        cids[gi] |= 1u << id;
+        unsigned slices = 0;
+        for (uint32_t g = 0; g < d->mig_gi_n; g += 3)
+            if (d->mig_gi[g] == gi) slices = d->mig_profile[d->mig_gi[g + 1]].slices;
+        unsigned mask = s && start + s <= slices ? ((1u << s) - 1) << start : 0;
+        if (!mask || (used[gi] & mask)) BAD("device %u: compute instance %u.%u: bad profile or slices", i, gi, id);
+        used[gi] |= mask;
+    }
+    return 0;
+}
+
+/* The checks of one GPU's values, whichever file gave them: the state file, or the setter record over it. */
 static int check_device(struct mk_device *d, uint32_t i, char *err, size_t errlen) {
     if (d->bus_id[0]) {
         unsigned dom, bus, dev, fn;
@@ -256,7 +305,7 @@ static int check_device(struct mk_device *d, uint32_t i, char *err, size_t errle
     if (d->nvlink_count > MK_MAX_LINKS) BAD("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
     for (uint32_t p = 0; p < d->nproc; p++)
         if (d->proc[p].pid == 0) BAD("device %u: process %u has no pid", i, p);
-    return 0;
+    return check_mig(d, i, err, errlen);
 }
 
 int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {

@@ -17,6 +17,8 @@ const char *mk_settings_path(void);   /* the setter record beside the state file
 /* the state comes from the node's service (feed.c), not a file this process may write beside */
 int mk_state_from_feed(void);
 int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen);
+/* compute slices of an NVML_COMPUTE_INSTANCE_PROFILE_* (0: none) */
+unsigned mk_ci_slices(unsigned profile);
 
 /* the vDSO's clock_gettime where the process has one (state.c finds it at load), else libc's: libc's wrapper
  * around the same call is a third of a getter's freshness check */

@@ -135,11 +135,6 @@ nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m) {
     return NVML_ERROR_INVALID_ARGUMENT; /* its compute instance was destroyed */
 }
 
-unsigned mk_ci_slices(unsigned profile) {
-    static const unsigned slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
-    return profile < sizeof slices / sizeof slices[0] ? slices[profile] : 0;
-}
-
 unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s) {
     if (s == gp->slices) return gp->sms;
     for (unsigned r = 0; r < D->nmig_profile; r++) /* the board's plain GPU instance profile of that size */

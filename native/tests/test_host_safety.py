@@ -102,3 +102,69 @@ def test_setter_record_skips_state_checks_bad_record_is_left_out(asan_dir, tmp_p
     """)
     assert "limit 500000" not in p.stdout  # the record is left out whole, not applied up to its bad line
     assert "setter record" in p.stderr and "nvlink.count" in p.stderr, p.stderr
+
+
+MIG_BODY = """
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    if L.nvmlInit_v2() != 0:  # a state file rejected: no driver, nothing to read
+        sys.exit(0)
+    r, d = h(0)
+    P = ctypes.c_void_p
+    gi = P()
+    for pid in (19, 20, 15, 14, 9, 5, 0):
+        L.nvmlDeviceCreateGpuInstance(d, pid, ctypes.byref(gi))
+    info = (U * 16)()
+    for prof in range(10):
+        if L.nvmlDeviceGetGpuInstanceProfileInfo(d, prof, info) != 0:
+            continue
+        n = info[3]  # instanceCount: the size of the caller's array (nvml.h)
+        arr = libc.malloc(8 * max(n, 1))  # ASan's heap: a write past n handles is reported
+        c = U(0)
+        L.nvmlDeviceGetGpuInstances(d, info[0], ctypes.c_void_p(arr), ctypes.byref(c))
+        for g in range(min(c.value, n)):
+            gih = P.from_address(arr + 8 * g)
+            for cp in range(8):
+                ci = (U * 16)()
+                if L.nvmlGpuInstanceGetComputeInstanceProfileInfo(gih, cp, 0, ci) != 0:
+                    continue
+                m = ci[2]
+                carr = libc.malloc(8 * max(m, 1))
+                cc = U(0)
+                L.nvmlGpuInstanceGetComputeInstances(gih, ci[0], ctypes.c_void_p(carr), ctypes.byref(cc))
+    k = U()
+    L.nvmlDeviceGetMaxMigDeviceCount(d, ctypes.byref(k))
+    for i in range(8):
+        md = P()
+        if L.nvmlDeviceGetMigDeviceHandleByIndex(d, i, ctypes.byref(md)) == 0:
+            buf = ctypes.create_string_buffer(96)
+            L.nvmlDeviceGetName(md, buf, 96)
+            L.nvmlDeviceGetUUID(md, buf, 96)
+"""
+
+
+@pytest.mark.parametrize("state,record", [
+    # the profile table says two 1g instances fit; the partition has seven
+    ({"device.0.mig_profile.0.instances": 2},
+     "mig.gpu_instances=7,0,0,8,0,1,9,0,2,10,0,3,11,0,4,12,0,5,13,0,6"),
+    ({}, "mig.gpu_instances=200,0,0"),                                   # GPU-instance id >= 15
+    ({}, "mig.gpu_instances=7,0,0,7,0,1"),                               # an id twice
+    ({}, "mig.gpu_instances=7,40,0"),                                    # no such profile row
+    ({}, "mig.gpu_instances=7,0,200"),                                   # placement start out of range
+    ({}, "mig.gpu_instances=7,0,0,99"),                                  # not whole triples
+    ({}, "mig.gpu_instances=7,0,0\ndevice.0.mig.compute_instances=7,9,0,0"),    # compute-instance id >= 8
+    ({}, "mig.gpu_instances=7,0,0\ndevice.0.mig.compute_instances=7,0,200,0"),  # no such compute profile
+    ({}, "mig.gpu_instances=7,0,0\ndevice.0.mig.compute_instances=7,0,0,5"),    # start past the instance
+    ({}, "mig.gpu_instances=7,0,0\ndevice.0.mig.compute_instances=9,0,0,0"),    # no such GPU instance
+    ({}, "mig.gpu_instances=7,0,0\ndevice.0.mig.compute_instances=7,0,0,0,7,1,0,0"),  # two on one slice
+    ({"device.0.mig_profile.0.placement_size": 40}, ""),                # a placement wider than the GPU
+    ({"device.0.mig_profile.0.placements": "0,250"}, ""),               # a placement start past the GPU
+], ids=["instances-fewer", "gi-id", "gi-dup", "gi-row", "gi-start", "gi-triples", "ci-id", "ci-profile",
+        "ci-start", "ci-gi", "ci-overlap", "placement-size", "placement-start"])
+def test_mig_records_larger_than_the_array_are_refused(asan_dir, tmp_path, state, record):
+    st = tmp_path / "mokka-nvml.state"
+    write_state(st, make_state("h100", 1, {"device.0.mig.current": 1, "device.0.mig.pending": 1, **state}))
+    if record:
+        (tmp_path / "mokka-nvml.settings").write_text(f"mokka-nvml-settings 1\ndevice.0.{record}\nend\n")
+    p = run_asan(asan_dir, st, MIG_BODY)
+    assert "rejected" in p.stderr or "ignored" in p.stderr, p.stderr
