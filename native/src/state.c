@@ -796,9 +796,21 @@ static int feed_changed(uint64_t now) {
     return feed_pending || mk_feed_state_fd() < 0 || cur_failure_epoch != mk_failure_epoch();
 }
 
+/* the last check found a file it could not take (rejected, or rewritten while read): maybe one being written
+ * over in place, which nvmlInit waits out (mk_state_torn) */
+static int torn;
+
+int mk_state_torn(void) {
+    pthread_mutex_lock(&refresh_mu);
+    int t = torn;
+    pthread_mutex_unlock(&refresh_mu);
+    return t;
+}
+
 static void load_locked(uint64_t now) {
     const char *path = mk_state_path();
     struct stat st;
+    torn = 0;
     if (from_feed) {
         if (!feed_changed(now)) return;
         feed_pending = 0;
@@ -818,8 +830,10 @@ static void load_locked(uint64_t now) {
         cur_sig.size == st.st_size && sig_eq(settings_sig, settings_now()) && cur_failure_epoch == mk_failure_epoch())
         return;
     if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
-        bad_sig.size == st.st_size)
+        bad_sig.size == st.st_size) {
+        torn = 1;
         return; /* already rejected this exact file */
+    }
     struct stat fst;
     char err[256] = "";
     struct mk_snap *s = NULL;
@@ -827,6 +841,7 @@ static void load_locked(uint64_t now) {
     enum read_result r = read_regular_file(path, &fst, err, sizeof err);
     if (r == READ_RETRY) {
         feed_pending = from_feed;
+        torn = 1;
         return;
     }
     if (r == READ_OK) ok = mk_parse(file_buf.data ? file_buf.data : "", file_buf.len, &s, err, sizeof err) == 0;
@@ -853,6 +868,7 @@ static void load_locked(uint64_t now) {
     } else {
         bad_sig.dev = fst.st_dev; bad_sig.ino = fst.st_ino; bad_sig.mtime_ns = mt;
         bad_sig.size = fst.st_size; bad_sig.valid = 1;
+        torn = 1;
         mk_log("state file %s rejected: %s%s", path, err,
                atomic_load(&mk_g_snap) ? " (keeping last good state)" : "");
     }

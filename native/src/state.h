@@ -12,6 +12,8 @@ void mk_snap_free(struct mk_snap *s);
 MK_HIDDEN extern _Atomic(struct mk_snap *) mk_g_snap;
 MK_HIDDEN extern _Atomic uint64_t mk_g_next_check;
 void mk_refresh_slow(uint64_t now, int force);
+/* the last check found a state file it could not take (rejected or rewritten while read) */
+int mk_state_torn(void);
 const char *mk_state_path(void);
 const char *mk_settings_path(void);   /* the setter record beside the state file */
 /* the state comes from the node's service (feed.c), not a file this process may write beside */

@@ -168,3 +168,40 @@ def test_mig_records_larger_than_the_array_are_refused(asan_dir, tmp_path, state
         (tmp_path / "mokka-nvml.settings").write_text(f"mokka-nvml-settings 1\ndevice.0.{record}\nend\n")
     p = run_asan(asan_dir, st, MIG_BODY)
     assert "rejected" in p.stderr or "ignored" in p.stderr, p.stderr
+
+
+def test_torn_read_at_init_is_retried_not_driver_not_loaded(lib_dir, tmp_path):
+    """Consumers start while the state file is written over in place (not renamed): every init succeeds."""
+    import threading
+    import time
+
+    from test_library import run
+
+    st = tmp_path / "mokka-nvml.state"
+    text = make_state("h100", 2).encode()
+    write_state(st, text.decode())
+    stop = threading.Event()
+
+    def rewrite():
+        half = len(text) // 2
+        while not stop.is_set():
+            with open(st, "r+b") as f:
+                f.truncate(0)
+                f.write(text[:half])
+                f.flush()
+                time.sleep(0.004)
+                f.write(text[half:])
+            time.sleep(0.002)
+
+    t = threading.Thread(target=rewrite)
+    t.start()
+    try:
+        failed = []
+        for _ in range(12):
+            p = run(lib_dir, st, "print(L.nvmlInit_v2())")
+            if p.stdout.strip() != "0":
+                failed.append(p.stdout.strip() + p.stderr)
+    finally:
+        stop.set()
+        t.join()
+    assert not failed, failed
