@@ -38,6 +38,7 @@ struct desc {
     uint32_t off;
     uint32_t size;   /* T_STR: buffer size; T_U8LIST: max entries */
     uint32_t aux;    /* T_U8LIST: offset of the count field; T_CPUSET: offset of the "set" flag */
+    uint64_t max;    /* T_U32, T_U64: the highest value taken (0: the type's) */
 };
 
 #include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc, pcifn_desc */
@@ -150,7 +151,7 @@ static int store(void *base, const struct desc *d, const char *v, size_t len) {
     uint64_t x;
     switch (d->type) {
     case T_U32:
-        if (parse_u64(v, len, &x) || x > UINT32_MAX) return -1;
+        if (parse_u64(v, len, &x) || x > UINT32_MAX || (d->max && x > d->max)) return -1;
         *(uint32_t *)p = (uint32_t)x;
         return 0;
     case T_I32: {
@@ -160,7 +161,7 @@ static int store(void *base, const struct desc *d, const char *v, size_t len) {
         return 0;
     }
     case T_U64:
-        if (parse_u64(v, len, &x)) return -1;
+        if (parse_u64(v, len, &x) || (d->max && x > d->max)) return -1;
         *(uint64_t *)p = x;
         return 0;
     case T_STR:

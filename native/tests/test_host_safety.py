@@ -205,3 +205,26 @@ def test_torn_read_at_init_is_retried_not_driver_not_loaded(lib_dir, tmp_path):
         stop.set()
         t.join()
     assert not failed, failed
+
+
+@pytest.mark.parametrize("where", ["state", "record"])
+def test_unbounded_values_mig_max_devices_is_the_librarys_bound(lib_dir, tmp_path, where):
+    """mig.max_devices above the MIG devices a GPU holds (MK_MAX_CI): nvidia-smi -q would loop over 2**32."""
+    from test_library import run
+
+    st = tmp_path / "mokka-nvml.state"
+    big = {"device.0.mig.max_devices": 4294967295}
+    write_state(st, make_state("h100", 1, big if where == "state" else {}))
+    if where == "record":
+        (tmp_path / "mokka-nvml.settings").write_text(
+            "mokka-nvml-settings 1\ndevice.0.mig.max_devices=4294967295\nend\n")
+    p = run(lib_dir, st, """
+        r = L.nvmlInit_v2()
+        c = U()
+        if r == 0:
+            print(L.nvmlDeviceGetMaxMigDeviceCount(h(0)[1], ctypes.byref(c)), c.value)
+        else:
+            print(r)
+    """)
+    assert p.stdout.split() == (["9"] if where == "state" else ["0", "7"]), p.stdout + p.stderr
+    assert "mig.max_devices" in p.stderr
