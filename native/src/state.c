@@ -309,37 +309,52 @@ static int check_device(struct mk_device *d, uint32_t i, char *err, size_t errle
     return check_mig(d, i, err, errlen);
 }
 
+/* The framing both files share (state file and setter record): no NUL, the magic line, '#' comments and
+ * empty lines, the closing 'end' and nothing after it, key=value lines with keys of [a-z0-9_.]. */
+struct lines { const char *buf, *magic; size_t len, pos; unsigned lineno; int seen_end; };
+
+/* 1: the next key=value line (k..eq its key, eq + 1 its value, vlen long); 0: the whole file read; -1: err says */
+static int next_line(struct lines *L, const char **k, const char **eq, size_t *vlen, char *err, size_t errlen) {
+    if (L->lineno == 0 && memchr(L->buf, '\0', L->len)) BAD("NUL byte in file");
+    while (L->pos < L->len) {
+        const char *line = L->buf + L->pos;
+        const char *nl = memchr(line, '\n', L->len - L->pos);
+        size_t ll = nl ? (size_t)(nl - line) : L->len - L->pos;
+        L->pos += ll + (nl ? 1 : 0);
+        if (++L->lineno == 1) {
+            if (ll != strlen(L->magic) || memcmp(line, L->magic, ll) != 0) BAD("line 1: expected '%s'", L->magic);
+            continue;
+        }
+        if (L->seen_end) BAD("line %u: content after 'end'", L->lineno);
+        if (ll == 0 || line[0] == '#') continue;
+        if (ll == 3 && memcmp(line, "end", 3) == 0) { L->seen_end = 1; continue; }
+        *k = line;
+        *eq = memchr(line, '=', ll);
+        if (!*eq || *eq == line) BAD("line %u: expected key=value", L->lineno);
+        for (const char *c = line; c < *eq; c++)
+            if (!key_char[(uint8_t)*c]) BAD("line %u: bad character in key", L->lineno);
+        *vlen = ll - (size_t)(*eq + 1 - line);
+        return 1;
+    }
+    if (L->lineno == 0) BAD("empty file");
+    if (!L->seen_end) BAD("truncated (no 'end' line)");
+    return 0;
+}
+
 int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {
     pthread_once(&ht_once, build_tables);
     struct mk_snap *s = calloc(1, sizeof(*s));
     uint32_t cap = 0;
-    size_t pos = 0;
-    unsigned lineno = 0;
-    int seen_end = 0;
+    struct lines L = {buf, MK_STATE_MAGIC, len, 0, 0, 0};
+    const char *k, *kend;
+    size_t vlen;
+    int more;
     if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
     s->cuda_version = 12040;
-    if (memchr(buf, '\0', len)) FAIL("NUL byte in file");
 
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - line) : len - pos;
-        pos += ll + (nl ? 1 : 0);
-        lineno++;
-        if (lineno == 1) {
-            if (ll != sizeof(MK_STATE_MAGIC) - 1 || memcmp(line, MK_STATE_MAGIC, ll) != 0)
-                FAIL("line 1: expected '%s'", MK_STATE_MAGIC);
-            continue;
-        }
-        if (seen_end) FAIL("line %u: content after 'end'", lineno);
-        if (ll == 0 || line[0] == '#') continue;
-        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
-        const char *eq = memchr(line, '=', ll);
-        if (!eq || eq == line) FAIL("line %u: expected key=value", lineno);
-        const char *k = line, *kend = eq, *v = eq + 1;
-        size_t vlen = ll - (size_t)(v - line);
-        for (const char *c = k; c < kend; c++)
-            if (!key_char[(uint8_t)*c]) FAIL("line %u: bad character in key", lineno);
+    while ((more = next_line(&L, &k, &kend, &vlen, err, errlen)) > 0) {
+        const char *v = kend + 1;
+        unsigned lineno = L.lineno;
         size_t klen = (size_t)(kend - k);
         void *base = NULL;
         const struct desc *d = NULL;
@@ -435,8 +450,7 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
         if (!d) continue; /* unknown key: forward compatible */
         if (store(base, d, v, vlen)) FAIL("line %u: bad value for %.*s", lineno, (int)klen, k);
     }
-    if (lineno == 0) FAIL("empty file");
-    if (!seen_end) FAIL("truncated (no 'end' line)");
+    if (more < 0) goto fail;
 
     /* cross-record validation */
     for (uint32_t i = 0; i < s->ndev; i++) {
@@ -472,44 +486,29 @@ fail:
  * applied over a parsed snapshot; a device the state file does not describe is skipped. */
 int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen) {
     pthread_once(&ht_once, build_tables);
-    size_t pos = 0;
-    unsigned lineno = 0;
-    int seen_end = 0;
-    if (memchr(buf, '\0', len)) { snprintf(err, errlen, "NUL byte in file"); return -1; }
+    struct lines L = {buf, MK_SETTINGS_MAGIC, len, 0, 0, 0};
+    const char *k, *eq;
+    size_t vlen;
+    int more;
     /* applied to a copy, kept only when the whole record is good: a bad record is left out, not half applied */
     struct mk_device *dev = malloc(sizeof *dev * (s->ndev ? s->ndev : 1));
     if (!dev) { snprintf(err, errlen, "out of memory"); return -1; }
     if (s->ndev) memcpy(dev, s->dev, sizeof *dev * s->ndev);
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - line) : len - pos;
-        pos += ll + (nl ? 1 : 0);
-        lineno++;
-        if (lineno == 1) {
-            if (ll != sizeof(MK_SETTINGS_MAGIC) - 1 || memcmp(line, MK_SETTINGS_MAGIC, ll) != 0) {
-                snprintf(err, errlen, "line 1: expected '%s'", MK_SETTINGS_MAGIC);
-                goto fail;
-            }
-            continue;
-        }
-        if (seen_end) { snprintf(err, errlen, "line %u: content after 'end'", lineno); goto fail; }
-        if (ll == 0 || line[0] == '#') continue;
-        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
-        const char *eq = memchr(line, '=', ll);
+    while ((more = next_line(&L, &k, &eq, &vlen, err, errlen)) > 0) {
         uint32_t idx;
-        const char *r = eq && ll > 7 && memcmp(line, "device.", 7) == 0 ? read_index(line + 7, eq, &idx) : NULL;
-        if (!r || idx >= MK_MAX_DEVICES) { snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", lineno); goto fail; }
-        for (const char *c = r; c < eq; c++)
-            if (!key_char[(uint8_t)*c]) { snprintf(err, errlen, "line %u: bad character in key", lineno); goto fail; }
+        const char *r = (size_t)(eq - k) > 7 && memcmp(k, "device.", 7) == 0 ? read_index(k + 7, eq, &idx) : NULL;
+        if (!r || idx >= MK_MAX_DEVICES) {
+            snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", L.lineno);
+            goto fail;
+        }
         const struct desc *d = lookup(SC_DEV, r, (size_t)(eq - r));
         if (!d || idx >= s->ndev) continue; /* unknown key or device: forward compatible */
-        if (store(&dev[idx], d, eq + 1, ll - (size_t)(eq + 1 - line))) {
-            snprintf(err, errlen, "line %u: bad value for %.*s", lineno, (int)(eq - line), line);
+        if (store(&dev[idx], d, eq + 1, vlen)) {
+            snprintf(err, errlen, "line %u: bad value for %.*s", L.lineno, (int)(eq - k), k);
             goto fail;
         }
     }
-    if (!seen_end) { snprintf(err, errlen, "truncated (no 'end' line)"); goto fail; }
+    if (more < 0) goto fail;
     for (uint32_t i = 0; i < s->ndev; i++)
         if (check_device(&dev[i], i, err, errlen)) goto fail;
     if (s->ndev) memcpy(s->dev, dev, sizeof *dev * s->ndev);
