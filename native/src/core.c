@@ -1,8 +1,10 @@
 /* Init/shutdown, errors, system queries, handle lookup, events. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "failure.h"
 #include "util.h"
@@ -14,13 +16,24 @@ __attribute__((constructor)) static void core_init(void) { pthread_atfork(fork_p
 
 /* ---------------------------------------------------------------- init */
 
+#define INIT_TORN_NS 1000000000ull /* how long the first nvmlInit waits out a state file it cannot take */
+
 MK_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     pthread_mutex_lock(&init_mu);
     if (atomic_load(&mk_g_refcount) == 0) {
         mk_debug_init();
         mk_refresh_slow(mk_now_coarse(), 1);
+        /* no state yet and a file that could not be taken: maybe one being written over in place; look again
+         * for up to INIT_TORN_NS before answering DRIVER_NOT_LOADED (a file that stays bad costs that once) */
+        for (uint64_t t0 = mk_now_coarse(), now = t0;
+             atomic_load(&mk_g_snap) == NULL && mk_state_torn() && now - t0 < INIT_TORN_NS; now = mk_now_coarse()) {
+            int saved = errno;
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+            errno = saved;
+            mk_refresh_slow(mk_now_coarse(), 1);
+        }
     }
-    struct mk_snap *s = atomic_load(&mk_g_snap);
+    struct mk_snap *s = mk_snap_take();
     nvmlReturn_t r = NVML_SUCCESS;
     if (s == NULL) {
         r = NVML_ERROR_DRIVER_NOT_LOADED;

@@ -21,7 +21,6 @@ static unsigned gi_id_of(unsigned size, unsigned start) {
 
 struct nvmlGpuInstance_st { uint32_t dev, id; };
 struct nvmlComputeInstance_st { uint32_t dev, gi, id; };
-#define MK_GI_IDS 15
 static struct nvmlGpuInstance_st gi_handles[MK_MAX_DEVICES][MK_GI_IDS];
 static struct nvmlComputeInstance_st ci_handles[MK_MAX_DEVICES][MK_GI_IDS][MK_MAX_CI];
 

@@ -26,6 +26,9 @@
 #define MK_MAX_MIG_PROFILES 16 /* GPU-instance profiles per device */
 #define MK_MAX_GI 8          /* GPU instances per device (7 on every board, plus one spare) */
 #define MK_MAX_CI 8          /* compute instances (MIG devices) per device */
+#define MK_GI_IDS 15         /* GPU-instance ids 0..14 (mig.c: the id a placement gets) */
+#define MK_MIG_MEM_SLICES 8  /* memory slices of a MIG-capable GPU (placements) */
+#define MK_MIG_SLICES 7      /* its compute slices */
 #define MK_CPUSET_WORDS 16   /* 1024 CPUs */
 #define MK_STATE_MAGIC "mokka-nvml-state 1"
 #define MK_MAX_FILE (16u << 20)
@@ -217,7 +220,6 @@ struct mk_snap {
     uint32_t ndynamic;        /* devices with a dynamic metric, counted at the first evaluation */
     /* bookkeeping */
     struct mk_snap *retired_next;
-    uint64_t retired_at;
 };
 
 /* the level token p0_modes starts with; the rest is the current level's string */

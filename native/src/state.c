@@ -38,6 +38,7 @@ struct desc {
     uint32_t off;
     uint32_t size;   /* T_STR: buffer size; T_U8LIST: max entries */
     uint32_t aux;    /* T_U8LIST: offset of the count field; T_CPUSET: offset of the "set" flag */
+    uint64_t max;    /* T_U32, T_U64: the highest value taken (0: the type's) */
 };
 
 #include "state_keys.inc" /* sys_desc, dev_desc, link_desc, proc_desc, migprofile_desc, event_desc, pcifn_desc */
@@ -150,7 +151,7 @@ static int store(void *base, const struct desc *d, const char *v, size_t len) {
     uint64_t x;
     switch (d->type) {
     case T_U32:
-        if (parse_u64(v, len, &x) || x > UINT32_MAX) return -1;
+        if (parse_u64(v, len, &x) || x > UINT32_MAX || (d->max && x > d->max)) return -1;
         *(uint32_t *)p = (uint32_t)x;
         return 0;
     case T_I32: {
@@ -160,7 +161,7 @@ static int store(void *base, const struct desc *d, const char *v, size_t len) {
         return 0;
     }
     case T_U64:
-        if (parse_u64(v, len, &x)) return -1;
+        if (parse_u64(v, len, &x) || (d->max && x > d->max)) return -1;
         *(uint64_t *)p = x;
         return 0;
     case T_STR:
@@ -243,37 +244,117 @@ static const uint8_t key_char[256] = {
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
+unsigned mk_ci_slices(unsigned profile) {
+    static const unsigned slices[MK_CI_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+    return profile < MK_CI_PROFILE_COUNT ? slices[profile] : 0;
+}
+
+/* The MIG profile rows and the partition (mig.gpu_instances, mig.compute_instances) against every table and
+ * caller's array they index: handle tables of MK_GI_IDS x MK_MAX_CI, a GPU's memory and compute slices, and
+ * GetGpuInstances/GetComputeInstances, whose callers size their arrays by the profile's instanceCount. */
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+static int check_mig(const struct mk_device *d, uint32_t i, char *err, size_t errlen) {
+    for (uint32_t r = 0; r < d->nmig_profile; r++) {
+        const struct mk_mig_profile *p = &d->mig_profile[r];
+        if (p->placement_size > MK_MIG_MEM_SLICES || p->slices > MK_MIG_SLICES)
+            BAD("device %u: mig_profile.%u wider than the GPU", i, r);
+        for (uint32_t k = 0; k < p->placement_n; k++)
+            if (p->placements[k] + p->placement_size > MK_MIG_MEM_SLICES)
+                BAD("device %u: mig_profile.%u.placements past slice %d", i, r, MK_MIG_MEM_SLICES);
+    }
+    if (d->mig_gi_n % 3) BAD("device %u: mig.gpu_instances is not id,row,start triples", i);
+    if (d->mig_ci_n % 4) BAD("device %u: mig.compute_instances is not gi,id,profile,start quadruples", i);
+    unsigned mem = 0, of_row[MK_MAX_MIG_PROFILES] = {0}, ids = 0;
+    for (uint32_t g = 0; g < d->mig_gi_n; g += 3) {
+        unsigned id = d->mig_gi[g], row = d->mig_gi[g + 1], start = d->mig_gi[g + 2];
+        if (id >= MK_GI_IDS || ids >> id & 1) BAD("device %u: GPU instance id %u out of range or repeated", i, id);
+        ids |= 1u << id;
+        if (row >= d->nmig_profile || !d->mig_profile[row].name[0]) BAD("device %u: GPU instance %u: no profile row %u", i, id, row);
+        const struct mk_mig_profile *p = &d->mig_profile[row];
+        int placed = 0;
+        for (uint32_t k = 0; k < p->placement_n; k++) placed |= p->placements[k] == start;
+        unsigned mask = ((1u << p->placement_size) - 1) << (start & 7);
+        if (!placed || (mem & mask)) BAD("device %u: GPU instance %u: start %u not a free placement", i, id, start);
+        mem |= mask;
+        if (++of_row[row] > p->instances) BAD("device %u: more GPU instances of profile row %u than its instances", i, row);
+    }
+    unsigned used[MK_GI_IDS] = {0}, cids[MK_GI_IDS] = {0};
+    for (uint32_t c = 0; c < d->mig_ci_n; c += 4) {
+        unsigned gi = d->mig_ci[c], id = d->mig_ci[c + 1], s = mk_ci_slices(d->mig_ci[c + 2]), start = d->mig_ci[c + 3];
+        if (gi >= MK_GI_IDS || !(ids >> gi & 1)) BAD("device %u: compute instance of no GPU instance %u", i, gi);
+        if (id >= MK_MAX_CI || cids[gi] >> id & 1) BAD("device %u: compute instance id %u out of range or repeated", i, id);
+        cids[gi] |= 1u << id;
+        unsigned slices = 0;
+        for (uint32_t g = 0; g < d->mig_gi_n; g += 3)
+            if (d->mig_gi[g] == gi) slices = d->mig_profile[d->mig_gi[g + 1]].slices;
+        unsigned mask = s && start + s <= slices ? ((1u << s) - 1) << start : 0;
+        if (!mask || (used[gi] & mask)) BAD("device %u: compute instance %u.%u: bad profile or slices", i, gi, id);
+        used[gi] |= mask;
+    }
+    return 0;
+}
+
+/* The checks of one GPU's values, whichever file gave them: the state file, or the setter record over it. */
+static int check_device(struct mk_device *d, uint32_t i, char *err, size_t errlen) {
+    if (d->bus_id[0]) {
+        unsigned dom, bus, dev, fn;
+        char tail;
+        if (sscanf(d->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 || dev > 31 || fn > 7)
+            BAD("device %u: bad pci.bus_id '%s'", i, d->bus_id);
+        d->pci_domain = dom; d->pci_bus = bus; d->pci_dev = dev; d->pci_func = fn;
+    }
+    if (d->nvlink_count > MK_MAX_LINKS) BAD("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
+    for (uint32_t p = 0; p < d->nproc; p++)
+        if (d->proc[p].pid == 0) BAD("device %u: process %u has no pid", i, p);
+    return check_mig(d, i, err, errlen);
+}
+
+/* The framing both files share (state file and setter record): no NUL, the magic line, '#' comments and
+ * empty lines, the closing 'end' and nothing after it, key=value lines with keys of [a-z0-9_.]. */
+struct lines { const char *buf, *magic; size_t len, pos; unsigned lineno; int seen_end; };
+
+/* 1: the next key=value line (k..eq its key, eq + 1 its value, vlen long); 0: the whole file read; -1: err says */
+static int next_line(struct lines *L, const char **k, const char **eq, size_t *vlen, char *err, size_t errlen) {
+    if (L->lineno == 0 && memchr(L->buf, '\0', L->len)) BAD("NUL byte in file");
+    while (L->pos < L->len) {
+        const char *line = L->buf + L->pos;
+        const char *nl = memchr(line, '\n', L->len - L->pos);
+        size_t ll = nl ? (size_t)(nl - line) : L->len - L->pos;
+        L->pos += ll + (nl ? 1 : 0);
+        if (++L->lineno == 1) {
+            if (ll != strlen(L->magic) || memcmp(line, L->magic, ll) != 0) BAD("line 1: expected '%s'", L->magic);
+            continue;
+        }
+        if (L->seen_end) BAD("line %u: content after 'end'", L->lineno);
+        if (ll == 0 || line[0] == '#') continue;
+        if (ll == 3 && memcmp(line, "end", 3) == 0) { L->seen_end = 1; continue; }
+        *k = line;
+        *eq = memchr(line, '=', ll);
+        if (!*eq || *eq == line) BAD("line %u: expected key=value", L->lineno);
+        for (const char *c = line; c < *eq; c++)
+            if (!key_char[(uint8_t)*c]) BAD("line %u: bad character in key", L->lineno);
+        *vlen = ll - (size_t)(*eq + 1 - line);
+        return 1;
+    }
+    if (L->lineno == 0) BAD("empty file");
+    if (!L->seen_end) BAD("truncated (no 'end' line)");
+    return 0;
+}
+
 int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_t errlen) {
     pthread_once(&ht_once, build_tables);
     struct mk_snap *s = calloc(1, sizeof(*s));
     uint32_t cap = 0;
-    size_t pos = 0;
-    unsigned lineno = 0;
-    int seen_end = 0;
+    struct lines L = {buf, MK_STATE_MAGIC, len, 0, 0, 0};
+    const char *k, *kend;
+    size_t vlen;
+    int more;
     if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
     s->cuda_version = 12040;
-    if (memchr(buf, '\0', len)) FAIL("NUL byte in file");
 
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - line) : len - pos;
-        pos += ll + (nl ? 1 : 0);
-        lineno++;
-        if (lineno == 1) {
-            if (ll != sizeof(MK_STATE_MAGIC) - 1 || memcmp(line, MK_STATE_MAGIC, ll) != 0)
-                FAIL("line 1: expected '%s'", MK_STATE_MAGIC);
-            continue;
-        }
-        if (seen_end) FAIL("line %u: content after 'end'", lineno);
-        if (ll == 0 || line[0] == '#') continue;
-        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
-        const char *eq = memchr(line, '=', ll);
-        if (!eq || eq == line) FAIL("line %u: expected key=value", lineno);
-        const char *k = line, *kend = eq, *v = eq + 1;
-        size_t vlen = ll - (size_t)(v - line);
-        for (const char *c = k; c < kend; c++)
-            if (!key_char[(uint8_t)*c]) FAIL("line %u: bad character in key", lineno);
+    while ((more = next_line(&L, &k, &kend, &vlen, err, errlen)) > 0) {
+        const char *v = kend + 1;
+        unsigned lineno = L.lineno;
         size_t klen = (size_t)(kend - k);
         void *base = NULL;
         const struct desc *d = NULL;
@@ -369,25 +450,13 @@ int mk_parse(const char *buf, size_t len, struct mk_snap **out, char *err, size_
         if (!d) continue; /* unknown key: forward compatible */
         if (store(base, d, v, vlen)) FAIL("line %u: bad value for %.*s", lineno, (int)klen, k);
     }
-    if (lineno == 0) FAIL("empty file");
-    if (!seen_end) FAIL("truncated (no 'end' line)");
+    if (more < 0) goto fail;
 
     /* cross-record validation */
     for (uint32_t i = 0; i < s->ndev; i++) {
-        struct mk_device *d = &s->dev[i];
-        if (!d->present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
-        d->node_index = i;
-        if (d->bus_id[0]) {
-            unsigned dom, bus, dev, fn;
-            char tail;
-            if (sscanf(d->bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 ||
-                dev > 31 || fn > 7)
-                FAIL("device %u: bad pci.bus_id '%s'", i, d->bus_id);
-            d->pci_domain = dom; d->pci_bus = bus; d->pci_dev = dev; d->pci_func = fn;
-        }
-        if (d->nvlink_count > MK_MAX_LINKS) FAIL("device %u: nvlink.count > %d", i, MK_MAX_LINKS);
-        for (uint32_t p = 0; p < d->nproc; p++)
-            if (d->proc[p].pid == 0) FAIL("device %u: process %u has no pid", i, p);
+        if (!s->dev[i].present) FAIL("device %u missing (devices must be 0..%u)", i, s->ndev - 1);
+        s->dev[i].node_index = i;
+        if (check_device(&s->dev[i], i, err, errlen)) goto fail;
     }
     for (uint32_t i = 0; i < s->npcifn; i++) {
         struct mk_pcifn *f = &s->pcifn[i];
@@ -417,50 +486,45 @@ fail:
  * applied over a parsed snapshot; a device the state file does not describe is skipped. */
 int mk_overlay_settings(struct mk_snap *s, const char *buf, size_t len, char *err, size_t errlen) {
     pthread_once(&ht_once, build_tables);
-    size_t pos = 0;
-    unsigned lineno = 0;
-    int seen_end = 0;
-    if (memchr(buf, '\0', len)) { snprintf(err, errlen, "NUL byte in file"); return -1; }
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - line) : len - pos;
-        pos += ll + (nl ? 1 : 0);
-        lineno++;
-        if (lineno == 1) {
-            if (ll != sizeof(MK_SETTINGS_MAGIC) - 1 || memcmp(line, MK_SETTINGS_MAGIC, ll) != 0) {
-                snprintf(err, errlen, "line 1: expected '%s'", MK_SETTINGS_MAGIC);
-                return -1;
-            }
-            continue;
-        }
-        if (seen_end) { snprintf(err, errlen, "line %u: content after 'end'", lineno); return -1; }
-        if (ll == 0 || line[0] == '#') continue;
-        if (ll == 3 && memcmp(line, "end", 3) == 0) { seen_end = 1; continue; }
-        const char *eq = memchr(line, '=', ll);
+    struct lines L = {buf, MK_SETTINGS_MAGIC, len, 0, 0, 0};
+    const char *k, *eq;
+    size_t vlen;
+    int more;
+    /* applied to a copy, kept only when the whole record is good: a bad record is left out, not half applied */
+    struct mk_device *dev = malloc(sizeof *dev * (s->ndev ? s->ndev : 1));
+    if (!dev) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (s->ndev) memcpy(dev, s->dev, sizeof *dev * s->ndev);
+    while ((more = next_line(&L, &k, &eq, &vlen, err, errlen)) > 0) {
         uint32_t idx;
-        const char *r = eq && ll > 7 && memcmp(line, "device.", 7) == 0 ? read_index(line + 7, eq, &idx) : NULL;
-        if (!r || idx >= MK_MAX_DEVICES) { snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", lineno); return -1; }
-        for (const char *c = r; c < eq; c++)
-            if (!key_char[(uint8_t)*c]) { snprintf(err, errlen, "line %u: bad character in key", lineno); return -1; }
+        const char *r = (size_t)(eq - k) > 7 && memcmp(k, "device.", 7) == 0 ? read_index(k + 7, eq, &idx) : NULL;
+        if (!r || idx >= MK_MAX_DEVICES) {
+            snprintf(err, errlen, "line %u: expected device.<i>.<key>=value", L.lineno);
+            goto fail;
+        }
         const struct desc *d = lookup(SC_DEV, r, (size_t)(eq - r));
         if (!d || idx >= s->ndev) continue; /* unknown key or device: forward compatible */
-        if (store(&s->dev[idx], d, eq + 1, ll - (size_t)(eq + 1 - line))) {
-            snprintf(err, errlen, "line %u: bad value for %.*s", lineno, (int)(eq - line), line);
-            return -1;
+        if (store(&dev[idx], d, eq + 1, vlen)) {
+            snprintf(err, errlen, "line %u: bad value for %.*s", L.lineno, (int)(eq - k), k);
+            goto fail;
         }
     }
-    if (!seen_end) { snprintf(err, errlen, "truncated (no 'end' line)"); return -1; }
+    if (more < 0) goto fail;
+    for (uint32_t i = 0; i < s->ndev; i++)
+        if (check_device(&dev[i], i, err, errlen)) goto fail;
+    if (s->ndev) memcpy(s->dev, dev, sizeof *dev * s->ndev);
+    free(dev);
     return 0;
+fail:
+    free(dev);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------- */
-/* Publication: staleness check, atomic swap, deferred free.                 */
+/* Publication: staleness check, atomic swap, free once no thread holds it.  */
 
 _Atomic(struct mk_snap *) mk_g_snap;
 _Atomic uint64_t mk_g_next_check;
 #define CHECK_INTERVAL_NS 2000000ull   /* 2 ms */
-#define GRACE_NS 1000000000ull          /* retired snapshots are freed after 1 s */
 
 static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
 struct file_sig { dev_t dev; ino_t ino; int64_t mtime_ns; off_t size; int valid; };
@@ -573,16 +637,78 @@ static void apply_settings(struct mk_snap *s) {
     bad_settings_sig = settings_sig;
 }
 
-static void retire(struct mk_snap *old, uint64_t now) {
+/* ---- holds (state.h, struct mk_hold): hazard slots, one record per thread ---- */
+__thread struct mk_hold *mk_t_hold __attribute__((tls_model("initial-exec")));
+static _Atomic(struct mk_hold *) holds;
+static atomic_int holds_lost; /* a thread read without a record (out of memory): nothing retired is freed again */
+static pthread_key_t hold_key;
+static int hold_key_ok;
+static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
+
+static void hold_release(void *p) {
+    struct mk_hold *h = p;
+    atomic_store(&h->snap[0], NULL);
+    atomic_store(&h->snap[1], NULL);
+    mk_t_hold = NULL;
+    atomic_store(&h->used, 0);
+}
+
+static void hold_key_make(void) { hold_key_ok = pthread_key_create(&hold_key, hold_release) == 0; }
+
+static struct mk_hold *hold_register(void) {
+    pthread_once(&hold_once, hold_key_make);
+    struct mk_hold *h;
+    for (h = atomic_load(&holds); h; h = h->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&h->used, &free_, 1)) break;
+    }
+    if (!h) {
+        if ((h = calloc(1, sizeof *h)) == NULL) return NULL;
+        atomic_store(&h->used, 1);
+        h->next = atomic_load(&holds);
+        while (!atomic_compare_exchange_weak(&holds, &h->next, h)) {}
+    }
+    if (hold_key_ok) pthread_setspecific(hold_key, h); /* no key: the record stays this thread's (a leak, no fault) */
+    mk_t_hold = h;
+    return h;
+}
+
+struct mk_snap *mk_snap_take_slow(void) {
+    int saved = errno;
+    struct mk_hold *h = mk_t_hold ? mk_t_hold : hold_register();
+    errno = saved;
+    if (!h) {
+        atomic_store(&holds_lost, 1);
+        return atomic_load(&mk_g_snap);
+    }
+    for (;;) {
+        struct mk_snap *p = atomic_load(&mk_g_snap);
+        struct mk_snap *cur = atomic_load_explicit(&h->snap[0], memory_order_relaxed);
+        if (p != cur) {
+            atomic_store(&h->snap[1], cur); /* still held in slot 0 meanwhile */
+            atomic_store(&h->snap[0], p);
+        }
+        /* current after the slot was stored: the writer's scan, after its exchange, sees the slot */
+        if (atomic_load(&mk_g_snap) == p) return p;
+    }
+}
+
+static int held(const struct mk_snap *s) {
+    for (struct mk_hold *h = atomic_load(&holds); h; h = h->next)
+        if (atomic_load(&h->snap[0]) == s || atomic_load(&h->snap[1]) == s) return 1;
+    return 0;
+}
+
+/* called under refresh_mu, after the exchange that retired old */
+static void retire(struct mk_snap *old) {
     if (old) {
-        old->retired_at = now;
         old->retired_next = retired;
         retired = old;
     }
-    /* free entries older than the grace period (list is newest first) */
+    if (atomic_load(&holds_lost)) return;
     struct mk_snap **pp = &retired;
     while (*pp) {
-        if (now - (*pp)->retired_at > GRACE_NS) {
+        if (!held(*pp)) {
             struct mk_snap *dead = *pp;
             *pp = dead->retired_next;
             mk_snap_free(dead);
@@ -670,9 +796,21 @@ static int feed_changed(uint64_t now) {
     return feed_pending || mk_feed_state_fd() < 0 || cur_failure_epoch != mk_failure_epoch();
 }
 
+/* the last check found a file it could not take (rejected, or rewritten while read): maybe one being written
+ * over in place, which nvmlInit waits out (mk_state_torn) */
+static int torn;
+
+int mk_state_torn(void) {
+    pthread_mutex_lock(&refresh_mu);
+    int t = torn;
+    pthread_mutex_unlock(&refresh_mu);
+    return t;
+}
+
 static void load_locked(uint64_t now) {
     const char *path = mk_state_path();
     struct stat st;
+    torn = 0;
     if (from_feed) {
         if (!feed_changed(now)) return;
         feed_pending = 0;
@@ -692,8 +830,10 @@ static void load_locked(uint64_t now) {
         cur_sig.size == st.st_size && sig_eq(settings_sig, settings_now()) && cur_failure_epoch == mk_failure_epoch())
         return;
     if (bad_sig.valid && bad_sig.dev == st.st_dev && bad_sig.ino == st.st_ino && bad_sig.mtime_ns == mt &&
-        bad_sig.size == st.st_size)
+        bad_sig.size == st.st_size) {
+        torn = 1;
         return; /* already rejected this exact file */
+    }
     struct stat fst;
     char err[256] = "";
     struct mk_snap *s = NULL;
@@ -701,6 +841,7 @@ static void load_locked(uint64_t now) {
     enum read_result r = read_regular_file(path, &fst, err, sizeof err);
     if (r == READ_RETRY) {
         feed_pending = from_feed;
+        torn = 1;
         return;
     }
     if (r == READ_OK) ok = mk_parse(file_buf.data ? file_buf.data : "", file_buf.len, &s, err, sizeof err) == 0;
@@ -723,11 +864,11 @@ static void load_locked(uint64_t now) {
         cur_sig.dev = fst.st_dev; cur_sig.ino = fst.st_ino; cur_sig.mtime_ns = mt;
         cur_sig.size = fst.st_size; cur_sig.valid = 1;
         bad_sig.valid = 0;
-        struct mk_snap *old = atomic_exchange_explicit(&mk_g_snap, s, memory_order_acq_rel);
-        retire(old, now);
+        retire(atomic_exchange(&mk_g_snap, s));
     } else {
         bad_sig.dev = fst.st_dev; bad_sig.ino = fst.st_ino; bad_sig.mtime_ns = mt;
         bad_sig.size = fst.st_size; bad_sig.valid = 1;
+        torn = 1;
         mk_log("state file %s rejected: %s%s", path, err,
                atomic_load(&mk_g_snap) ? " (keeping last good state)" : "");
     }
@@ -764,7 +905,7 @@ void mk_refresh_slow(uint64_t now, int force) {
     }
     atomic_store_explicit(&mk_g_next_check, now + CHECK_INTERVAL_NS, memory_order_relaxed);
     load_locked(now);
-    retire(NULL, now);
+    retire(NULL);
     /* a snapshot with dynamic metrics is also refreshed when the wall-clock second turns: its values change then */
     struct mk_snap *s = atomic_load_explicit(&mk_g_snap, memory_order_relaxed);
     uint64_t to_next_second = s ? mk_dynamic_update(s) : UINT64_MAX;

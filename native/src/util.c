@@ -46,7 +46,7 @@ int mk_failure_count(struct mk_snap **s, uint32_t i) {
     int started = mk_failure_call(&(*s)->dev[i], i);
     if (started == 2) {
         mk_refresh_slow(mk_now_coarse(), 1);
-        struct mk_snap *now = atomic_load_explicit(&mk_g_snap, memory_order_acquire);
+        struct mk_snap *now = mk_snap_take();
         if (now && i < now->ndev) *s = now;
     }
     return started && lost_mode; /* lost even where no new snapshot came (the file is being rewritten) */
@@ -133,11 +133,6 @@ nvmlReturn_t mk_mig_dev(nvmlDevice_t h, struct mk_mig *m) {
             }
     }
     return NVML_ERROR_INVALID_ARGUMENT; /* its compute instance was destroyed */
-}
-
-unsigned mk_ci_slices(unsigned profile) {
-    static const unsigned slices[] = {1, 2, 3, 4, 7, 8, 6, 1}; /* NVML_COMPUTE_INSTANCE_PROFILE_* */
-    return profile < sizeof slices / sizeof slices[0] ? slices[profile] : 0;
 }
 
 unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s) {

@@ -88,7 +88,6 @@ nvmlReturn_t mk_mig_index(nvmlDevice_t h, unsigned *index); /* its place among i
 nvmlReturn_t mk_mig_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *a);
 /* compute instances: slices of an NVML_COMPUTE_INSTANCE_PROFILE_* (0: none), and the SMs of one of s slices
  * in a GPU instance of profile gp: the whole instance's, else the board's plain GPU instance of that size */
-unsigned mk_ci_slices(unsigned profile);
 unsigned mk_ci_sms(const struct mk_device *D, const struct mk_mig_profile *gp, unsigned s);
 
 /* a getter whose answer for a MIG device is its GPU's (ECC counters) continues with the GPU's handle */

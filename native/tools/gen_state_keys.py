@@ -54,6 +54,7 @@ class Entry:
     doc: str
     default: str | None
     aux: str | None  # u8list: count member; cpuset: flag member
+    max: str | None  # numbers: the highest value the library takes, a number or a mokka.h MK_ limit
     expand: dict[str, list[str] | dict[str, str]]
 
     def expanded(self) -> list[tuple[str, str]]:
@@ -109,7 +110,7 @@ def load(root: Path) -> list[Scope]:
 
 def _entry(scope: str, row: dict[str, object]) -> Entry:
     where = f"{TABLE}: {scope} key {row.get('key')!r}"
-    allowed = {"key", "type", "field", "doc", "default", "count", "flag", "expand"}
+    allowed = {"key", "type", "field", "doc", "default", "count", "flag", "expand", "max"}
     if set(row) - allowed:
         raise TableError(f"{where}: unknown attributes {sorted(set(row) - allowed)}")
     for required in ("key", "type", "field", "doc"):
@@ -123,6 +124,8 @@ def _entry(scope: str, row: dict[str, object]) -> Entry:
         if (name in row) != (name == aux_name):
             raise TableError(f"{where}: `{name}` belongs to type {'u8list' if name == 'count' else 'cpuset'} only, "
                              f"and that type needs it")
+    if "max" in row and (type_ not in ("u32", "u64") or not isinstance(row["max"], (int, str))):
+        raise TableError(f"{where}: max belongs to u32 and u64 keys, a number or a mokka.h MK_ limit")
     expand = row.get("expand", {})
     assert isinstance(expand, dict)
     names = PLACEHOLDER_RE.findall(key)
@@ -133,7 +136,8 @@ def _entry(scope: str, row: dict[str, object]) -> Entry:
             raise TableError(f"{where}: field {field!r} does not use <{name}>")
     entry = Entry(scope, key, type_, field, str(row["doc"]),
                   None if row.get("default") is None else str(row["default"]),
-                  None if aux_name is None else str(row[aux_name]), expand)
+                  None if aux_name is None else str(row[aux_name]), None if "max" not in row else str(row["max"]),
+                  expand)
     for full, _ in entry.expanded():
         if not KEY_RE.fullmatch(full):
             raise TableError(f"{where}: {full!r} has a character outside [a-z0-9_.]")
@@ -167,7 +171,7 @@ def array_sizes(root: Path, limits: dict[str, int]) -> dict[tuple[str, str], int
 
 
 def bound(scope: Scope, entry: Entry, field: str, sizes: dict[tuple[str, str], int], limits: dict[str, int]) -> int:
-    """What the C reader accepts of a sized value: str, the characters (the buffer holds a NUL too);
+    """What the C reader accepts of a sized value: str, the bytes (the buffer holds a NUL too);
     u8list, the entries; cpuset, the CPU ids (every id is below it)."""
     if entry.type == "cpuset":
         return limits["MK_CPUSET_WORDS"] * 64
@@ -190,6 +194,7 @@ C_HEAD = f"""\
     {{k, T_U8LIST, offsetof(struct s, f), sizeof(((struct s *)0)->f) / sizeof(((struct s *)0)->f[0]), \\
      offsetof(struct s, n)}}
 #define MK_KEY_CPUSET(s, k, f, flag) {{k, T_CPUSET, offsetof(struct s, f), 0, offsetof(struct s, flag)}}
+#define MK_KEY_MAX(s, t, k, f, m) {{k, t, offsetof(struct s, f), 0, 0, m}}
 """
 
 
@@ -206,6 +211,8 @@ def render_c(scopes: list[Scope]) -> str:
                     line = f'MK_KEY_U8LIST({s}, "{key}", {field}, {entry.aux})'
                 elif entry.type == "cpuset":
                     line = f'MK_KEY_CPUSET({s}, "{key}", {field}, {entry.aux})'
+                elif entry.max is not None:
+                    line = f'MK_KEY_MAX({s}, {TYPES[entry.type]}, "{key}", {field}, {entry.max})'
                 else:
                     line = f'MK_KEY_NUM({s}, {TYPES[entry.type]}, "{key}", {field})'
                 out.append(f"    {line},\n")
@@ -254,7 +261,7 @@ def render_py(scopes: list[Scope], limits: dict[str, int], magic: tuple[str, str
                 out.append(f"    {_q(key)}: {_q(entry.type)},\n")
         out.append("})\n")
         out.append(f"{scope.name.upper()}_KEYS = frozenset({var})\n")
-        out.append("# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)\n"
+        out.append("# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)\n"
                    f"{scope.name.upper()}_SIZES: MappingProxyType[str, int] = MappingProxyType({{\n")
         for entry in scope.entries:
             if entry.type in SIZED:
@@ -264,6 +271,14 @@ def render_py(scopes: list[Scope], limits: dict[str, int], magic: tuple[str, str
     out.append("\n# numeric types -> the (lowest, highest) value the library accepts (u8list: of each entry)\n")
     out.append("RANGES = MappingProxyType({\n")
     out.extend(f"    {_q(t)}: ({lo}, {hi}),\n" for t, (lo, hi) in RANGES.items())
+    out.append("})\n")
+    out.append("\n# numeric keys the library bounds below their type's range -> (scope, key) -> the highest value\n")
+    out.append("MAXIMA = MappingProxyType({\n")
+    for scope in scopes:
+        for entry in scope.entries:
+            if entry.max is not None:
+                top = int(entry.max) if entry.max.isdigit() else limits[entry.max]
+                out.extend(f"    ({_q(scope.name)}, {_q(key)}): {top},\n" for key, _ in entry.expanded())
     out.append("})\n")
     for what in ("KEYS", "TYPES", "SIZES"):
         out.append(f"\n{what} = MappingProxyType({{\n")
@@ -309,7 +324,7 @@ def render_readme_block(scopes: list[Scope]) -> str:
                     key = key.replace(f"<{name}>", "<" + "|".join(values) + ">")
                     field = field.replace(f"<{name}>", "<" + "|".join(values.values()) + ">")
             shown = f"`{_md(key)}`" + (f" [{entry.default}]" if entry.default is not None else "")
-            type_ = README_TYPES.get(entry.type, entry.type)
+            type_ = README_TYPES.get(entry.type, entry.type) + (f" ≤ `{entry.max}`" if entry.max else "")
             if entry.aux:
                 field += f"` (+ `{entry.aux}`)"
             else:

@@ -99,3 +99,22 @@ def test_blackwell_boards_list_their_profiles_and_partition(tmp_path: Path, boar
     run("mig", "-cgi", "9,19", "-C")
     names = re.findall(r"MIG (\S+)\s+Device\s+\d+:", run("-L"))
     assert names == [BLACKWELL_TABLES[board][4][0], BLACKWELL_TABLES[board][0][0]]
+
+
+def test_a_profile_table_the_partition_breaks_is_refused(node, capsys) -> None:
+    import json
+
+    root, ctl, _ = node
+    assert ctl("mig", "0", "on") == 0
+    assert ctl("mig", "0", "create", "1g.10gb,1g.10gb") == 0
+    rows = nodefile.load(root).resolve().gpus[0].config.mig.gpu_instance_profiles
+    table = [{k: list(v) if isinstance(v, tuple) else v for k in type(p).__slots__ if (v := getattr(p, k)) is not None}
+             for p in rows]
+    for row in table:
+        if row["name"] == "1g.10gb":
+            row["instances"] = 1  # two exist
+    capsys.readouterr()
+    assert ctl("set", "0", f"mig.gpu_instance_profiles={json.dumps(table)}") == 1
+    err = capsys.readouterr().err
+    assert "more than its instances" in err and "override unchanged" in err, err
+    assert len(mig_partition.read(root)[0]) == 2

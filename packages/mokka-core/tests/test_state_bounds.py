@@ -36,7 +36,9 @@ def root(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("assignment", "named"), [
     ("memory.total_bytes=18446744073709551616", "18446744073709551615"),   # 2**64: past u64
     ("pci.device_id=0x1ffffffff", "4294967295"),                           # 33 bits into a u32
-    ("name=" + "x" * 96, "95"),                                            # the library holds 95 characters
+    ("name=" + "x" * 96, "95"),                                            # the library holds 95 bytes
+    ("name=" + "\u00e9" * 60, "95"),                                       # 60 characters, 120 bytes in UTF-8
+    ("mig.max_gpu_instances=4294967295", "0..8"),                          # the MIG devices a GPU holds
     ("pcie.replay_counter=4294967296", "0..4294967295"),
 ])
 def test_ctl_set_refuses_what_the_library_rejects(root: Path, capsys, assignment: str, named: str) -> None:
@@ -181,7 +183,7 @@ def test_a_string_the_library_cannot_hold_is_a_message_under_run(tmp_path: Path)
     done = subprocess.run([sys.executable, "-m", "mokka_core", "run", "--profile-file", str(path), "--", "true"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "device.0.board_part_number: is 39 characters long, more than 31" in done.stderr
+    assert "device.0.board_part_number: is 39 bytes long (UTF-8), more than 31" in done.stderr
 
 
 def _edited_t4(case: str) -> str:

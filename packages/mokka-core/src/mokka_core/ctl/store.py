@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..errors import ConfigError, MokkaError
 from ..model import apply as model_apply
 from ..model.inputs import Fingerprint
-from ..stage import snapshot
+from ..stage import mig_partition, snapshot
 from ..stage.render import RenderResult, installed_surfaces, render
 from ..stage.store import NodeStore, atomic_write
 
@@ -179,6 +179,13 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
         except (ConfigError, model_apply.ApplyError) as exc:
             lines = exc.lines() if isinstance(exc, ConfigError) else [str(exc)]
             raise Refused("refused, override unchanged:\n  " + "\n  ".join(lines)) from None
+        if validate:  # a profile table the GPUs' current MIG partition breaks (the library would drop the partition)
+            tables = {gpu.index: gpu.config.mig.gpu_instance_profiles if gpu.config.mig and
+                      gpu.config.mig.max_gpu_instances else () for gpu in node.gpus}
+            broken = mig_partition.broken_by(mig_partition.partitions(root), tables)
+            if broken:
+                raise Refused("refused, override unchanged: the MIG partition does not fit the profile table "
+                              "(destroy the instances first):\n  " + "\n  ".join(broken))
         # render first: a surface that cannot render the change refuses it with the file untouched
         result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None, recorded=now.digests)
         try:

@@ -11,9 +11,9 @@ capability minors (``nv-caps.c``'s tables) and MIG device UUIDs (the library's `
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import MokkaError
 from . import nvml_settings
@@ -129,6 +129,28 @@ def mig_uuid(gpu_uuid: str, gi: int, ci: int) -> str:
     b = _splitmix(a)
     return (f"MIG-{a >> 32:08x}-{(a >> 16) & 0xFFFF:04x}-5{a & 0xFFF:03x}-"
             f"{0x8000 | ((b >> 48) & 0x3FFF):04x}-{b & 0xFFFFFFFFFFFF:012x}")
+
+
+def broken_by(parts: Partitions, profile_tables: Mapping[int, Sequence[Any]]) -> list[str]:
+    """Why the library would leave out the record of ``parts`` under these profile tables (GPU index -> its
+    ``mig.gpu_instance_profiles``, as rendered into the state file's ``mig_profile`` rows): the rows its GPU
+    instances name must exist, hold their start among their placements and no fewer ``instances`` than
+    the partition has of them (native/src/state.c, ``check_mig``)."""
+    out = []
+    for index, instances in sorted(parts.items()):
+        rows = profile_tables.get(index, ())
+        for row in sorted({gi.row for gi in instances}):
+            at = [gi for gi in instances if gi.row == row]
+            if row >= len(rows):
+                out.append(f"GPU {index}: GPU instance {at[0].id} has profile row {row}, which the table no longer has")
+                continue
+            profile = rows[row]
+            if len(at) > profile.instances:
+                out.append(f"GPU {index}: {len(at)} GPU instances of {profile.name}, more than its instances "
+                           f"({profile.instances})")
+            out += [f"GPU {index}: GPU instance {gi.id} of {profile.name} at {gi.start}, not one of its placements "
+                    f"{list(profile.placements)}" for gi in at if gi.start not in profile.placements]
+    return out
 
 
 def partitions(root: Path) -> dict[int, tuple[GpuInstance, ...]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .nvml_keys import KEYS, LIMITS, RANGES, SIZES, TYPES
+from .nvml_keys import KEYS, LIMITS, MAXIMA, RANGES, SIZES, TYPES
 
 _KEY_RE = re.compile(r"[a-z0-9_.]+")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -103,11 +103,12 @@ def value_problem(key: str, text: str) -> str | None:
     scope, _, name = routed
     type_ = TYPES[scope][name]
     if type_ == "str":
-        limit = SIZES[scope][name]
-        return None if len(text) <= limit else f"is {len(text)} characters long, more than {limit}"
+        limit, size = SIZES[scope][name], len(text.encode())
+        return None if size <= limit else f"is {size} bytes long (UTF-8), more than {limit}"
     if type_ in ("u8list", "cpuset"):
         return _list_problem(type_, text, SIZES[scope][name])
     low, high = RANGES[type_]
+    high = MAXIMA.get((scope, name), high)
     if len(text) > 24:
         return f"has {len(text)} characters, more than any {type_} number ({low}..{high})"
     if not _NUMBER_RE.fullmatch(text):

@@ -24,7 +24,7 @@ SYSTEM_TYPES = MappingProxyType({
     "booted_ms": "u64",
 })
 SYSTEM_KEYS = frozenset(SYSTEM_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 SYSTEM_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "driver_version": 79,
     "nvml_version": 79,
@@ -293,7 +293,7 @@ DEVICE_TYPES = MappingProxyType({
     "hostname": "str",
 })
 DEVICE_KEYS = frozenset(DEVICE_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 DEVICE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "name": 95,
     "uuid": 95,
@@ -335,7 +335,7 @@ LINK_TYPES = MappingProxyType({
     "errors.injected": "u64",
 })
 LINK_KEYS = frozenset(LINK_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 LINK_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "remote_bus_id": 31,
 })
@@ -352,7 +352,7 @@ PROCESS_TYPES = MappingProxyType({
     "name": "str",
 })
 PROCESS_KEYS = frozenset(PROCESS_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 PROCESS_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "name": 127,
 })
@@ -375,7 +375,7 @@ MIGPROFILE_TYPES = MappingProxyType({
     "placements": "u8list",
 })
 MIGPROFILE_KEYS = frozenset(MIGPROFILE_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 MIGPROFILE_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "name": 31,
     "placements": 8,
@@ -389,7 +389,7 @@ EVENT_TYPES = MappingProxyType({
     "data": "u64",
 })
 EVENT_KEYS = frozenset(EVENT_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 EVENT_SIZES: MappingProxyType[str, int] = MappingProxyType({
 })
 
@@ -401,7 +401,7 @@ PCIFN_TYPES = MappingProxyType({
     "numa_node": "i32",
 })
 PCIFN_KEYS = frozenset(PCIFN_TYPES)
-# sized keys -> the bound the library accepts (str: characters, u8list: entries, cpuset: ids <)
+# sized keys -> the bound the library accepts (str: UTF-8 bytes, u8list: entries, cpuset: ids <)
 PCIFN_SIZES: MappingProxyType[str, int] = MappingProxyType({
     "bus_id": 31,
 })
@@ -412,6 +412,11 @@ RANGES = MappingProxyType({
     "i32": (-2147483648, 2147483647),
     "u64": (0, 18446744073709551615),
     "u8list": (0, 255),
+})
+
+# numeric keys the library bounds below their type's range -> (scope, key) -> the highest value
+MAXIMA = MappingProxyType({
+    ("device", "mig.max_devices"): 8,
 })
 
 KEYS = MappingProxyType({

@@ -34,7 +34,7 @@ from ..model.identity import legacy_irq
 from ..model.physics import readings
 from ..schema import clocks
 from .nvml_key_lookup import value_problem
-from .nvml_keys import HEADER, RANGES, SIZES, TYPES
+from .nvml_keys import HEADER, MAXIMA, RANGES, SIZES, TYPES
 from .store import atomic_write
 
 if TYPE_CHECKING:
@@ -715,12 +715,13 @@ def _problem(key: str, value: object, text: str) -> str | None:
         return None  # not the library's key: the key-table tests catch those
     if type(value) is int and kind in RANGES:
         low, high = RANGES[kind]
+        high = MAXIMA.get((scope, name), high)
         return None if low <= value <= high else f"{value} is outside the {kind} range {low}..{high}"
     if kind == "str" and type(value) is str:
         if _CONTROL.search(text):
             return f"contains a control character: {text[:60]!r}"
-        limit = SIZES[scope][name]
-        return None if len(text) <= limit else f"is {len(text)} characters long, more than {limit}"
+        limit, size = SIZES[scope][name], len(text.encode())
+        return None if size <= limit else f"is {size} bytes long (UTF-8), more than {limit}"
     return value_problem(f"device.0.{key}", text)
 
 
