@@ -27,6 +27,46 @@ def write_record(root: Path, text: str) -> Path:
     return path
 
 
+HOLD_FLOCK = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+              "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); time.sleep(60)")
+
+
+def hold_flock(path: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_FLOCK, str(path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_lock_any_user_can_take_does_not_hold_up_reset(tmp_path: Path) -> None:
+    """The record's lock was a flock on its directory, which any user can open: reset then waited forever."""
+    record = write_record(tmp_path, "mokka-nvml-settings 1\ndevice.0.power.limit_mw=500000\nend\n")
+    holder = hold_flock(record.parent)
+    try:
+        clear = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                                "from mokka_core.stage import nvml_settings; "
+                                "print(nvml_settings.clear(Path(sys.argv[1])))", str(tmp_path)],
+                               capture_output=True, text=True, timeout=10)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert clear.stdout == "True\n" and not record.exists()
+    assert (tmp_path / nvml_settings.LOCK_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_held_record_lock_makes_reset_give_up_naming_the_holder(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    write_record(tmp_path, "mokka-nvml-settings 1\ndevice.0.power.limit_mw=500000\nend\n")
+    (tmp_path / nvml_settings.LOCK_FILE).touch(mode=0o600)
+    holder = hold_flock(tmp_path / nvml_settings.LOCK_FILE)
+    monkeypatch.setenv("MOKKA_LOCK_TIMEOUT_S", "0.3")
+    try:
+        with pytest.raises(MokkaError, match=f"{nvml_settings.LOCK_FILE} is held by pid {holder.pid}"):
+            nvml_settings.clear(tmp_path)
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
 def test_read_and_clear_per_gpu(tmp_path: Path) -> None:
     assert nvml_settings.read(tmp_path) == {}
     assert not nvml_settings.clear(tmp_path)

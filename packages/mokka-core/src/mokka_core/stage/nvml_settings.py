@@ -2,14 +2,12 @@
 ``-r``, …), which the library overlays on the state file.
 
 The library writes it (``native/src/settings.c``); here it is read for ``nvml-mock-ctl status`` and
-cleared by ``reset``, under the same lock (``flock`` on its directory). Format and design:
+cleared by ``reset``, under the same lock (``flock`` on ``<record>.lock``, mode 0600). Format and design:
 native/README.md, "Settings".
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +15,11 @@ from pathlib import Path
 from ..errors import MokkaError
 from .nvml_keys import DEVICE_TYPES, SETTINGS_HEADER
 from .paths import NVML_SETTINGS_FILE
-from .store import atomic_write
+from .store import atomic_write, owner_lock
 
-#: what the library may leave beside the state file: the record and the temp file it renames into place
-RUNTIME_FILES = (NVML_SETTINGS_FILE, f"{NVML_SETTINGS_FILE}.tmp")
+LOCK_FILE = f"{NVML_SETTINGS_FILE}.lock"
+#: what the library may leave beside the state file: the record, the temp file it renames into place, its lock
+RUNTIME_FILES = (NVML_SETTINGS_FILE, f"{NVML_SETTINGS_FILE}.tmp", LOCK_FILE)
 
 Settings = dict[int, dict[str, str]]
 
@@ -57,7 +56,7 @@ def clear(root: Path, gpus: Iterable[int] | None = None) -> bool:
     path = root / NVML_SETTINGS_FILE
     if not path.parent.is_dir():
         return False
-    with locked(path.parent):
+    with locked(root):
         current = read(root)
         if not current:
             return False
@@ -78,11 +77,7 @@ def render(settings: Settings) -> str:
 
 
 @contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """The writers' lock, as the library takes it: an exclusive ``flock`` on the record's directory."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+def locked(root: Path) -> Iterator[None]:
+    """The writers' lock under ``root``, as the library takes it (a bounded wait, then :class:`NodeLocked`)."""
+    with owner_lock(root / LOCK_FILE):
         yield
-    finally:
-        os.close(fd)
