@@ -82,12 +82,34 @@ def test_read_and_clear_per_gpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["mokka-nvml-state 1\nend\n", "mokka-nvml-settings 1\ndevice.0.power.limit_mw=1\n",
-                                  "mokka-nvml-settings 1\ndevice.x.power.limit_mw=1\nend\n",
-                                  "mokka-nvml-settings 1\ndevice.0.no_such_key=1\nend\n"])
+                                  "mokka-nvml-settings 1\ndevice.x.power.limit_mw=1\nend\n"])
 def test_a_bad_record_is_named(tmp_path: Path, text: str) -> None:
     path = write_record(tmp_path, text)
     with pytest.raises(MokkaError, match=str(path)):
         nvml_settings.read(tmp_path)
+
+
+def test_a_record_the_library_accepts_never_stops_the_ctl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown key (the library skips it) or a non-UTF-8 byte in a value made every verb fail, reset too."""
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile="h100", gpus=2))
+    surfaces = {"gpu": nvml_surface()}
+    assert execute(["--root", str(root), "temp", "0", "20"], surfaces=surfaces) == 0
+    record = root / NVML_SETTINGS_FILE
+    record.write_bytes(b"mokka-nvml-settings 1\ndevice.0.from_a_newer_library=1\ndevice.0.power.limit_mw=450000\n"
+                       b"device.1.name=\xff\xfe\nend\n")
+    for verb in (["temp", "1", "30"], ["status"], ["reset", "1"]):
+        assert execute(["--root", str(root), *verb], surfaces=surfaces) == 0, verb
+    assert "GPU 0: from_a_newer_library=1, power.limit_mw=450000" in capsys.readouterr().out
+    assert nvml_settings.read(root) == {0: {"from_a_newer_library": "1", "power.limit_mw": "450000"}}
+    assert execute(["--root", str(root), "reset"], surfaces=surfaces) == 0
+    assert not record.exists()
+
+
+def test_reset_recovers_from_a_record_the_library_refuses(tmp_path: Path) -> None:
+    path = write_record(tmp_path, "not a record \xff")
+    assert nvml_settings.clear(tmp_path)
+    assert not path.exists()
 
 
 needs_library = pytest.mark.skipif(native_dir() is None, reason="mock libnvidia-ml not built (make -C native install)")

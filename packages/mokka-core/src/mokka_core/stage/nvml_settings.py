@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import MokkaError
-from .nvml_keys import DEVICE_TYPES, SETTINGS_HEADER
+from .nvml_keys import SETTINGS_HEADER
 from .paths import NVML_SETTINGS_FILE
 from .store import atomic_write, owner_lock
 
@@ -28,24 +28,25 @@ def read(root: Path) -> Settings:
     """GPU index -> {key: value} of the record under ``root`` ({} without one)."""
     path = root / NVML_SETTINGS_FILE
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
-    return parse(text, path)
+    # the library takes any byte but NUL in a value: one that is not UTF-8 is shown (and kept) as U+FFFD
+    return parse(data.decode("utf-8", "replace"), path)
 
 
 def parse(text: str, where: Path) -> Settings:
     lines = text.split("\n")
     if lines[0] != SETTINGS_HEADER or "end" not in lines:
         raise MokkaError(f"{where}: not an NVML setter record (first line {SETTINGS_HEADER!r}, last 'end')")
-    out: Settings = {}
+    out: Settings = {}  # a key the library does not know is kept, as it keeps it (from a newer library)
     for number, line in enumerate(lines[1:lines.index("end")], start=2):
         if not line or line.startswith("#"):
             continue
         key, sep, value = line.partition("=")
         scope, _, rest = key.partition(".")
         index, _, name = rest.partition(".")
-        if not sep or scope != "device" or not index.isdigit() or name not in DEVICE_TYPES:
+        if not sep or scope != "device" or not index.isdigit() or not name:
             raise MokkaError(f"{where}: line {number}: expected device.<i>.<key>=value, got {line!r}")
         out.setdefault(int(index), {})[name] = value
     return out
@@ -57,12 +58,12 @@ def clear(root: Path, gpus: Iterable[int] | None = None) -> bool:
     if not path.parent.is_dir():
         return False
     with locked(root):
-        current = read(root)
-        if not current:
-            return False
-        if gpus is None:
-            path.unlink(missing_ok=True)
+        if gpus is None:  # without reading it: reset recovers from any record
+            if not path.exists():
+                return False
+            path.unlink()
             return True
+        current = read(root)
         dropped = set(gpus) & set(current)
         if dropped:
             kept = {i: kv for i, kv in current.items() if i not in dropped}
