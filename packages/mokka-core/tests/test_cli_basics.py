@@ -42,6 +42,15 @@ def test_each_sim_prints_its_own_version(sim: str) -> None:
     assert (done.returncode, done.stdout) == (0, f"mokka-sim-{sim} {version}\n"), done.stderr
 
 
+@pytest.mark.parametrize("seconds", ["nan", "-1", "inf"])
+def test_a_rest_after_that_is_not_seconds_is_a_usage_error(tmp_path: Path, seconds: str) -> None:
+    """MOKKA_NODE_REST_AFTER=nan compared false with 0 and was taken as "never rest"."""
+    result = CliRunner().invoke(app, ["node", "up", "--profile", "no-such-profile", "--root", str(tmp_path / "r")],
+                                env={"MOKKA_NODE_REST_AFTER": seconds})
+    assert result.exit_code == 2 and "rest-after" in result.output and f"got {float(seconds)}" in result.output
+    assert not (tmp_path / "r").exists()
+
+
 def test_node_status_without_a_node_exits_1_with_a_message(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["node", "status", "--root", str(tmp_path)])
     assert result.exit_code == 1

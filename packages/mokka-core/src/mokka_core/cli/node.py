@@ -6,6 +6,7 @@ This is the contract the Helm chart runs; keep option names stable.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import time
@@ -26,6 +27,13 @@ node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, super
                        "its status and its log.",
                        no_args_is_help=True)
 
+
+def _seconds(value: float) -> float:
+    """A duration in seconds: finite and not negative (``nan`` compares false with everything, so it is
+    refused here rather than read as "never")."""
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"seconds, 0 or more, got {value}")
+    return value
 
 
 @node_app.command("up")
@@ -60,7 +68,7 @@ def up(
              "at the same path for the runtime), removed at teardown. Default: the spec stays under the "
              "root.")] = None,
     rest_after: Annotated[float, typer.Option(
-        "--rest-after", envvar="MOKKA_NODE_REST_AFTER",
+        "--rest-after", envvar="MOKKA_NODE_REST_AFTER", callback=_seconds,
         help="Seconds a ready node with nothing to do waits before the daemon rests: it execs a lean form of "
              "itself (same pid, a few MB) that wakes it again for the next ctl command, file change or "
              "signal. 0: never rests.")] = REST_AFTER_S,
