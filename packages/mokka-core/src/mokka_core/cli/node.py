@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -129,7 +130,17 @@ def down(
     where = find_root(root).absolute()
     state = RunState.load(where)
     if state is not None and state.daemon_alive():
-        signal_daemon(state.pid, timeout, state)
+        try:
+            signal_daemon(state.pid, timeout, state)
+        except PermissionError:
+            try:
+                owner = f"uid {Path(f'/proc/{state.pid}').stat().st_uid}"
+            except OSError:
+                owner = "another user"
+            typer.echo(f"mokka: the node under {where} is run by daemon pid {state.pid} of {owner}, which this "
+                       f"user (uid {os.geteuid()}) may not stop: run `mokka node down` as its user or as root",
+                       err=True)
+            raise typer.Exit(1) from None
     done = teardown_node(where, time.monotonic() + 10.0, run_state=state)
     left = [*done.left, *staging.recover(where)]  # recover: an interrupted wave's leftovers
     if left:
@@ -211,8 +222,6 @@ def logs(
 
 
 def signal_daemon(pid: int, timeout: float, state: Any) -> None:
-    import os
-
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and state.daemon_alive():
