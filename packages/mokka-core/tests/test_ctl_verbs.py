@@ -97,6 +97,15 @@ def test_usage_errors_exit_2(root: Path) -> None:
     assert ctl(root, "frobnicate") == 2
 
 
+@pytest.mark.parametrize("verb", [["temp", "0", "50"], ["reset"], ["status"], ["mig", "0", "create", "1g.10gb"]])
+def test_a_root_without_a_node_is_refused_before_anything_is_written(tmp_path: Path, verb: list[str], capsys) -> None:
+    """A mistyped --root got the lock file and the surfaces' cache written under it before the refusal."""
+    typo = tmp_path / "no-node-here"
+    assert ctl(typo, *verb) == 1
+    assert "no simulated node under" in capsys.readouterr().err
+    assert not typo.exists()
+
+
 def test_every_verb_has_help_with_an_example(capsys) -> None:
     parser = build_parser()
     verbs = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
