@@ -15,7 +15,7 @@ from mokka_core.model.node import Node
 from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.store import OVERRIDE_FILE
+from mokka_core.stage.store import OVERRIDE_FILE, NodeStore
 from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
 
 
@@ -104,6 +104,21 @@ def test_a_root_without_a_node_is_refused_before_anything_is_written(tmp_path: P
     assert ctl(typo, *verb) == 1
     assert "no simulated node under" in capsys.readouterr().err
     assert not typo.exists()
+
+
+def test_the_temp_file_of_a_killed_ctl_is_removed_by_the_next_change(root: Path) -> None:
+    """A SIGKILLed in-process ctl left its temp file beside the override until teardown."""
+    assert ctl(root, "temp", "0", "50") == 0
+    killed = root / OVERRIDE_FILE
+    left = killed.parent / f".{killed.name}.0123456789ab.tmp"
+    left.write_text("devices: {")
+    snapshot = NodeStore(root).snapshot
+    snapshot_left = snapshot.parent / f".{snapshot.name}.ba9876543210.tmp"
+    snapshot_left.write_text("{")
+    other = killed.parent / ".node.json.0123456789ab.tmp"  # another file's: not the override writer's to remove
+    other.write_text("{")
+    assert ctl(root, "temp", "0", "51") == 0
+    assert not left.exists() and not snapshot_left.exists() and other.exists()
 
 
 def test_every_verb_has_help_with_an_example(capsys) -> None:
