@@ -106,9 +106,10 @@ def test_a_record_the_library_accepts_never_stops_the_ctl(tmp_path: Path, capsys
     assert not record.exists()
 
 
-def test_reset_recovers_from_a_record_the_library_refuses(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gpus", [None, [1]])
+def test_reset_recovers_from_a_record_the_library_refuses(tmp_path: Path, gpus: list[int] | None) -> None:
     path = write_record(tmp_path, "not a record \xff")
-    assert nvml_settings.clear(tmp_path)
+    assert nvml_settings.clear(tmp_path, gpus)
     assert not path.exists()
 
 

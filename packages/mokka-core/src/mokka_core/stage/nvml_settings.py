@@ -58,12 +58,15 @@ def clear(root: Path, gpus: Iterable[int] | None = None) -> bool:
     if not path.parent.is_dir():
         return False
     with locked(root):
-        if gpus is None:  # without reading it: reset recovers from any record
+        try:
+            current = read(root) if gpus is not None else None
+        except MokkaError:  # the library ignores a record it cannot parse: removing it changes nothing else
+            current = None
+        if current is None or gpus is None:  # without reading it: reset recovers from any record
             if not path.exists():
                 return False
             path.unlink()
             return True
-        current = read(root)
         dropped = set(gpus) & set(current)
         if dropped:
             kept = {i: kv for i, kv in current.items() if i not in dropped}
