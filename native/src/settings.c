@@ -1,8 +1,8 @@
 /* settings.c: the setter record's writer (format and reader: state.c; design: native/README.md, "Settings").
  * Above util.c, below the areas that change node state (setters.c, export_table.c's GPU reset).
  *
- * One writer at a time (flock on the record's directory, so no lock file is left behind) reads the
- * record, replaces the changed keys and publishes the result by write-temp, fsync and rename: readers,
+ * One writer at a time (flock on `<record>.lock`, mode 0600 so no other user can hold it, or 0666 in a
+ * directory every user may write; a writer waits at most MOKKA_LOCK_TIMEOUT_S, default 10 s) reads the record, replaces the changed keys and publishes the result by write-temp, fsync and rename: readers,
  * which never lock, see the old record or the new one, and a writer killed at any point leaves the
  * old record in place (and at most the fixed-name temp file, which the next writer truncates). */
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,69 @@ nvmlReturn_t mk_settings_set(uint32_t dev, const struct mk_setting *set, size_t 
     return r != NVML_SUCCESS ? r : mk_settings_write(dev, set, n);
 }
 
+/* the pid /proc/locks gives for the flock on `inode`, else 0 */
+static long lock_holder(ino_t inode) {
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f) return 0;
+    char line[256], field[32]; /* "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" */
+    long pid, holder = 0;
+    snprintf(field, sizeof field, ":%lu ", (unsigned long)inode);
+    while (!holder && fgets(line, sizeof line, f)) {
+        const char *flock_at = strstr(line, " FLOCK ");
+        if (flock_at && strstr(line, field) && sscanf(flock_at + 7, "%*s %*s %ld", &pid) == 1) holder = pid;
+    }
+    fclose(f);
+    return holder;
+}
+
+static double lock_timeout_s(void) {
+    const char *text = getenv("MOKKA_LOCK_TIMEOUT_S");
+    char *end;
+    double v = text ? strtod(text, &end) : 10;
+    return text && (end == text || *end || !(v >= 0 && v < 86400)) ? 10 : v;
+}
+
+/* the lock's mode: the owner's only, unless the directory lets every user write (then every user already
+ * may replace the record it guards, and must be able to take it) */
+static mode_t lock_mode(int dfd) {
+    struct stat st;
+    return fstat(dfd, &st) == 0 && (st.st_mode & S_IWOTH) ? 0666 : 0600;
+}
+
+/* the writers' lock (see the top): its descriptor, or -1 with *ret set (logged) */
+static int take_lock(int dfd, const char *name, const char *path, nvmlReturn_t *ret) {
+    char lock[512];
+    snprintf(lock, sizeof lock, "%s.lock", name);
+    mode_t mode = lock_mode(dfd);
+    /* open an existing lock without O_CREAT: in a sticky directory fs.protected_regular refuses O_CREAT on
+     * another user's file */
+    int fd = openat(dfd, lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT) fd = openat(dfd, lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
+    struct stat st;
+    *ret = fd < 0 && errno == EACCES ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid == geteuid() && fchmod(fd, mode) != 0)) {
+        mk_log("setter record %s: lock %s: %s", path, lock, fd < 0 ? strerror(errno) : "not a file of its own");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    struct timespec now, pause = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double deadline = (double)now.tv_sec + now.tv_nsec / 1e9 + lock_timeout_s();
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((errno != EWOULDBLOCK && errno != EINTR) || (double)now.tv_sec + now.tv_nsec / 1e9 >= deadline) {
+            mk_log("setter record %s: lock %s held by pid %ld past the timeout (MOKKA_LOCK_TIMEOUT_S); "
+                   "nothing written", path, lock, lock_holder(st.st_ino));
+            *ret = NVML_ERROR_TIMEOUT;
+            close(fd);
+            return -1;
+        }
+        nanosleep(&pause, NULL);
+        if (pause.tv_nsec < 50000000) pause.tv_nsec *= 2;
+    }
+    return fd;
+}
+
 /* what the change would be, on the node as it is now: its refusal, else NO_PERMISSION (nothing written) */
 static nvmlReturn_t refuse_from_feed(uint32_t dev, mk_settings_fn compute, void *ctx) {
     struct mk_setting set[MK_MAX_SETTING_KEYS];
@@ -119,7 +183,12 @@ nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) 
         mk_log("setter record %s: %s", path, strerror(errno));
         return NVML_ERROR_UNKNOWN;
     }
-    while (flock(dfd, LOCK_EX) != 0 && errno == EINTR) {}
+    nvmlReturn_t locked;
+    int lfd = take_lock(dfd, name, path, &locked);
+    if (lfd < 0) {
+        close(dfd);
+        return locked;
+    }
     /* decide on the node as it is now, under the lock: no other writer can change it in between */
     mk_refresh_slow(mk_now_coarse(), 1);
     struct mk_setting set[MK_MAX_SETTING_KEYS];
@@ -169,7 +238,7 @@ nvmlReturn_t mk_settings_apply(uint32_t dev, mk_settings_fn compute, void *ctx) 
 done:
     free(old);
     free(out);
-    flock(dfd, LOCK_UN);
+    close(lfd); /* closing the only descriptor releases the lock */
     close(dfd);
     if (ret == NVML_SUCCESS) mk_refresh_slow(mk_now_coarse(), 1); /* this process reads its own change back at once */
     return ret;

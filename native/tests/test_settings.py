@@ -51,6 +51,10 @@ def record(state: Path) -> Path:
     return state.with_suffix(".settings")
 
 
+def lock_file(state: Path) -> Path:
+    return state.with_suffix(".settings.lock")
+
+
 def parse_record(path: Path) -> dict[str, str]:
     lines = path.read_text().split("\n")
     assert lines[0] == "mokka-nvml-settings 1" and lines[-2:] == ["end", ""], lines
@@ -221,7 +225,7 @@ def test_a_killed_writer_leaves_no_torn_record(lib_dir, state_file):
 def test_readers_never_wait_for_a_writer(lib_dir, state_file):
     st = state_file("h100")
     nvml(lib_dir, st, "assert L.nvmlDeviceSetPowerManagementLimit(h(0), 400000) == 0")
-    fd = os.open(st.parent, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(lock_file(st), os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a writer holds the record's lock
         t0 = time.monotonic()
@@ -236,6 +240,43 @@ def test_readers_never_wait_for_a_writer(lib_dir, state_file):
         os.close(fd)
     assert setter.wait(timeout=30) == 0  # ... and lands once it is free
     assert nvml(lib_dir, st, "print(limit(0), limit(1))").split() == ["400000", "450000"]
+
+
+def test_a_lock_any_user_can_take_does_not_hold_up_a_setter(lib_dir, state_file):
+    """The writers' lock was a flock on the record's directory, which any user can open: setters then hung."""
+    st = state_file("h100")
+    fd = os.open(st.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        assert nvml(lib_dir, st, """
+            assert L.nvmlDeviceSetPowerManagementLimit(h(0), 400000) == 0
+            print(limit(0))
+        """).split() == ["400000"]
+    finally:
+        os.close(fd)
+    assert lock_file(st).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_held_lock_makes_a_setter_give_up_naming_the_holder(lib_dir, state_file):
+    st = state_file("h100")
+    nvml(lib_dir, st, "assert L.nvmlDeviceSetPowerManagementLimit(h(0), 400000) == 0")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"), str(lock_file(st))],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-c", PRELUDE + "print(L.nvmlDeviceSetPowerManagementLimit(h(0), 450000))"],
+                           env=nvml_env(lib_dir, st, MOKKA_LOCK_TIMEOUT_S="0.5"), capture_output=True, text=True,
+                           timeout=30)
+        assert 0.5 <= time.monotonic() - t0 < 10
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert p.stdout.split() == ["10"]  # NVML_ERROR_TIMEOUT, nothing written
+    assert f"held by pid {holder.pid}" in p.stderr and "MOKKA_LOCK_TIMEOUT_S" in p.stderr
+    assert nvml(lib_dir, st, "print(limit(0))").split() == ["400000"]
 
 
 def test_bad_record_is_ignored_and_logged(lib_dir, state_file):

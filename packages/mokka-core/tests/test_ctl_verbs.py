@@ -15,7 +15,7 @@ from mokka_core.model.node import Node
 from mokka_core.model.resolve import resolve
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage import nodefile
-from mokka_core.stage.store import OVERRIDE_FILE
+from mokka_core.stage.store import OVERRIDE_FILE, NodeStore
 from mokka_core.testing.runner import PROBE_FILE, ProbeSurface
 
 
@@ -97,6 +97,30 @@ def test_usage_errors_exit_2(root: Path) -> None:
     assert ctl(root, "frobnicate") == 2
 
 
+@pytest.mark.parametrize("verb", [["temp", "0", "50"], ["reset"], ["status"], ["mig", "0", "create", "1g.10gb"]])
+def test_a_root_without_a_node_is_refused_before_anything_is_written(tmp_path: Path, verb: list[str], capsys) -> None:
+    """A mistyped --root got the lock file and the surfaces' cache written under it before the refusal."""
+    typo = tmp_path / "no-node-here"
+    assert ctl(typo, *verb) == 1
+    assert "no simulated node under" in capsys.readouterr().err
+    assert not typo.exists()
+
+
+def test_the_temp_file_of_a_killed_ctl_is_removed_by_the_next_change(root: Path) -> None:
+    """A SIGKILLed in-process ctl left its temp file beside the override until teardown."""
+    assert ctl(root, "temp", "0", "50") == 0
+    killed = root / OVERRIDE_FILE
+    left = killed.parent / f".{killed.name}.0123456789ab.tmp"
+    left.write_text("devices: {")
+    snapshot = NodeStore(root).snapshot
+    snapshot_left = snapshot.parent / f".{snapshot.name}.ba9876543210.tmp"
+    snapshot_left.write_text("{")
+    other = killed.parent / ".node.json.0123456789ab.tmp"  # another file's: not the override writer's to remove
+    other.write_text("{")
+    assert ctl(root, "temp", "0", "51") == 0
+    assert not left.exists() and not snapshot_left.exists() and other.exists()
+
+
 def test_every_verb_has_help_with_an_example(capsys) -> None:
     parser = build_parser()
     verbs = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
@@ -115,6 +139,19 @@ def test_fallen_off_bus_is_lost_with_xid_79(root: Path) -> None:
     assert ctl(root, "fail", "3", "healthy") == 0
     assert not node(root).gpus[3].lost
     assert node(root).gpus[3].config.xid_events[0].code == 79  # history stays
+
+
+def test_the_xid_history_is_a_ring_buffer_counting_what_it_dropped(root: Path, capsys) -> None:
+    """Every Xid stayed in the override, the snapshot and the kernel log: 2000 of them made a change 4x slower."""
+    history = [{"code": 13, "seq": n + 1, "usec": n} for n in range(255)]
+    (root / OVERRIDE_FILE).write_text(yaml.safe_dump({"devices": {"0": {"xid_events": history}}}))
+    assert ctl(root, "xid", "0", "31") == 0 and ctl(root, "xid", "0", "43") == 0 and ctl(root, "xid", "0", "45") == 0
+    gpu = node(root).gpus[0].config
+    assert len(gpu.xid_events) == 256 and gpu.xid_events_dropped == 2
+    assert [e.seq for e in gpu.xid_events[:1]] == [3] and [e.code for e in gpu.xid_events[-3:]] == [31, 43, 45]
+    capsys.readouterr()
+    assert ctl(root, "status") == 0
+    assert "2 dropped, 13,13" in capsys.readouterr().out
 
 
 def test_ecc_uncorrectable_raises_counters_rows_and_xid_48(root: Path) -> None:

@@ -53,6 +53,15 @@ def test_unknown_surface_names_are_refused_naming_the_option() -> None:
         Node("t4", disable=["gpx"])
 
 
+@pytest.mark.parametrize("kwargs, named", [({"gpus": True}, r"gpus: a number of GPUs, got True"),
+                                           ({"gpus": "2"}, r"gpus: a number of GPUs, got '2'"),
+                                           ({"profile": ""}, r"profile: a built-in profile's name .* got ''")])
+def test_a_spec_that_is_not_what_its_types_say_is_refused_naming_the_argument(kwargs: dict, named: str) -> None:
+    """Node(gpus=True) staged 1 GPU and Node(profile="") an h100."""
+    with pytest.raises(mokka_core.errors.ConfigError, match=named):
+        Node(**kwargs)
+
+
 def test_ctl_runs_the_command_line_in_process(private_tmp: Path) -> None:
     with Node("t4", gpus=2) as node:
         assert node.ctl("temp", "0", "91") == "ok: GPU 0 temperature 91 C"

@@ -27,6 +27,46 @@ def write_record(root: Path, text: str) -> Path:
     return path
 
 
+HOLD_FLOCK = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+              "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); time.sleep(60)")
+
+
+def hold_flock(path: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_FLOCK, str(path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_lock_any_user_can_take_does_not_hold_up_reset(tmp_path: Path) -> None:
+    """The record's lock was a flock on its directory, which any user can open: reset then waited forever."""
+    record = write_record(tmp_path, "mokka-nvml-settings 1\ndevice.0.power.limit_mw=500000\nend\n")
+    holder = hold_flock(record.parent)
+    try:
+        clear = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                                "from mokka_core.stage import nvml_settings; "
+                                "print(nvml_settings.clear(Path(sys.argv[1])))", str(tmp_path)],
+                               capture_output=True, text=True, timeout=10)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert clear.stdout == "True\n" and not record.exists()
+    assert (tmp_path / nvml_settings.LOCK_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_held_record_lock_makes_reset_give_up_naming_the_holder(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    write_record(tmp_path, "mokka-nvml-settings 1\ndevice.0.power.limit_mw=500000\nend\n")
+    (tmp_path / nvml_settings.LOCK_FILE).touch(mode=0o600)
+    holder = hold_flock(tmp_path / nvml_settings.LOCK_FILE)
+    monkeypatch.setenv("MOKKA_LOCK_TIMEOUT_S", "0.3")
+    try:
+        with pytest.raises(MokkaError, match=f"{nvml_settings.LOCK_FILE} is held by pid {holder.pid}"):
+            nvml_settings.clear(tmp_path)
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
 def test_read_and_clear_per_gpu(tmp_path: Path) -> None:
     assert nvml_settings.read(tmp_path) == {}
     assert not nvml_settings.clear(tmp_path)
@@ -42,12 +82,35 @@ def test_read_and_clear_per_gpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["mokka-nvml-state 1\nend\n", "mokka-nvml-settings 1\ndevice.0.power.limit_mw=1\n",
-                                  "mokka-nvml-settings 1\ndevice.x.power.limit_mw=1\nend\n",
-                                  "mokka-nvml-settings 1\ndevice.0.no_such_key=1\nend\n"])
+                                  "mokka-nvml-settings 1\ndevice.x.power.limit_mw=1\nend\n"])
 def test_a_bad_record_is_named(tmp_path: Path, text: str) -> None:
     path = write_record(tmp_path, text)
     with pytest.raises(MokkaError, match=str(path)):
         nvml_settings.read(tmp_path)
+
+
+def test_a_record_the_library_accepts_never_stops_the_ctl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown key (the library skips it) or a non-UTF-8 byte in a value made every verb fail, reset too."""
+    root = tmp_path / "root"
+    nodefile.save(root, NodeSpec(profile="h100", gpus=2))
+    surfaces = {"gpu": nvml_surface()}
+    assert execute(["--root", str(root), "temp", "0", "20"], surfaces=surfaces) == 0
+    record = root / NVML_SETTINGS_FILE
+    record.write_bytes(b"mokka-nvml-settings 1\ndevice.0.from_a_newer_library=1\ndevice.0.power.limit_mw=450000\n"
+                       b"device.1.name=\xff\xfe\nend\n")
+    for verb in (["temp", "1", "30"], ["status"], ["reset", "1"]):
+        assert execute(["--root", str(root), *verb], surfaces=surfaces) == 0, verb
+    assert "GPU 0: from_a_newer_library=1, power.limit_mw=450000" in capsys.readouterr().out
+    assert nvml_settings.read(root) == {0: {"from_a_newer_library": "1", "power.limit_mw": "450000"}}
+    assert execute(["--root", str(root), "reset"], surfaces=surfaces) == 0
+    assert not record.exists()
+
+
+@pytest.mark.parametrize("gpus", [None, [1]])
+def test_reset_recovers_from_a_record_the_library_refuses(tmp_path: Path, gpus: list[int] | None) -> None:
+    path = write_record(tmp_path, "not a record \xff")
+    assert nvml_settings.clear(tmp_path, gpus)
+    assert not path.exists()
 
 
 needs_library = pytest.mark.skipif(native_dir() is None, reason="mock libnvidia-ml not built (make -C native install)")

@@ -8,6 +8,7 @@ tests at the end use the installed gpu and pci surfaces and real nvidia-smi.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -365,6 +366,20 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (FileNotFoundError, ProcessLookupError):
         return True
+
+
+def test_what_the_command_started_is_gone_when_it_exits() -> None:
+    """A background child (its own session too) kept running against a half-removed node after CMD exited."""
+    script = "sleep 30 & echo $!; setsid sleep 31 & echo $!; exit 0"
+    done = fake_run("--", "sh", "-c", script)
+    pids = [int(line) for line in done.stdout.split()]
+    try:
+        assert done.returncode == 0 and len(pids) == 2, done.stderr
+        assert all(_gone(pid) for pid in pids)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @needs_root

@@ -239,6 +239,24 @@ def test_a_live_holder_makes_a_waiter_give_up_naming_it(tmp_path: Path) -> None:
         pass
 
 
+def test_lock_files_open_to_their_owner_only(tmp_path: Path) -> None:
+    """A 0644 lock file let any user take a shared flock on it, and every ctl waited on that user."""
+    node = NodeStore(tmp_path)
+    with node.lock():
+        assert node.lock_file.stat().st_mode & 0o777 == 0o600
+    node.lock_file.chmod(0o644)  # as an older Mokka left it
+    with node.lock():
+        assert node.lock_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_lock_that_is_not_a_file_is_refused_naming_it(tmp_path: Path) -> None:
+    node = NodeStore(tmp_path)
+    node.lock_file.parent.mkdir(parents=True)
+    os.mkfifo(node.lock_file)
+    with pytest.raises(store.NodeLocked, match=f"{node.lock_file}.* not a regular file"), node.lock(timeout_s=0.3):
+        pass
+
+
 def test_the_lock_timeout_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert store.lock_timeout_s() == store.LOCK_TIMEOUT_S == 10
     monkeypatch.setenv("MOKKA_LOCK_TIMEOUT_S", "2.5")

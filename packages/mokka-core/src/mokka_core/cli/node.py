@@ -6,6 +6,8 @@ This is the contract the Helm chart runs; keep option names stable.
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import sys
 import time
@@ -26,6 +28,13 @@ node_app = typer.Typer(help="Run a simulated GPU node: stage all surfaces, super
                        "its status and its log.",
                        no_args_is_help=True)
 
+
+def _seconds(value: float) -> float:
+    """A duration in seconds: finite and not negative (``nan`` compares false with everything, so it is
+    refused here rather than read as "never")."""
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"seconds, 0 or more, got {value}")
+    return value
 
 
 @node_app.command("up")
@@ -60,7 +69,7 @@ def up(
              "at the same path for the runtime), removed at teardown. Default: the spec stays under the "
              "root.")] = None,
     rest_after: Annotated[float, typer.Option(
-        "--rest-after", envvar="MOKKA_NODE_REST_AFTER",
+        "--rest-after", envvar="MOKKA_NODE_REST_AFTER", callback=_seconds,
         help="Seconds a ready node with nothing to do waits before the daemon rests: it execs a lean form of "
              "itself (same pid, a few MB) that wakes it again for the next ctl command, file change or "
              "signal. 0: never rests.")] = REST_AFTER_S,
@@ -121,7 +130,17 @@ def down(
     where = find_root(root).absolute()
     state = RunState.load(where)
     if state is not None and state.daemon_alive():
-        signal_daemon(state.pid, timeout, state)
+        try:
+            signal_daemon(state.pid, timeout, state)
+        except PermissionError:
+            try:
+                owner = f"uid {Path(f'/proc/{state.pid}').stat().st_uid}"
+            except OSError:
+                owner = "another user"
+            typer.echo(f"mokka: the node under {where} is run by daemon pid {state.pid} of {owner}, which this "
+                       f"user (uid {os.geteuid()}) may not stop: run `mokka node down` as its user or as root",
+                       err=True)
+            raise typer.Exit(1) from None
     done = teardown_node(where, time.monotonic() + 10.0, run_state=state)
     left = [*done.left, *staging.recover(where)]  # recover: an interrupted wave's leftovers
     if left:
@@ -203,8 +222,6 @@ def logs(
 
 
 def signal_daemon(pid: int, timeout: float, state: Any) -> None:
-    import os
-
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and state.daemon_alive():

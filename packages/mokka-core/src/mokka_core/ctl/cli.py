@@ -316,7 +316,12 @@ def perform(root: Path, batch: Sequence[argparse.Namespace], *,
     MokkaError (refused) or OSError.
     """
     from ..errors import MokkaError
+    from ..stage.store import NodeStore
 
+    if not NodeStore(root).node_file.exists():
+        from ..stage import nodefile
+
+        raise nodefile.no_node(root)
     if any(args.verb == "status" for args in batch):
         if len(batch) != 1:
             raise MokkaError("status shows the node and changes nothing: it cannot be part of a batch")

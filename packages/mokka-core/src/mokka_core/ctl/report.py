@@ -45,6 +45,7 @@ def gpu_summary(gpu: Gpu) -> dict[str, Any]:
         if config.remapped_rows else None,
         "throttle": sorted(now.reasons),
         "xid_events": [encode(event) for event in config.xid_events or ()],
+        "xid_events_dropped": config.xid_events_dropped or 0,
         "faults": faults,
     }
 
@@ -89,6 +90,8 @@ def table(summary: dict[str, Any]) -> str:
     for gpu in summary["gpus"]:
         ecc = gpu["ecc_volatile"]
         xids = ",".join(str(e["code"]) for e in gpu["xid_events"]) or "-"
+        if gpu["xid_events_dropped"]:
+            xids = f"{gpu['xid_events_dropped']} dropped, {xids}"
         lines.append(
             f"{gpu['index']:<4}{gpu['health']:<19}{_num(gpu['temperature_c'], 'C'):>6}{_num(gpu['power_w'], 'W'):>9}"
             f"{_num(gpu['utilization_pct'], '%'):>6}{_num(gpu['clock_mhz'], 'MHz'):>8}  "

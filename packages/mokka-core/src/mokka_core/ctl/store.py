@@ -24,7 +24,7 @@ from ..model import apply as model_apply
 from ..model.inputs import Fingerprint
 from ..stage import mig_partition, snapshot
 from ..stage.render import RenderResult, installed_surfaces, render
-from ..stage.store import NodeStore, atomic_write
+from ..stage.store import NodeStore, atomic_write, write_temps
 
 if TYPE_CHECKING:
     from ..model.node import Node
@@ -188,6 +188,8 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
                               "(destroy the instances first):\n  " + "\n  ".join(broken))
         # render first: a surface that cannot render the change refuses it with the file untouched
         result = render(root, node, chosen, since=before if now.rendered_with(chosen) else None, recorded=now.digests)
+        _remove_killed_writes(now.path)
+        _remove_killed_writes(NodeStore(root).snapshot)
         try:
             written = write_document(now.path, changed)
         except OSError:
@@ -196,6 +198,14 @@ def apply(root: Path, mutate: Mutation | Sequence[Mutation], *, surfaces: Mappin
         snapshot.save(root, now.base, now.path, changed, {**now.inputs, str(now.path): written}, chosen,
                       result.digests, base_json=now.base_json)
     return Outcome(message=message, node=node, render=result, from_snapshot=now.from_snapshot)
+
+
+def _remove_killed_writes(path: Path) -> None:
+    """The temp files of ``path``'s writers killed before their rename (a SIGKILLed in-process ctl): only the
+    node lock's holder writes it (the override, the snapshot), so none is in flight."""
+    for temp in write_temps(path.parent):
+        if temp.name.startswith(f".{path.name}."):
+            temp.unlink(missing_ok=True)
 
 
 class _LastApplied:

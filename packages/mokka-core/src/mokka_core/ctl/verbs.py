@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..schema.limits import MAX_XID_EVENTS
 from .store import Document, Mutation, Refused
 
 if TYPE_CHECKING:
@@ -156,7 +157,12 @@ def append_xid(doc: Document, gpu: Gpu, code: int, seq: int) -> None:
     events = bucket.get("xid_events")
     if events is None:
         events = [{"code": event.code, "seq": event.seq, "usec": event.usec} for event in gpu.config.xid_events or ()]
-    bucket["xid_events"] = [*events, {"code": code, "seq": seq, "usec": time.monotonic_ns() // 1000}]
+    events = [*events, {"code": code, "seq": seq, "usec": time.monotonic_ns() // 1000}]
+    dropped = len(events) - MAX_XID_EVENTS
+    if dropped > 0:  # a ring buffer: the oldest go, counted
+        bucket["xid_events_dropped"] = bucket.get("xid_events_dropped", gpu.config.xid_events_dropped or 0) + dropped
+        events = events[dropped:]
+    bucket["xid_events"] = events
 
 
 # --- GPU faults ---------------------------------------------------------------------------------------

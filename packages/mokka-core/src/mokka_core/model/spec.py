@@ -32,6 +32,16 @@ class NodeSpec:
     #: the CPU list the node's CPUs are folded onto (``model.numa``); None: the host's online CPUs
     host_cpus: str | None = None
 
+    def __post_init__(self) -> None:
+        # what the type hints say, checked: Python callers (testing.Node) pass anything
+        problems = []
+        if self.profile is not None and (not isinstance(self.profile, str) or not self.profile.strip()):
+            problems.append(("profile", f"a built-in profile's name such as {DEFAULT_PROFILE!r}, got {self.profile!r}"))
+        if self.gpus is not None and (isinstance(self.gpus, bool) or not isinstance(self.gpus, int)):
+            problems.append(("gpus", f"a number of GPUs, got {self.gpus!r}"))
+        if problems:
+            raise ConfigError("the node's spec", problems)
+
     def inputs(self, *, with_override: bool = True) -> Inputs:
         """Read the profile, overlay, surfaces and (unless told not to) override file as they are on disk now.
 

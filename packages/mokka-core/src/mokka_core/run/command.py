@@ -38,7 +38,7 @@ from ..stage.render import consumer_needs, context, enabled, entry_digests, plan
 from ..stage.staging import stage_wave, staged_surfaces, teardown
 from ..stage.store import atomic_write
 from ..stage.surface import ConsumerNeeds, Entry, Service, Surface
-from . import installed, namespace, resolved, stage_cache
+from . import installed, leftovers, namespace, resolved, stage_cache
 from .services import ServiceFailed, Services
 
 log = logging.getLogger(__name__)
@@ -453,6 +453,8 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
         raise MokkaError("no command given (usage: mokka run [OPTIONS] -- CMD [ARGS...])")
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # normally already held by held_signals()
     _raise_if_interrupted()
+    token = leftovers.new_token()
+    env = {**env, leftovers.RUN_TOKEN: token}
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     gate = Gate() if set_up is not None else None
     parent = os.getpid()
@@ -471,6 +473,9 @@ def supervise(argv: list[str], env: dict[str, str], setup: Callable[[dict[str, s
             gate.run_when_set_up(pid, set_up)
         failure = report.read().decode(errors="replace")
     status = _wait(pid)
+    ended = leftovers.end_leftovers(token)
+    if ended:
+        log.debug("ended %d process(es) the command left running", ended)
     if failure:
         code, _, message = failure.partition(":")
         raise CommandFailed(int(code), message)

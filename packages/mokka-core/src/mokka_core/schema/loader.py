@@ -19,7 +19,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import ConfigError, describe, key_path
 from .overlays import KeysOf, Override, SurfacesFile, TopologyOverlay
 from .profile import Profile
-from .yamldoc import parse_yaml, read_yaml_file
+from .readfile import read_bounded
+from .yamldoc import MAX_DOCUMENT_BYTES, parse_yaml, read_yaml_file, utf8_text
 
 __all__ = ["load_overlay", "load_override", "load_profile", "load_profile_text", "load_surfaces", "parse_yaml",
            "read_override", "read_yaml_file", "validate"]
@@ -166,11 +167,9 @@ def load_override(path: Path) -> Override:
 def read_override(path: Path) -> tuple[dict[str, Any], Override]:
     """The override file's document as written, and validated; a missing or blank file means "no overrides"."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = utf8_text(read_bounded(path, MAX_DOCUMENT_BYTES), path)
     except FileNotFoundError:
         return {}, Override()
-    except OSError as exc:
-        raise ConfigError(str(path), [("", f"cannot read file: {exc.strerror}")]) from None
     if not text.strip():
         return {}, Override()
     doc = parse_yaml(text, str(path))

@@ -1101,7 +1101,9 @@ class DeviceConfig(Model):
     failure: Failure | None = None
     """Failure mode of the GPU."""
     xid_events: list[XidEvent] | None = None
-    """Xid events raised so far (nvmlEventSetWait, the kernel log)."""
+    """Xid events raised so far (nvmlEventSetWait, the kernel log); the ctl keeps the latest 256, a ring buffer."""
+    xid_events_dropped: NonNeg | None = None
+    """How many older Xid events the ring buffer of xid_events dropped (nvml-mock-ctl status shows it)."""
     fabric: Fabric | None = None
     """NVLink fabric (GPU fabric info)."""
     nvlink_error: NvlinkError | None = None

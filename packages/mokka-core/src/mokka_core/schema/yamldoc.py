@@ -1,6 +1,7 @@
 """YAML documents read with bounds: every document Mokka reads (profile, overlay, override, a ctl
 value) is refused with a message past :data:`MAX_DOCUMENT_BYTES` or :data:`MAX_DEPTH`, never a
-RecursionError or an unbounded allocation.  Imports only PyYAML (the ctl reads overrides with it).
+RecursionError or an unbounded allocation.  Imports only PyYAML (the ctl reads overrides with it)
+and :mod:`.readfile`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from .readfile import read_bounded
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -69,11 +71,14 @@ def _depth(data: Any) -> int:
 
 def read_yaml_file(path: Path) -> Any:
     try:
-        if path.stat().st_size > MAX_DOCUMENT_BYTES:
-            raise ConfigError(str(path), [("", f"file is larger than {MAX_DOCUMENT_BYTES} bytes")])
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+        data = read_bounded(path, MAX_DOCUMENT_BYTES)
+    except FileNotFoundError as exc:
         raise ConfigError(str(path), [("", f"cannot read file: {exc.strerror}")]) from None
+    return parse_yaml(utf8_text(data, path), str(path))
+
+
+def utf8_text(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(str(path), [("", "file is not UTF-8 text")]) from None
-    return parse_yaml(text, str(path))

@@ -81,5 +81,5 @@ def partitions(record: str) -> dict[int, tuple[mig_partition.GpuInstance, ...]]:
 def publish(root: Path, record: str) -> None:
     """Put the boot record in place beside the staged state file (under the library's lock)."""
     if record:
-        with nvml_settings.locked((root / NVML_SETTINGS_FILE).parent):
+        with nvml_settings.locked(root):
             atomic_write(root / NVML_SETTINGS_FILE, record, durable=True)

@@ -43,15 +43,18 @@ def save(root: Path, spec: NodeSpec, booted_ms: int | None = None) -> Path:
     return path
 
 
+def no_node(root: Path) -> MokkaError:
+    """The error for a root without a node (a mistyped --root): raised before anything is written there."""
+    return MokkaError(f"no simulated node under {root} ({NodeStore(root).node_file} is missing); start one with "
+                      "`mokka node up` or `mokka run`, or point --root / $MOKKA_ROOT at one")
+
+
 def load(root: Path) -> NodeSpec:
     path = NodeStore(root).node_file
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise MokkaError(
-            f"no simulated node under {root} ({path} is missing); start one with `mokka node up` or `mokka run`,"
-            " or point --root / $MOKKA_ROOT at one"
-        ) from None
+        raise no_node(root) from None
     except (OSError, ValueError) as exc:
         raise ConfigError(str(path), [("", f"unreadable node file: {exc}")]) from None
     if data.get("version") != FORMAT_VERSION:

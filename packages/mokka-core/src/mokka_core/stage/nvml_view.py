@@ -33,6 +33,7 @@ from ..errors import StateValueError
 from ..model.identity import legacy_irq
 from ..model.physics import readings
 from ..schema import clocks
+from ..schema.limits import MAX_XID_EVENTS
 from .nvml_key_lookup import value_problem
 from .nvml_keys import HEADER, MAXIMA, RANGES, SIZES, TYPES
 from .store import atomic_write
@@ -571,7 +572,7 @@ def render_nvml_state(node: Node, contributed: Iterable[NvmlKeys] = (), booted_m
         after = max((seq for seq, _, _ in events), default=0)
         events += [(after + 1 + n, gpu.index, XID_FALLEN_OFF_BUS) for n, gpu in enumerate(node.gpus)
                    if gpu.failure_mode != "fallen_off_bus"]
-    for n, (seq, index, code) in enumerate(events[-256:]):
+    for n, (seq, index, code) in enumerate(events[-MAX_XID_EVENTS:]):
         lines += [f"event.{n}.seq={seq}", f"event.{n}.device={index}", f"event.{n}.type=8", f"event.{n}.data={code}"]
     lines.append("end")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError
+from ..schema.readfile import read_bounded
 
 IMEX_CHANNELS_NAME = "nvidia-caps-imex-channels"
 CAPS_NAME = "nvidia-caps"
@@ -40,11 +41,15 @@ class Majors(NamedTuple):
         return [(self.imex_channels, IMEX_CHANNELS_NAME), (self.caps, CAPS_NAME)]
 
 
+#: a real /proc/devices is about 1 KiB
+MAX_PROC_DEVICES_BYTES = 1 << 20
+
+
 def host_proc_devices() -> tuple[str, str]:
     """(text, where it came from) of the host's /proc/devices ($MOKKA_HOST_PROC_DEVICES overrides)."""
     path = Path(os.environ.get(HOST_PROC_DEVICES_ENV) or "/proc/devices")
     try:
-        return path.read_text(), str(path)
+        return read_bounded(path, MAX_PROC_DEVICES_BYTES).decode("utf-8", "replace"), str(path)
     except FileNotFoundError:
         return MINIMAL_PROC_DEVICES, "built-in /proc/devices"
 

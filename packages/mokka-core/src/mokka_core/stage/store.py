@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,12 +206,8 @@ class NodeStore:
         """
         if not self.lock_file.parent.is_dir():
             self.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            _wait_for_lock(fd, self.lock_file, lock_timeout_s() if timeout_s is None else timeout_s)
+        with owner_lock(self.lock_file, timeout_s):
             yield
-        finally:
-            os.close(fd)  # closing the last descriptor releases the lock
 
 
 #: how long a writer waits for the node lock before it gives up (MOKKA_LOCK_TIMEOUT_S overrides)
@@ -234,6 +231,34 @@ def lock_timeout_s() -> float:
     return value
 
 
+@contextlib.contextmanager
+def owner_lock(path: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """An exclusive ``flock`` on the lock file ``path``, which only its owner can open (mode 0600, made so).
+
+    In a directory every user may write the mode is 0666 instead: there every user may already replace
+    what the lock guards (the library's rule too, native/src/settings.c). A writer waits at most
+    ``timeout_s`` (default :func:`lock_timeout_s`), then raises :class:`NodeLocked` naming the holder.
+    """
+    mode = 0o666 if path.parent.stat().st_mode & stat.S_IWOTH else 0o600
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:  # an existing lock without O_CREAT: fs.protected_regular refuses it on another user's file
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        fd = os.open(path, flags | os.O_CREAT, mode)
+    except OSError as e:
+        raise NodeLocked(f"cannot open the lock {path}: {e.strerror}") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise NodeLocked(f"the lock {path} is not a regular file")
+        if status.st_uid == os.geteuid():
+            os.fchmod(fd, mode)
+        _wait_for_lock(fd, path, lock_timeout_s() if timeout_s is None else timeout_s)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
+
+
 def _wait_for_lock(fd: int, path: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     pause = 0.001
@@ -249,7 +274,7 @@ def _wait_for_lock(fd: int, path: Path, timeout_s: float) -> None:
     holder = _lock_holder(os.fstat(fd).st_ino)
     who = f"pid {holder}" if holder else "another process"
     stop = f"`kill {holder}`" if holder else "stop it"
-    raise NodeLocked(f"the node lock {path} is held by {who} for more than {timeout_s:g} s. If that process is "
+    raise NodeLocked(f"the lock {path} is held by {who} for more than {timeout_s:g} s. If that process is "
                      f"stuck, {stop} and retry; to wait longer set MOKKA_LOCK_TIMEOUT_S (seconds)")
 
 
