@@ -257,7 +257,7 @@ def test_it_idles_where_the_root_is_not_shown_at_the_real_paths(
 
 def test_a_node_without_the_built_program_says_how_to_build_it(tmp_path: Path, native_dir: Path) -> None:
     """``native_dir``: a built library and nothing else, as before ``make -C native install`` built the service."""
-    from mokka_sim_gpu.kmsg_service import KmsgNotBuilt
+    from mokka_sim_gpu.library import ServiceNotBuilt
 
-    with pytest.raises(KmsgNotBuilt, match=r"gpu: the mokka-kmsg service is not built .*`make -C native install`"):
+    with pytest.raises(ServiceNotBuilt, match=r"gpu: the mokka-kmsg service is not built .*`make -C native install`"):
         kmsg_service(StageContext(root=tmp_path, native_dir=native_dir))

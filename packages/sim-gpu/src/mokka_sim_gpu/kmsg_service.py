@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.errors import MokkaError
-from mokka_core.stage.native import native_library
 from mokka_core.stage.store import KERNEL_LOG, KERNEL_LOG_FORWARDED
 from mokka_core.stage.surface import Service
 
 from .kernel_log import LOADING_RECORDS, READY
+from .library import service_program
 
 if TYPE_CHECKING:
     from mokka_core.stage.surface import StageContext
@@ -24,15 +23,9 @@ if TYPE_CHECKING:
 PROGRAM = "mokka-kmsg"
 
 
-class KmsgNotBuilt(MokkaError):
-    """No built mokka-kmsg program to run."""
-
 
 def kmsg_service(ctx: StageContext) -> Service:
-    program = native_library(PROGRAM, ctx.native_dir)
-    if program is None:
-        raise KmsgNotBuilt(f"gpu: the {PROGRAM} service is not built (no {PROGRAM} in mokka_core/_native or "
-                           "$MOKKA_NATIVE_DIR); run `make -C native install` first")
+    program = service_program(PROGRAM, ctx)
     command = [str(program), "--root", str(ctx.root), "--log", KERNEL_LOG, "--ready", READY,
                "--forwarded", KERNEL_LOG_FORWARDED, "--loading-records", str(LOADING_RECORDS)]
     if ctx.host_kmsg is not None:

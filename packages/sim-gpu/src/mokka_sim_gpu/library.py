@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from mokka_core.errors import MokkaError
 from mokka_core.stage import paths
+from mokka_core.stage.native import native_library
 from mokka_core.stage.surface import Copy, Entry, File, Runtime, StageContext, Symlink
 
 if TYPE_CHECKING:
@@ -18,6 +19,19 @@ SONAME = f"{LIBRARY}.1"
 
 class LibraryNotBuilt(MokkaError):
     """No built mock libnvidia-ml to stage."""
+
+
+class ServiceNotBuilt(MokkaError):
+    """No built program for one of the driver's services (mokka-kmsg, mokka-persistenced)."""
+
+
+def service_program(name: str, ctx: StageContext) -> Path:
+    """The built program ``name`` beside the mock library, or an error that says how to build it."""
+    program = native_library(name, ctx.native_dir)
+    if program is None:
+        raise ServiceNotBuilt(f"gpu: the {name} service is not built (no {name} in mokka_core/_native or "
+                              "$MOKKA_NATIVE_DIR); run `make -C native install` first")
+    return program
 
 
 def library_entries(node: Node, ctx: StageContext) -> list[Entry]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mokka_core.errors import MokkaError
-from mokka_core.stage.native import native_library
 from mokka_core.stage.paths import NVML_SETTINGS_FILE, NVML_STATE_FILE, PERSISTENCED_SOCKET
 from mokka_core.stage.surface import Entry, Runtime, Service
+
+from .library import service_program
 
 if TYPE_CHECKING:
     from mokka_core.stage.surface import StageContext
@@ -22,15 +22,9 @@ if TYPE_CHECKING:
 PROGRAM = "mokka-persistenced"
 
 
-class PersistencedNotBuilt(MokkaError):
-    """No built mokka-persistenced program to run."""
-
 
 def persistenced_service(ctx: StageContext) -> Service:
-    program = native_library(PROGRAM, ctx.native_dir)
-    if program is None:
-        raise PersistencedNotBuilt(f"gpu: the {PROGRAM} service is not built (no {PROGRAM} in mokka_core/_native or "
-                                   "$MOKKA_NATIVE_DIR); run `make -C native install` first")
+    program = service_program(PROGRAM, ctx)
     command = [str(program), "--root", str(ctx.root), "--state", NVML_STATE_FILE, "--settings", NVML_SETTINGS_FILE,
                "--socket", PERSISTENCED_SOCKET]
     return Service(name=PROGRAM, command=command, ready_path=PERSISTENCED_SOCKET)
