@@ -361,12 +361,15 @@ def test_allocation_watcher_sidecar(cluster_docs: list[dict[str, Any]]) -> None:
     assert mounts == {
         "pod-resources": {"name": "pod-resources", "mountPath": "/var/snap/k8s/kubelet/pod-resources",
                           "readOnly": True},
-        "state": {"name": "state", "mountPath": "/srv/mokka/root/var/lib/mokka"},  # override file: read-write
+        # the node's own root volume (override file under it): no hostPath of its own that outlives the release
+        "root": {"name": "root", "mountPath": "/srv/mokka/root"},
         "config": {"name": "config", "mountPath": "/etc/mokka", "readOnly": True},  # the node file names it
     }
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["pod-resources"]["hostPath"]["path"] == "/var/snap/k8s/kubelet/pod-resources"
-    assert volumes["state"]["hostPath"] == {"path": "/srv/mokka/root/var/lib/mokka", "type": "DirectoryOrCreate"}
+    assert "state" not in volumes
+    assert sorted(v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v) == [
+        "/srv/mokka/root", "/var/run/cdi", "/var/snap/k8s/kubelet/pod-resources"]
 
 
 def test_nri_daemonset(cluster_docs: list[dict[str, Any]]) -> None:
