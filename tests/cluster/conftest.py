@@ -33,7 +33,15 @@ from node_images import (  # noqa: E402
     storage_env,
 )
 
-from mokka_core.testing.consumers import apt_tool, cache_dir, go_module_source, missing  # noqa: E402
+import dra  # noqa: E402
+
+from mokka_core.testing.consumers import (  # noqa: E402
+    apt_tool,
+    cache_dir,
+    go_module_source,
+    missing,
+    shared_binary,
+)
 
 DEVICE_PLUGIN_MODULE = REPO / "tests" / "k8s" / "deviceplugin"
 NODE_LABELS = {"mokka.dev/gpu": "h100"}  # docs/kind/cluster.yaml labels its worker so
@@ -109,6 +117,14 @@ def images(kube: KubeNode, binaries: Binaries, storage: dict[str, str], scratch:
     import_images(kube, [*built, plugin], storage, scratch)
     return {**{reference.split("/")[1].split(":")[0]: reference for reference in built},
             "node": built[0], "device-plugin": plugin}
+
+
+@pytest.fixture(scope="session")
+def dra_image(kube: KubeNode, images: dict[str, str], storage: dict[str, str], scratch: Path) -> str:
+    """The DRA driver's image (its release's programs from the shared binaries), imported into the node."""
+    reference = dra.image({name: shared_binary(name) for name in dra.PROGRAMS})
+    import_images(kube, [reference], storage, scratch)
+    return reference
 
 
 @pytest.fixture(scope="session")

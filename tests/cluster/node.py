@@ -30,6 +30,8 @@ SERVICE_IP = "10.96.0.1"
 POD_SUBNET = "10.77.88.0/24"
 BRIDGE = "mokka-cni0"
 PAUSE_IMAGE = "localhost/pause:mokka"
+# the DRA driver's health check taints a GPU in its ResourceSlice: the field is alpha in v1.34 (KEP-5055)
+FEATURE_GATES = "--feature-gates=DRADeviceTaints=true"
 #: Host paths a node writes under whatever it is told (recorded before, removed after when they were absent).
 HOST_PATHS = [Path(p) for p in (
     "/var/lib/kubelet", "/run/containerd", "/run/nri", "/run/cdi", "/etc/cdi", "/run/nvidia", "/var/lib/mokka",
@@ -139,14 +141,15 @@ class KubeNode:
                    "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none", "--allow-privileged=true",
                    "--kubelet-preferred-address-types=InternalIP",
                    f"--kubelet-client-certificate={self.pki.admin}", f"--kubelet-client-key={self.pki.admin_key}",
-                   "--profiling=false")
+                   "--profiling=false", FEATURE_GATES)
         wait_for("the API server", lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 120)
         common = (f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
                   f"--secure-port={free_port()}")
         self.spawn("kube-controller-manager", self.bin / "kube-controller-manager", *common,
                    f"--service-account-private-key-file={self.pki.service_account_key}",
-                   f"--root-ca-file={self.pki.ca}", "--use-service-account-credentials=false")
-        self.spawn("kube-scheduler", self.bin / "kube-scheduler", *common[:3], f"--secure-port={free_port()}")
+                   f"--root-ca-file={self.pki.ca}", "--use-service-account-credentials=false", FEATURE_GATES)
+        self.spawn("kube-scheduler", self.bin / "kube-scheduler", *common[:3], f"--secure-port={free_port()}",
+                   FEATURE_GATES)
         self.start_kubelet()
         wait_for("the Node", lambda: self.kubectl("get", "node", NODE_NAME, check=False).returncode == 0, 120)
         # A loopback node IP gives the Node no addresses, and `kubectl logs/exec` need one: the kubelet keeps this.

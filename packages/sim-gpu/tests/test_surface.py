@@ -45,9 +45,9 @@ def test_healthy_h100_footprint(staged) -> None:
 
 
 def test_profile_driver_version_names_the_library(staged) -> None:
-    root = staged("b200")  # 570.133.20, served by the same build
-    assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.570.133.20"
-    assert (root / "sys/module/nvidia/version").read_text() == "570.133.20\n"
+    root = staged("b200")  # 580.105.08, served by the same build
+    assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.580.105.08"
+    assert (root / "sys/module/nvidia/version").read_text() == "580.105.08\n"
 
 
 def test_device_numbers(make_node, native_dir: Path) -> None:

@@ -341,6 +341,23 @@ def apt_tool(binary: str, package: str) -> Path:
     return Path(found)
 
 
+def shared_binary(name: str) -> Path:
+    """A consumer no registry serves, from the shared release binaries (``../shared/consumers`` of the checkout, or
+    $MOKKA_SHARED_CONSUMERS): unpacked into the cache by its ``unpack.sh``, which checks the sha256; else missing()."""
+    checkout = Path(__file__).resolve().parents[5]  # packages/mokka-core/src/mokka_core/testing/
+    shared = Path(os.environ.get("MOKKA_SHARED_CONSUMERS") or checkout.parent / "shared" / "consumers")
+    unpack = shared / "unpack.sh"
+    if not unpack.is_file():
+        missing(f"{name}: no shared consumer binaries at {shared} (set MOKKA_SHARED_CONSUMERS)")
+    target = cache_dir() / "shared"
+    with _locked("shared-consumers"):
+        done = subprocess.run(["bash", str(unpack), str(target), name], capture_output=True, text=True, timeout=600)
+    program = target / name
+    if done.returncode != 0 or not program.is_file():
+        missing(f"{name}: {unpack} {target} {name} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+    return program
+
+
 def require(tool: str, version: str | None = None) -> Path:
     """Locate `tool` ("nvidia-smi", "libnvidia-ml", "clang"), or skip/fail the test."""
     try:
