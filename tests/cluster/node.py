@@ -37,6 +37,7 @@ HOST_PATHS = [Path(p) for p in (
     "/var/lib/kubelet", "/run/containerd", "/run/nri", "/run/cdi", "/etc/cdi", "/run/nvidia", "/var/lib/mokka",
     "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/netns", "/usr/bin/nvidia-ctk",
     "/usr/bin/nvidia-cdi-hook", "/etc/nvidia-container-toolkit", "/run/nvidia-persistenced",
+    "/etc/kubernetes",
 )]
 
 
