@@ -177,3 +177,14 @@ def allocated(kube: KubeNode, name: str, namespace: str) -> list[str]:
     """The device names the scheduler allocated to a claim."""
     status = kube.json("get", "resourceclaim", name, "-n", namespace).get("status", {})
     return [result["device"] for result in status.get("allocation", {}).get("devices", {}).get("results", [])]
+
+
+def remove(kube: KubeNode, manifests: list[dict[str, Any]]) -> None:
+    """The objects gone (the kubelet plugin's pods with its namespace), then its ResourceSlices."""
+    for manifest in reversed(manifests):
+        metadata = manifest["metadata"]
+        kube.kubectl("delete", manifest["kind"], metadata["name"],
+                     *(["-n", metadata["namespace"]] if "namespace" in metadata else []),
+                     "--ignore-not-found", "--wait=true", "--timeout=180s")
+    # the plugin deletes its slices when it stops; a plugin that never started leaves none either
+    kube.kubectl("delete", "resourceslices", f"--field-selector=spec.driver={DRIVER}", "--ignore-not-found")

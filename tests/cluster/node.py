@@ -30,7 +30,8 @@ SERVICE_IP = "10.96.0.1"
 POD_SUBNET = "10.77.88.0/24"
 BRIDGE = "mokka-cni0"
 PAUSE_IMAGE = "localhost/pause:mokka"
-# the DRA driver's health check taints a GPU in its ResourceSlice: the field is alpha in v1.34 (KEP-5055)
+# the DRA driver's health check taints a GPU in its ResourceSlice: the field is alpha in v1.34 (KEP-5055), and the
+# scheduler then also watches DeviceTaintRules (resource.k8s.io/v1alpha3, served once the API server enables it)
 FEATURE_GATES = "--feature-gates=DRADeviceTaints=true"
 #: Host paths a node writes under whatever it is told (recorded before, removed after when they were absent).
 HOST_PATHS = [Path(p) for p in (
@@ -126,6 +127,9 @@ class KubeNode:
     # -- the components -------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # A node's / is a shared mount (systemd makes it so at boot; kind's nodes too): the kubelet refuses
+        # HostToContainer and Bidirectional volumes (the DRA driver's) under a private one.
+        subprocess.run(["mount", "--make-shared", "/"], check=True, capture_output=True, timeout=60)
         etcd_port = free_port()
         self.spawn("etcd", self.binaries.etcd, "--name", NODE_NAME, "--data-dir", self.work / "etcd",
                    "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -142,7 +146,7 @@ class KubeNode:
                    "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none", "--allow-privileged=true",
                    "--kubelet-preferred-address-types=InternalIP",
                    f"--kubelet-client-certificate={self.pki.admin}", f"--kubelet-client-key={self.pki.admin_key}",
-                   "--profiling=false", FEATURE_GATES)
+                   "--profiling=false", FEATURE_GATES, "--runtime-config=resource.k8s.io/v1alpha3=true")
         wait_for("the API server", lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 120)
         common = (f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
                   f"--secure-port={free_port()}")

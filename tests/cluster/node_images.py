@@ -111,7 +111,9 @@ def nfd_image(binaries: Binaries, version: str) -> str:
                               ("nfd-gc", binaries.nfd_gc)):
             recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(program), f"/usr/bin/{name}",
                        quiet=True)
-        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nfd-worker", working)
+        # the release's image runs as nobody, and the chart's pods insist (runAsNonRoot)
+        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nfd-worker", "--user", "65534:65534",
+                   working)
         recipe.commit(working, reference)
     return reference
 

@@ -24,26 +24,26 @@ H100_MEMORY = 81559 * 2**20  # <fb_memory_usage><total>81559 MiB
 
 @pytest.fixture(scope="module")
 def driver(releases: Releases, dra_image: str) -> Iterator[Releases]:
-    """Mokka with the guide's values, then the DRA driver as its chart deploys it with the guide's DRA values."""
+    """Mokka with the guide's values (and its allocation watcher), then the DRA driver as its chart deploys it with
+    the guide's DRA values; all of it removed after the module, or when it did not come up."""
     kube = releases.kube
-    releases.install_mokka()
-    for manifest in dra.objects(dra.values()):
-        apply(kube, manifest)
-    kube.kubectl("create", "namespace", NAMESPACE)
     try:
-        wait_for("8 GPUs in the driver's ResourceSlices", lambda: len(dra.devices(kube)) == 8, 180, interval=2)
-    except TimeoutError as exc:
-        plugin = kube.kubectl("-n", dra.NAMESPACE, "logs", f"daemonset/{dra.NAME}-kubelet-plugin", "--tail=40",
-                              check=False)
-        raise TimeoutError(f"{exc}\n{plugin.stdout}{plugin.stderr}") from exc
-    yield releases
-    kube.kubectl("delete", "namespace", NAMESPACE, "--wait=true", "--timeout=180s")
-    for manifest in reversed(dra.objects(dra.values())):
-        kube.kubectl("delete", manifest["kind"], manifest["metadata"]["name"],
-                     *(["-n", manifest["metadata"]["namespace"]] if "namespace" in manifest["metadata"] else []),
-                     "--ignore-not-found", "--wait=true", "--timeout=180s")
-    wait_for("no ResourceSlices of the driver", lambda: not dra.slices(kube), 60)
-    releases.uninstall("mokka", MOKKA_NAMESPACE)
+        releases.install_mokka("--set", "allocationWatcher.enabled=true", "--set", "allocationWatcher.interval=1")
+        for manifest in dra.objects(dra.values()):
+            apply(kube, manifest)
+        kube.kubectl("create", "namespace", NAMESPACE)
+        try:
+            wait_for("8 GPUs in the driver's ResourceSlices", lambda: len(dra.devices(kube)) == 8, 180, interval=2)
+        except TimeoutError as exc:
+            plugin = kube.kubectl("-n", dra.NAMESPACE, "logs", f"daemonset/{dra.NAME}-kubelet-plugin", "--tail=40",
+                                  check=False)
+            events = kube.kubectl("-n", dra.NAMESPACE, "get", "events", check=False)
+            raise TimeoutError(f"{exc}\n{plugin.stdout}{plugin.stderr}\n{events.stdout[-2000:]}") from exc
+        yield releases
+    finally:
+        kube.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+        dra.remove(kube, dra.objects(dra.values()))
+        releases.uninstall("mokka", MOKKA_NAMESPACE)
 
 
 def nvml_uuids() -> list[str]:
@@ -89,6 +89,32 @@ def test_a_second_claim_gets_another_gpu(driver: Releases, images: dict[str, str
     assert dra.allocated(kube, "second", NAMESPACE) != dra.allocated(kube, "first", NAMESPACE)
     held = {dra.allocated(kube, name, NAMESPACE)[0] for name in ("first", "second")}
     assert len(held) == 2
+
+
+def compute_apps() -> list[str]:
+    """`nvidia-smi --query-compute-apps` of the node (the driver root's nvidia-smi on the host)."""
+    query = "--query-compute-apps=gpu_uuid,process_name,used_gpu_memory"
+    done = subprocess.run([str(DRIVER_ROOT / "usr/bin/nvidia-smi"), query, "--format=csv,noheader"],
+                          capture_output=True, text=True, timeout=60)
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_the_allocation_watcher_shows_a_claims_holder_on_its_gpu(driver: Releases, images: dict[str, str]) -> None:
+    """The real kubelet reports the claim's device (pod-resources dynamic_resources): nvidia-smi shows the holding
+    container as a process on exactly that GPU, and nothing once the pod is gone."""
+    kube = driver.kube
+    apply(kube, dra.claim("held", NAMESPACE))
+    apply(kube, dra.claim_pod("holder", NAMESPACE, "held", ["sleep", "3600"], images["node"]))
+    wait_for("the holder running", lambda: kube.json("get", "pod", "holder", "-n", NAMESPACE)["status"].get(
+        "phase") == "Running", 120)
+    [device] = dra.allocated(kube, "held", NAMESPACE)
+    uuid = dra.devices(kube)[device]["attributes"]["uuid"]["string"]
+    rows = wait_for("the holder in nvidia-smi", lambda: [r for r in compute_apps() if f"{NAMESPACE}/holder/smi" in r]
+                    or None, 60)
+    assert [row.split(",")[0].strip() for row in rows] == [uuid], rows
+    kube.kubectl("delete", "pod", "holder", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    kube.kubectl("delete", "resourceclaim", "held", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    wait_for("the GPU freed", lambda: not [r for r in compute_apps() if "holder" in r], 60)
 
 
 def test_an_xid_taints_its_gpu_and_a_new_claim_avoids_it(driver: Releases, images: dict[str, str]) -> None:
