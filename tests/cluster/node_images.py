@@ -90,14 +90,18 @@ def make_images(python: str, env: dict[str, str]) -> list[str]:
 
 def device_plugin_image(binaries: Binaries, version: str) -> str:
     """The pinned device plugin release's programs (plugin, GFD) on Mokka's Debian base, as its image ships them:
-    on PATH, nothing else (no NVML: the plugin finds the driver's under the driver root it is given)."""
+    on PATH, with the release image's NVIDIA_* variables, and no NVML (the plugin finds the driver's under the driver
+    root it is given; GFD gets it from the runtime)."""
     reference = f"{DEVICE_PLUGIN_IMAGE}:{version}"
     with recipe.container(recipe.base_image()) as working:
         for name, program in (("nvidia-device-plugin", binaries.device_plugin),
                               ("gpu-feature-discovery", binaries.gpu_feature_discovery)):
             recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(program), f"/usr/bin/{name}",
                        quiet=True)
-        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nvidia-device-plugin", working)
+        # as the release's image: the NVIDIA container runtime (here Mokka's NRI plugin, which honours the same
+        # variable) gives GPU feature discovery, which mounts no driver root, the driver and every GPU
+        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nvidia-device-plugin",
+                   "--env", "NVIDIA_VISIBLE_DEVICES=all", "--env", "NVIDIA_DRIVER_CAPABILITIES=utility", working)
         recipe.commit(working, reference)
     return reference
 
