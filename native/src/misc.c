@@ -1,8 +1,11 @@
 /* Processes, fabric, C2C. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "state.h"
 #include "util.h"
 
 /* kind: 0 compute, 1 graphics, 2 MPS compute; ver: 1, 2, 3 (nvmlProcessInfo_v1_t / _v2_t / nvmlProcessInfo_t) */
@@ -126,6 +129,19 @@ static void cluster_uuid(const char *s, unsigned char out[NVML_GPU_FABRIC_UUID_L
 static _Atomic uint64_t fabric_next_check;
 static _Atomic int fabric_ready;
 
+/* The marker's path here: a relative one is relative to the directory of the state file as resolved (links
+ * followed), so it names the node's marker wherever the node's root is mounted (a container's /opt/mokka,
+ * mokka run's real paths, the host); 0 where it cannot be resolved (state from the persistenced feed). */
+static int marker_path(const struct mk_snap *s, char *out, size_t n) {
+    if (s->fabric_ready_file[0] == '/') return snprintf(out, n, "%s", s->fabric_ready_file) < (int)n;
+    char state[PATH_MAX];
+    if (mk_state_from_feed() || !realpath(mk_state_path(), state)) return 0;
+    char *slash = strrchr(state, '/');
+    if (!slash) return 0;
+    *slash = '\0';
+    return snprintf(out, n, "%s/%s", state, s->fabric_ready_file) < (int)n;
+}
+
 static unsigned fabric_state(const struct mk_snap *s, const struct mk_device *d) {
     if (!d->fabric_auto) return d->fabric_state;
     if (!s->fabric_ready_file[0]) return NVML_GPU_FABRIC_STATE_IN_PROGRESS;
@@ -133,7 +149,9 @@ static unsigned fabric_state(const struct mk_snap *s, const struct mk_device *d)
     uint64_t next = atomic_load_explicit(&fabric_next_check, memory_order_relaxed);
     if (now >= next && atomic_compare_exchange_strong(&fabric_next_check, &next, now + FABRIC_CHECK_NS)) {
         struct stat st;
-        atomic_store_explicit(&fabric_ready, stat(s->fabric_ready_file, &st) == 0, memory_order_relaxed);
+        char marker[PATH_MAX];
+        atomic_store_explicit(&fabric_ready, marker_path(s, marker, sizeof marker) && stat(marker, &st) == 0,
+                              memory_order_relaxed);
     }
     return atomic_load_explicit(&fabric_ready, memory_order_relaxed) ? NVML_GPU_FABRIC_STATE_COMPLETED
                                                                       : NVML_GPU_FABRIC_STATE_IN_PROGRESS;

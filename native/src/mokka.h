@@ -214,7 +214,7 @@ struct mk_snap {
     uint64_t max_seq;
     uint32_t npcifn, pcifn_cap;
     struct mk_pcifn *pcifn;   /* npcifn entries, allocated when the file has any */
-    char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute path) */
+    char fabric_ready_file[512]; /* marker of a ready fabric manager (absolute, or relative to the state file's directory) */
     uint64_t booted_ms;       /* wall-clock ms the node came up; 0 unknown */
     uint64_t dyn_second;      /* the wall-clock second the devices' dyn_*_now hold (dynamic.c); 0 none yet */
     uint32_t ndynamic;        /* devices with a dynamic metric, counted at the first evaluation */

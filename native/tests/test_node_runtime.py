@@ -142,6 +142,25 @@ def test_fabric_state_follows_the_ready_marker_at_runtime(smi, lib_dir, state_fi
     assert fabric_state(smi, lib_dir, st) == "In Progress"
 
 
+
+def test_a_relative_ready_marker_is_the_one_beside_the_resolved_state_file(smi, lib_dir, state_file, tmp_path):
+    """A container given the node's root elsewhere (/opt/mokka), or a link to the state file (mokka run's real
+    paths): the marker is looked up relative to the state file's real directory, so it is the node's own."""
+    auto = {f"device.{i}.{k}": v for i in range(8) for k, v in (("fabric.state", 2), ("fabric.auto", 1))}
+    written = state_file("h100", overrides={**auto, "system.fabric_ready_file": "../run/fabricmanager.ready"})
+    real = tmp_path / "node/lib" / written.name
+    real.parent.mkdir(parents=True)
+    written.rename(real)
+    view = tmp_path / "view/lib" / written.name
+    view.parent.mkdir(parents=True)
+    view.symlink_to(real)
+    (tmp_path / "view/run").mkdir()
+    (tmp_path / "view/run/fabricmanager.ready").write_text("1\n")  # beside the link: not the node's marker
+    assert fabric_state(smi, lib_dir, view) == "In Progress"
+    (tmp_path / "node/run").mkdir()
+    (tmp_path / "node/run/fabricmanager.ready").write_text("1\n")
+    assert fabric_state(smi, lib_dir, view) == "Completed"
+
 def nvlink_errors(smi: Path, lib_dir: Path, state: Path) -> dict[int, tuple[int, int, int]]:
     p = run_smi(smi, lib_dir, state, ["nvlink", "-e", "-i", "0"])
     assert p.returncode == 0, p.stdout

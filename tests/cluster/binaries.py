@@ -102,6 +102,14 @@ def containerd(name: str) -> Path:
                              cgo=False)
 
 
+def nfd_program(name: str) -> Path:
+    """A node-feature-discovery program as its release image builds it: the version stamped, and the host's
+    filesystems read under /host-<dir> (the chart mounts /sys at /host-sys, ...), NFD's Makefile's HOSTMOUNT_PREFIX."""
+    version = pinned(K8S_TESTS / "nfd", NFD)
+    flags = f"-s -w -X {NFD}/pkg/version.version={version} -X {NFD}/pkg/utils/hostpath.pathPrefix=/host-"
+    return go_module_program(K8S_TESTS / "nfd", f"{NFD}/cmd/{name}", name, flags=("-ldflags", flags))
+
+
 def pause() -> Path:
     """The sandbox's pause program, compiled static from the pause.c of the pinned kubernetes module."""
     source = go_module_source(HERE / "kube", "k8s.io/kubernetes") / "build" / "pause" / "linux" / "pause.c"
@@ -122,8 +130,7 @@ def build_all() -> Binaries:
     debian = debian_tools()
     device_plugin = K8S_TESTS / "deviceplugin"
     toolkit = K8S_TESTS / "toolkit"
-    nfd = {name: go_module_program(K8S_TESTS / "nfd", f"{NFD}/cmd/{name}", name)
-           for name in ("nfd-master", "nfd-worker", "nfd-gc")}
+    nfd = {name: nfd_program(name) for name in ("nfd-master", "nfd-worker", "nfd-gc")}
     return Binaries(
         etcd=debian["etcd"], runc=debian["runc"], cni_dir=debian["cni"],
         kube_apiserver=kubernetes("kube-apiserver"),

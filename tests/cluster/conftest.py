@@ -123,9 +123,10 @@ def images(kube: KubeNode, binaries: Binaries, storage: dict[str, str], scratch:
 
 
 @pytest.fixture(scope="session")
-def dra_image(kube: KubeNode, images: dict[str, str], storage: dict[str, str], scratch: Path) -> str:
+def dra_image(kube: KubeNode, binaries: Binaries, images: dict[str, str], storage: dict[str, str],
+              scratch: Path) -> str:
     """The DRA driver's image (its release's programs from the shared binaries), imported into the node."""
-    reference = dra.image({name: shared_binary(name) for name in dra.PROGRAMS})
+    reference = dra.image({name: shared_binary(name) for name in dra.PROGRAMS}, binaries.nvidia_cdi_hook)
     import_images(kube, [reference], storage, scratch)
     return reference
 

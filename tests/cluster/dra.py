@@ -33,12 +33,14 @@ REGISTRAR = "/var/lib/kubelet/plugins_registry"
 PLUGINS = "/var/lib/kubelet/plugins"
 
 
-def image(programs: dict[str, Path]) -> str:
-    """The driver's programs on PATH of Mokka's Debian base, as its image ships them (bash for the chart's command)."""
+def image(programs: dict[str, Path], cdi_hook: Path) -> str:
+    """The driver's programs on PATH of Mokka's Debian base, as its image ships them (bash for the chart's command),
+    with the container toolkit's nvidia-cdi-hook that its image carries (the plugin copies it to the host for the
+    hooks of the CDI specs it writes)."""
     with recipe.container(recipe.base_image()) as working:
-        for name in PROGRAMS:
-            recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(programs[name]),
-                       f"/usr/bin/{name}", quiet=True)
+        for name, program in (*((name, programs[name]) for name in PROGRAMS), ("nvidia-cdi-hook", cdi_hook)):
+            recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(program), f"/usr/bin/{name}",
+                       quiet=True)
         recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "gpu-kubelet-plugin", working)
         recipe.commit(working, IMAGE)
     return IMAGE

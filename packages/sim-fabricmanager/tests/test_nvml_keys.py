@@ -9,6 +9,7 @@ import pytest
 from mokka_core.model.apply import apply
 from mokka_core.model.spec import NodeSpec
 from mokka_core.stage.nvml_view import render_nvml_state
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.store import NodeStore
 from mokka_core.stage.surface import StageContext
 from mokka_sim_fabricmanager.surface import FabricmanagerSurface
@@ -23,8 +24,11 @@ def fabric(tmp_path: Path, *, profile: str = "gb200", **surface: object) -> tupl
 
 
 def test_auto_follows_the_daemon_failed_is_stuck_disabled_never_starts(tmp_path: Path) -> None:
-    marker = str(NodeStore(tmp_path.absolute()).fabricmanager_ready)
-    assert fabric(tmp_path) == ("2", "1", marker)  # in progress until the daemon's marker exists
+    # in progress until the daemon's marker exists; named from the state file's directory, so that a container given
+    # the root elsewhere finds the node's marker
+    marker = (tmp_path / LIB_DIR / fabric(tmp_path)[2]).resolve()  # type: ignore[operator]
+    assert marker == NodeStore(tmp_path.absolute()).fabricmanager_ready.resolve()
+    assert fabric(tmp_path)[:2] == ("2", "1") and not fabric(tmp_path)[2].startswith("/")  # type: ignore[union-attr]
     assert fabric(tmp_path, state="failed") == ("2", None, None)  # daemon up, the fabric never trains
     assert fabric(tmp_path, enabled=False) == ("1", None, None)  # no fabric manager: probe not started
     assert fabric(tmp_path, profile="a100") == (None, None, None)  # no fabric on the board

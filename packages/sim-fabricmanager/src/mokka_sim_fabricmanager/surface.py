@@ -10,10 +10,12 @@ manager on a fabric node) -> Not Started. A state the profile gives explicitly i
 
 from __future__ import annotations
 
+import os
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.nvml_view import FABRIC_STATE
+from mokka_core.stage.paths import LIB_DIR
 from mokka_core.stage.store import FABRICMANAGER_READY, RUN_DIR, NodeStore
 from mokka_core.stage.surface import Dir, Entry, NvmlKeys, Service, StageContext, Surface
 
@@ -43,7 +45,10 @@ class FabricmanagerSurface(Surface):
         follows = settings.enabled and settings.active and any(fabric.state == "auto" for _, fabric in fabrics)
         system: tuple[tuple[str, object], ...] = ()
         if follows:
-            ready_file = str(NodeStore(ctx.root.absolute()).fabricmanager_ready)
+            # relative to the state file's directory: the library finds the node's marker wherever the root is
+            # mounted (a container given the root at /opt/mokka as well as the host)
+            state_dir = ctx.root.absolute() / LIB_DIR
+            ready_file = os.path.relpath(NodeStore(ctx.root.absolute()).fabricmanager_ready, state_dir)
             if "\n" in ready_file or len(ready_file) >= 512:
                 raise ValueError(f"root {ctx.root}: not usable in the NVML state file (line break, or path too long)")
             system = (("fabric_ready_file", ready_file),)
