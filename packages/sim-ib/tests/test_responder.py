@@ -26,6 +26,7 @@ HELLO, ACK, REGISTER = struct.Struct("<IIIII"), struct.Struct("<III"), struct.St
 CLASS_SMI, CLASS_SA, CLASS_PERF, CLASS_PING, CLASS_SMI_DIRECT = 0x01, 0x03, 0x04, 0x32, 0x81
 GET, GET_RESP = 0x01, 0x81
 NODE_DESC, NODE_INFO, PORT_COUNTERS, PORT_INFO, SM_INFO, PATH_RECORD = 0x10, 0x11, 0x12, 0x15, 0x20, 0x35
+SWITCH_INFO = 0x12  # in the SM classes (PORT_COUNTERS is PerfMgmt's)
 SMP_DATA, SA_DATA, PERF_DATA, VENDOR_DATA, INITIAL_PATH = 64, 56, 64, 40, 128
 ETIMEDOUT, ENODEV = 110, 19
 PING_OUI = b"\x00\x14\x05"
@@ -73,11 +74,12 @@ def connect(node: SimNode, hca: int = 0, method_mask: bytes = bytes(16)) -> sock
 
 
 def request(mgmt_class: int, attr: int, *, dlid: int, tid: int = 0x1234, timeout_ms: int = 200,
-            path: list[int] | None = None, method: int = GET) -> Umad:
+            path: list[int] | None = None, method: int = GET, modifier: int = 0) -> Umad:
     raw = bytearray(256)
     raw[0:4] = bytes([1, mgmt_class, 1, method])
     raw[8:16] = tid.to_bytes(8, "big")
     raw[16:18] = attr.to_bytes(2, "big")
+    raw[20:24] = modifier.to_bytes(4, "big")
     if path is not None:
         raw[7] = len(path) - 1  # hop count; path[0] is unused
         raw[INITIAL_PATH:INITIAL_PATH + len(path)] = bytes(path)
@@ -135,31 +137,63 @@ def test_unknown_lid_times_out_like_the_kernel(fabric) -> None:  # type: ignore[
     assert reply.status == ETIMEDOUT and bytes(reply.mad) == bytes(sent.mad) and reply.timeout_ms == 50
 
 
-def test_directed_route_reaches_the_partner_hca(fabric) -> None:  # type: ignore[no-untyped-def]
+def test_directed_route_reaches_the_leaf_then_the_other_hca(fabric) -> None:  # type: ignore[no-untyped-def]
+    """README "The fabric": mlx5_1 of the first node (by name) is on port 1 of leaf su01-leaf-r1, the next on port 2."""
     a, b = fabric("node-a"), fabric("node-b")
     with connect(a, hca=1) as sock:
         local = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0]))
-        remote = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1]))
-        desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1]))
+        leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1]))
+        leaf_desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1]))
+        remote = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2]))
+        desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 2]))
     node_guid = lambda u: int.from_bytes(u.data(SMP_DATA + 12, 8), "big")  # noqa: E731
     assert node_guid(local) == a.config.ports[1].node_guid
+    # NodeInfo (IBA 14.2.5.3): NodeType 2 (switch), 64 ports (QM9700), LocalPortNum = the port it came in by
+    info = leaf.data(SMP_DATA, 40)
+    assert (info[2], info[3], info[36]) == (2, 64, 1)
+    assert int.from_bytes(info[30:32], "big") == 0xD2F2 and int.from_bytes(info[37:40], "big") == 0x02C9
+    assert leaf_desc.data(SMP_DATA).rstrip(b"\0") == b"MF0;su01-leaf-r1:MQM9700/U1"
     assert node_guid(remote) == b.config.ports[1].node_guid
     assert desc.data(SMP_DATA).rstrip(b"\0") == b"node-b mlx5_1"
-    assert int.from_bytes(remote.mad[4:6], "big") == 0x8000 and remote.mad[6] == 2  # returning, status 0
+    assert int.from_bytes(remote.mad[4:6], "big") == 0x8000 and remote.mad[6] == 3  # returning, status 0
 
 
-@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", "c"]])
-def test_partners_pair_up_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_leaves_go_up_to_every_spine(fabric) -> None:  # type: ignore[no-untyped-def]
+    """h100: 32 nodes per scalable unit, 8 rails, 8 spines; leaf port 33 + k goes up to spine k's port leaf + 1."""
+    a = fabric("node-a", gpus=8)
+    with connect(a, hca=3) as sock:
+        spine = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 33 + 5]))
+        spine_desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 33 + 5]))
+        other_leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 38, 8]))
+        back = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 38, 8, 1]))
+        switch_info = exchange(sock, request(CLASS_SMI_DIRECT, SWITCH_INFO, dlid=0xFFFF, path=[0, 1]))
+        port0 = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=0))
+        unused = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=2))
+        nowhere = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2], timeout_ms=50))
+    assert spine.data(SMP_DATA, 40)[36] == 4  # leaf (unit 0, rail 3) is spine port 4
+    assert spine_desc.data(SMP_DATA).rstrip(b"\0") == b"MF0;spine-06:MQM9700/U1"
+    assert other_leaf.data(SMP_DATA).rstrip(b"\0") == b"MF0;su01-leaf-r7:MQM9700/U1"
+    assert back.data(SMP_DATA).rstrip(b"\0") == b"node-a mlx5_7"
+    assert switch_info.data(SMP_DATA)[16] & 0x08  # SwitchInfo (IBA 14.2.5.4): EnhancedPort0
+    # the switch's LID is on port 0 (spines first: 2..9, then leaf unit*8 + rail: 10 + 3)
+    assert int.from_bytes(port0.data(SMP_DATA)[16:18], "big") == 13 and port0.data(SMP_DATA)[32] & 0xF == 4
+    assert unused.data(SMP_DATA)[32] & 0xF == 1 and unused.data(SMP_DATA)[33] >> 4 == 2  # Down, Polling
+    assert unused.data(SMP_DATA)[28] == 1  # LocalPortNum: where the SMP came in
+    assert nowhere.status == ETIMEDOUT
+
+
+@pytest.mark.parametrize("names", [["a", "b"], ["c", "a", "b"]])
+def test_nodes_take_their_leaf_ports_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
     nodes = {name: fabric(f"node-{name}") for name in names}
-    for name, mate in (("a", "b"), ("b", "a"), ("c", None)):
-        if name not in nodes:
-            continue
-        with connect(nodes[name]) as sock:
-            reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
-        if mate is None:
-            assert reply.status == ETIMEDOUT
-        else:
-            assert reply.data(SMP_DATA).rstrip(b"\0") == f"node-{mate} mlx5_0".encode()
+    for asking in nodes.values():
+        with connect(asking) as sock:
+            for port, name in enumerate([*sorted(names), None], start=1):
+                reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, port],
+                                               timeout_ms=50))
+                if name is None:
+                    assert reply.status == ETIMEDOUT
+                else:
+                    assert reply.data(SMP_DATA).rstrip(b"\0") == f"node-{name} mlx5_0".encode()
 
 
 def test_port_info_carries_lid_state_and_sm(fabric) -> None:  # type: ignore[no-untyped-def]
@@ -208,11 +242,15 @@ def test_sm_info_and_path_record(fabric) -> None:  # type: ignore[no-untyped-def
 def test_failed_node_does_not_answer(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b", state="failed")
     assert b.config.ports[0].lid == 0
-    with connect(a) as sock:
-        reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
+    with connect(a) as sock:  # its leaf port is down (node-b is the second node by name: port 2)
+        reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2], timeout_ms=50))
+        port = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=2))
     assert reply.status == ETIMEDOUT
+    assert port.data(SMP_DATA)[32] & 0xF == 1 and port.data(SMP_DATA)[33] >> 4 == 2  # Down, Polling
     with connect(b) as sock:  # only its own directed-route answers, nothing leaves it
         assert exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0])).status == 0
+        leaf = request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1], timeout_ms=50)
+        assert exchange(sock, leaf).status == ETIMEDOUT
         assert exchange(sock, request(CLASS_SMI, SM_INFO, dlid=1, timeout_ms=50)).status == ETIMEDOUT
         assert exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0), timeout_ms=50)).status == ETIMEDOUT
 
