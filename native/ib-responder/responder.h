@@ -150,7 +150,10 @@ struct client {
     struct client *next;
     int fd;
     bool greeted;
+    bool issm; /* an issm device (else umad) */
     uint32_t hca_index;
+    uint32_t uid;       /* SO_PEERCRED */
+    uint64_t active_ms; /* its last packet (or its connect) */
     uint64_t serial;
     size_t nagents;
     struct agent agents[MAX_AGENTS];
@@ -173,6 +176,8 @@ size_t shim_pollfds(struct pollfd *fds, void **owners, size_t cap);
 size_t shim_clients(void);
 void shim_event(void *owner);
 void shim_sweep(void);
+uint64_t shim_deadline(void);   /* when the next idle client is due to be closed; UINT64_MAX if none */
+void shim_expire(uint64_t now); /* close the clients idle past their time (shim.c's header) */
 void shim_stop(const char *path); /* close the clients and the socket, and remove it */
 struct client *client_by_serial(uint64_t serial); /* NULL once it is gone */
 /* Send u to c without waiting (a tool that stopped reading loses it); false if it could not be sent. */

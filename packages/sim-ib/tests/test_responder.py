@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -511,3 +514,70 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
             serve.stderr.close()
     assert serve.returncode == 0
     assert list(root.iterdir()) == []
+
+
+# ---- who may hold the shim's socket (SO_PEERCRED) -------------------------------------------------------
+NOBODY = 65534  # nobody:nogroup
+OTHER_USER = r"""
+import resource, socket, struct, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+path, count = sys.argv[1], int(sys.argv[2])
+held, greeted = [], 0
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    try:
+        s.connect(path)
+        s.send(struct.pack("<IIIII", 0x42494B4D, 1, 1, 0, 0))
+        ack = s.recv(64)
+    except OSError:
+        s.close()
+        continue
+    if len(ack) == 12 and struct.unpack("<III", ack)[2] == 0:  # greeted: now hold an agent, never idle
+        s.send(struct.pack("<III4B3sx16s", 0x42494B4D, 2, 1, 1, 0x32, 1, 0, b"\0\x14\x05", bytes(16)))
+        greeted += 1
+    held.append(s)
+print(greeted, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def group_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimNode]:
+    """A served node whose socket lets group nogroup in ($MOKKA_IB_SOCKET_GROUP), under a directory others reach."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    base = Path(tempfile.mkdtemp(prefix="mokka-ib-"))
+    base.chmod(0o755)
+    monkeypatch.setenv("MOKKA_IB_SOCKET_GROUP", str(NOBODY))
+    node = start_responder(stage_node(base / "n", "node-a"), base / "fabric")
+    try:
+        yield node
+    finally:
+        stop_responder(node)
+        shutil.rmtree(base)
+
+
+def test_another_user_cannot_exhaust_the_connections_the_nodes_tools_need(group_node: SimNode) -> None:
+    """A user the socket's group lets in holds at most 64 connections; root's (the node's tools) still get served."""
+    with subprocess.Popen(["/usr/bin/python3", "-c", OTHER_USER, str(group_node.socket), "1100"], user=NOBODY,
+                          group=NOBODY, extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as other:
+        try:
+            assert other.stdout is not None
+            assert int(other.stdout.readline()) == 64
+            with connect(group_node) as sock:
+                reply = exchange(sock, request(CLASS_PING, 0, dlid=group_node.lid(0)))
+            assert pong_name(reply) == b"node-a"
+        finally:
+            other.kill()
+
+
+def test_a_connection_that_never_says_hello_is_closed(group_node: SimNode) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as idle:
+        idle.settimeout(10)
+        idle.connect(str(group_node.socket))
+        started = time.monotonic()
+        assert idle.recv(64) == b""  # closed by the responder
+        assert 1.5 < time.monotonic() - started < 8
