@@ -581,3 +581,44 @@ def test_a_connection_that_never_says_hello_is_closed(group_node: SimNode) -> No
         started = time.monotonic()
         assert idle.recv(64) == b""  # closed by the responder
         assert 1.5 < time.monotonic() - started < 8
+
+
+OTHER_USER_TCP = r"""
+import socket, sys, time
+port, count = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(count):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+    except OSError:
+        pass
+time.sleep(0.5)
+still_open = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        still_open += s.recv(1) != b""  # b"": the responder closed it
+    except BlockingIOError:
+        still_open += 1
+    except OSError:
+        pass
+print(still_open, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_another_local_user_cannot_take_the_fabric_port(fabric, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The TCP port is reachable by every local user: one holds at most 16 connections; the nodes' requests go on."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    a = fabric("node-a")
+    port = published(tmp_path / "fabric", a)["port"]
+    with subprocess.Popen(["/usr/bin/python3", "-c", OTHER_USER_TCP, str(port), "300"], user=NOBODY, group=NOBODY,
+                          extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as other:
+        try:
+            assert other.stdout is not None
+            assert int(other.stdout.readline()) == 16
+            answer = fabric_request(port, json.dumps({"op": "describe"}).encode())
+            assert json.loads(answer[4:])["node_name"] == "node-a"
+        finally:
+            other.kill()
