@@ -415,6 +415,8 @@ int main(int argc, char **argv)
     shim_stop(g.socket_path);
     fabric_stop();
     fabric_withdraw();
+    free(fds);
+    free(owners);
     say("stopped");
     return 0;
 }
