@@ -185,6 +185,17 @@ def test_leaves_go_up_to_every_spine(fabric) -> None:  # type: ignore[no-untyped
     assert nowhere.status == ETIMEDOUT
 
 
+def test_a_switch_answers_lid_routed_smps_on_its_lid(fabric) -> None:  # type: ignore[no-untyped-def]
+    a = fabric("node-a")  # h100 x2: 2 rails, 2 spines (LIDs 2, 3), leaves (unit 0, rail r) at LIDs 4 + r
+    with connect(a) as sock:
+        spine = exchange(sock, request(CLASS_SMI, NODE_DESC, dlid=3))
+        leaf = exchange(sock, request(CLASS_SMI, NODE_INFO, dlid=5))
+        beyond = exchange(sock, request(CLASS_SMI, NODE_INFO, dlid=6, timeout_ms=50))
+    assert spine.data(SMP_DATA).rstrip(b"\0") == b"MF0;spine-02:MQM9700/U1" and spine.lid == 3
+    assert leaf.data(SMP_DATA, 40)[2] == 2 and leaf.lid == 5
+    assert beyond.status == ETIMEDOUT
+
+
 @pytest.mark.parametrize("names", [["a", "b"], ["c", "a", "b"]])
 def test_nodes_take_their_leaf_ports_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
     nodes = {name: fabric(f"node-{name}") for name in names}
