@@ -247,7 +247,8 @@ static void directed_smp(const struct port *local, const struct umad *req, bool 
         nmembers = fabric_members(peers, count, members, MAX_MEMBERS);
     }
     for (unsigned hop = 1; hop <= hop_count(req); hop++)
-        if (hop >= SMP_PATH_LEN || !fabric_hop(&at, req->mad[SMP_INITIAL_PATH + hop], members, nmembers, &at))
+        if (hop >= SMP_PATH_LEN || (at.kind == AT_CA && hop > 1) || /* a CA does not forward an SMP */
+            !fabric_hop(&at, req->mad[SMP_INITIAL_PATH + hop], members, nmembers, &at))
             return; /* no such route: nothing answers */
     if (at.kind == AT_CA)
         smp_reply(req, at.ca, 0xFFFF, out);

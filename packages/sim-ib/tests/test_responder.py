@@ -173,6 +173,7 @@ def test_leaves_go_up_to_every_spine(fabric) -> None:  # type: ignore[no-untyped
         port0 = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=0))
         unused = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=2))
         nowhere = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2], timeout_ms=50))
+        through_ca = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 1, 1], timeout_ms=50))
     assert spine.data(SMP_DATA, 40)[36] == 4  # leaf (unit 0, rail 3) is spine port 4
     assert spine_desc.data(SMP_DATA).rstrip(b"\0") == b"MF0;spine-06:MQM9700/U1"
     assert other_leaf.data(SMP_DATA).rstrip(b"\0") == b"MF0;su01-leaf-r7:MQM9700/U1"
@@ -183,6 +184,7 @@ def test_leaves_go_up_to_every_spine(fabric) -> None:  # type: ignore[no-untyped
     assert unused.data(SMP_DATA)[32] & 0xF == 1 and unused.data(SMP_DATA)[33] >> 4 == 2  # Down, Polling
     assert unused.data(SMP_DATA)[28] == 1  # LocalPortNum: where the SMP came in
     assert nowhere.status == ETIMEDOUT
+    assert through_ca.status == ETIMEDOUT  # back at node-a's HCA: a CA forwards no SMP
 
 
 def test_a_switch_answers_lid_routed_smps_on_its_lid(fabric) -> None:  # type: ignore[no-untyped-def]
