@@ -198,6 +198,32 @@ def test_a_switch_answers_lid_routed_smps_on_its_lid(fabric) -> None:  # type: i
     assert beyond.status == ETIMEDOUT
 
 
+def test_the_nineteenth_tray_is_in_the_second_scalable_unit(fabric, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """gb200: 18 trays per unit, 4 rails, 4 spines. Eighteen more nodes (their fabric entries only: SMPs need
+    nothing else) put the last one, by name, on port 1 of su02's leaves, reached over a spine's port 4 + 1."""
+    a = fabric("node-a", profile="gb200", gpus=4)
+    entry = published(tmp_path / "fabric", a)
+    for i in range(18):
+        name = f"node-b{i:02d}"
+        ports = [{**port, "node_name": name, "node_desc": f"{name} {port['hca']}", "lid": 0x3000 + 4 * i + n,
+                  "node_guid": port["node_guid"] + (i + 1) * 0x1000, "port_guid": port["port_guid"] + (i + 1) * 0x1000}
+                 for n, port in enumerate(entry["ports"])]
+        (tmp_path / "fabric" / f"{name}.json").write_text(json.dumps({**entry, "node_name": name, "ports": ports}))
+    time.sleep(2.5)  # entries are read again at most every 2 s
+    with connect(a, hca=2) as sock:
+        path = [0, 1, 18 + 1, 4 + 2 + 1]  # leaf su01-r2, up to spine-01, down to leaf 1 * 4 + 2 (su02-leaf-r2)
+        leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=path))
+        last = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[*path, 1]))
+        empty = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[*path, 2], timeout_ms=50))
+        info = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=path))
+        lid = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=path, modifier=0))
+    assert leaf.data(SMP_DATA).rstrip(b"\0") == b"MF0;su02-leaf-r2:MQM9700/U1"
+    assert last.data(SMP_DATA).rstrip(b"\0") == b"node-b17 mlx5_2"
+    assert empty.status == ETIMEDOUT
+    assert info.data(SMP_DATA, 40)[36] == 18 + 1  # came in from spine-01 on its first up port
+    assert int.from_bytes(lid.data(SMP_DATA)[16:18], "big") == 2 + 4 + 4 + 2  # spines, unit 0's leaves, rail 2
+
+
 @pytest.mark.parametrize("names", [["a", "b"], ["c", "a", "b"]])
 def test_nodes_take_their_leaf_ports_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
     nodes = {name: fabric(f"node-{name}") for name in names}
