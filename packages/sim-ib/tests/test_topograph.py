@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mokka_core.testing.consumers import shared_topograph
+from mokka_core.testing.consumers import shared_binary
 
 pytestmark = pytest.mark.usefixtures("ib_tools")
 
@@ -89,7 +89,7 @@ def topology(topograph: Path, work: Path, roots: dict[str, Path]) -> str:
                          ids=["h100", "gb200"])
 def test_topograph_derives_the_leaf_and_spine_tree(fabric, tmp_path: Path, profile: str, gpus: int, rails: int,
                                                    switch_guid: int, count: int) -> None:  # type: ignore[no-untyped-def]
-    topograph = shared_topograph()
+    topograph = shared_binary("topograph")
     nodes = [fabric(f"{profile}-node-{i}", profile=profile, gpus=gpus) for i in range(count)]
     tree = topology(topograph, tmp_path / "topograph", {node.name: node.root for node in nodes})
     # README "The fabric": spine k is switch k (GUID switch_guid + 1 + k), leaf (unit 0, rail r) switch rails + r.

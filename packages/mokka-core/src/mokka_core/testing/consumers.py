@@ -49,7 +49,7 @@ __all__ = [
     "real_libnvidia_ml",
     "require",
     "required",
-    "shared_topograph",
+    "shared_binary",
 ]
 
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
@@ -325,26 +325,6 @@ def go_module_source(module: Path, path: str) -> Path:
     if not directory:
         missing(f"downloading {path} (pinned in {module.name}/go.mod) failed: {result.stderr.strip()[-800:]}")
     return Path(directory)
-
-
-#: Consumers no registry serves, kept beside the checkout (CONSUMERS.md "../shared/consumers"): the
-#: directory holding ``unpack.sh`` (``$MOKKA_SHARED_CONSUMERS`` overrides).
-SHARED_CONSUMERS = Path(__file__).resolve().parents[5].parent / "shared" / "consumers"
-
-
-def shared_topograph() -> Path:
-    """Topograph v1.0.0's ``topograph`` from ``../shared/consumers``, unpacked into the cache (its ``unpack.sh``
-    checks the sha256); missing() without ``../shared`` or when it does not unpack."""
-    kept = Path(os.environ.get("MOKKA_SHARED_CONSUMERS") or SHARED_CONSUMERS)
-    if not (kept / "unpack.sh").is_file():
-        missing(f"topograph: no {kept}/unpack.sh (the consumers kept in ../shared/consumers)")
-    dest = cache_dir() / "shared-consumers"
-    with _locked("shared-topograph"):
-        result = subprocess.run(["sh", str(kept / "unpack.sh"), str(dest), "topograph"], capture_output=True,
-                                text=True, timeout=600)
-    if result.returncode != 0 or not (dest / "topograph").is_file():
-        missing(f"topograph: {kept}/unpack.sh failed: {result.stderr.strip()[-400:]}")
-    return dest / "topograph"
 
 
 def apt_tool(binary: str, package: str) -> Path:
