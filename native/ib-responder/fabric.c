@@ -6,9 +6,15 @@
  *   {"op": "ping", "dlid": int, "slid": int, "umad": hex} -> {"umad": hex} or {"umad": null}
  * Every connection has IO_TIMEOUT_MS to send its request or answer; none blocks the loop.  What arrives
  * is untrusted: every length is checked, and a malformed message closes its connection with a line in
- * the log. */
+ * the log.
+ *
+ * Who asks is known: a loopback connection by the user owning its other end (/proc/net/tcp{,6}), any
+ * other by its address.  Root and the responder's own user (this machine's responders) are served up to
+ * MAX_CONNS; anyone else at most MAX_SERVED_PER_PEER requests at once, and all of them together never
+ * the last RESERVED_CONNS, so no local user can take the port from the nodes. */
 #include "responder.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -22,6 +28,9 @@
 #define MAX_MESSAGE (1u << 20)
 #define IO_TIMEOUT_MS 5000
 #define MAX_CONNS 256
+#define MAX_SERVED_PER_PEER 16
+#define RESERVED_CONNS 64
+#define PEER_MAX 64
 
 enum role { SERVE, DESCRIBE, RELAY_PING };
 enum state { CONNECTING, SENDING, RECEIVING, WAITING, CLOSED };
@@ -37,6 +46,8 @@ struct conn {
     struct job *job;    /* RELAY_PING */
     char name[NODE_NAME_MAX + 1]; /* RELAY_PING: the peer's */
     struct address to;  /* DESCRIBE, RELAY_PING */
+    bool privileged;    /* SERVE: asked by root or this responder's user */
+    char peer[PEER_MAX]; /* SERVE: who asks ("uid N" on loopback, else the address) */
 };
 
 static struct {
@@ -45,6 +56,7 @@ static struct {
     uint16_t port;
     struct conn *conns;
     size_t nconns;
+    uint64_t refused; /* requests turned away (logged at the 1st, 2nd, 4th ...) */
 } fab = {.listener = -1};
 
 static void finish(struct conn *c, const char *text, size_t len, const char *problem);
@@ -378,16 +390,113 @@ size_t fabric_pollfds(struct pollfd *fds, void **owners, size_t cap)
     return n;
 }
 
+/* The uid owning the other end of loopback connection fd (/proc/net/tcp{,6}); false if not found. */
+static bool loopback_owner(const struct sockaddr_storage *peer, const struct sockaddr_storage *own, uid_t *uid)
+{
+    char want_local[48], want_remote[48];
+    const char *table;
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *p = (const void *)peer, *o = (const void *)own;
+        snprintf(want_local, sizeof want_local, "%08X:%04X", (unsigned)p->sin_addr.s_addr, ntohs(p->sin_port));
+        snprintf(want_remote, sizeof want_remote, "%08X:%04X", (unsigned)o->sin_addr.s_addr, ntohs(o->sin_port));
+        table = "/proc/net/tcp";
+    } else {
+        const struct sockaddr_in6 *p = (const void *)peer, *o = (const void *)own;
+        uint32_t a[4], b[4];
+        memcpy(a, &p->sin6_addr, 16);
+        memcpy(b, &o->sin6_addr, 16);
+        snprintf(want_local, sizeof want_local, "%08X%08X%08X%08X:%04X", a[0], a[1], a[2], a[3], ntohs(p->sin6_port));
+        snprintf(want_remote, sizeof want_remote, "%08X%08X%08X%08X:%04X", b[0], b[1], b[2], b[3],
+                 ntohs(o->sin6_port));
+        table = "/proc/net/tcp6";
+    }
+    FILE *f = fopen(table, "re");
+    char line[512], local[48], remote[48];
+    unsigned owner;
+    bool found = false;
+    while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, " %*u: %47s %47s %*x %*s %*s %*s %u", local, remote, &owner) == 3 &&
+            strcmp(local, want_local) == 0 && strcmp(remote, want_remote) == 0) {
+            *uid = owner;
+            found = true;
+        }
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+static bool is_loopback(const struct sockaddr_storage *a)
+{
+    if (a->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *v6 = &((const struct sockaddr_in6 *)(const void *)a)->sin6_addr;
+    return a->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(v6);
+}
+
+/* Who is at the other end of fd: *privileged for root and this user on loopback. */
+static void identify(int fd, char *peer, size_t cap, bool *privileged)
+{
+    struct sockaddr_storage them = {0}, us = {0};
+    socklen_t n = sizeof them, m = sizeof us;
+    uid_t uid;
+    *privileged = false;
+    if (getpeername(fd, (struct sockaddr *)&them, &n) < 0 || getsockname(fd, (struct sockaddr *)&us, &m) < 0 ||
+        (them.ss_family != AF_INET && them.ss_family != AF_INET6)) {
+        snprintf(peer, cap, "unknown");
+    } else if (is_loopback(&them)) {
+        if (loopback_owner(&them, &us, &uid)) {
+            snprintf(peer, cap, "uid %u", (unsigned)uid);
+            *privileged = uid == 0 || uid == geteuid();
+        } else {
+            snprintf(peer, cap, "loopback, owner unknown");
+        }
+    } else {
+        char text[INET6_ADDRSTRLEN] = "?";
+        const void *addr = them.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&them)->sin_addr
+                                                     : (const void *)&((struct sockaddr_in6 *)&them)->sin6_addr;
+        inet_ntop(them.ss_family, addr, text, sizeof text);
+        snprintf(peer, cap, "%s", text);
+    }
+}
+
+static bool admitted(const char *peer, bool privileged, const char **why)
+{
+    size_t same = 0, others = 0;
+    for (struct conn *c = fab.conns; c != NULL; c = c->next)
+        if (c->role == SERVE && c->state != CLOSED && !c->privileged)
+            others++, same += strcmp(c->peer, peer) == 0;
+    if (fab.nconns >= MAX_CONNS)
+        *why = "all connections taken";
+    else if (privileged)
+        return true;
+    else if (same >= MAX_SERVED_PER_PEER)
+        *why = "its limit reached";
+    else if (others >= MAX_CONNS - RESERVED_CONNS)
+        *why = "the share of others taken";
+    else
+        return true;
+    return false;
+}
+
 static void accept_conn(void)
 {
     int fd = accept4(fab.listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    struct conn *c = new_conn(fd, SERVE);
+    char peer[PEER_MAX];
+    bool privileged;
+    const char *why = "out of memory";
+    identify(fd, peer, sizeof peer, &privileged);
+    struct conn *c = admitted(peer, privileged, &why) ? new_conn(fd, SERVE) : NULL;
     if (c == NULL) {
+        if ((fab.refused & (fab.refused + 1)) == 0)
+            say("refusing a fabric request of %s: %s (%llu refused)", peer, why, (unsigned long long)fab.refused + 1);
+        fab.refused++;
         close(fd);
         return;
     }
+    c->privileged = privileged;
+    memcpy(c->peer, peer, sizeof c->peer);
     c->state = RECEIVING;
 }
 

@@ -10,7 +10,7 @@
 # Linked statically (under 1 MB resident, no loader). Depends on gcc and libc (libc.a) only.
 
 IBR_BIN := build/mokka-ib-responder
-IBR_SRCS := ib-responder/main.c ib-responder/shim.c ib-responder/mad.c ib-responder/fabric.c ib-responder/peers.c ib-responder/node.c ib-responder/json.c \
+IBR_SRCS := ib-responder/main.c ib-responder/shim.c ib-responder/mad.c ib-responder/switch.c ib-responder/fabric.c ib-responder/peers.c ib-responder/node.c ib-responder/json.c \
 	ib-responder/util.c common/service.c
 IBR_INSTALL_DIR ?= ../packages/mokka-core/src/mokka_core/_native
 CC ?= gcc

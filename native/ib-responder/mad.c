@@ -1,8 +1,8 @@
 /* Management datagrams: the kernel's struct ib_user_mad framing, and what the fabric answers.
  *
  * Layouts follow the InfiniBand Architecture Specification vol. 1 (MAD common header 13.4.3, SMP 14.2.1,
- * NodeInfo 14.2.5.3, NodeDescription 14.2.5.2, PortInfo 14.2.5.6, SMInfo 14.2.5.13, PathRecord 15.2.5.16,
- * PerfMgmt ClassPortInfo 13.4.8.1, PortCounters 16.1.3.5) and <rdma/ib_user_mad.h> (header ABI 5).  MAD
+ * NodeInfo 14.2.5.3, NodeDescription 14.2.5.2, SwitchInfo 14.2.5.4, PortInfo 14.2.5.6, SMInfo 14.2.5.13,
+ * PathRecord 15.2.5.16, PerfMgmt ClassPortInfo 13.4.8.1, PortCounters 16.1.3.5) and <rdma/ib_user_mad.h> (header ABI 5).  MAD
  * fields are big-endian; the ib_user_mad_hdr integers are host-endian except its __be ones. */
 #include "responder.h"
 
@@ -13,6 +13,7 @@
 #define ATTR_NODE_DESC 0x0010
 #define ATTR_NODE_INFO 0x0011
 #define ATTR_PORT_COUNTERS 0x0012
+#define ATTR_SWITCH_INFO 0x0012
 #define ATTR_PORT_INFO 0x0015
 #define ATTR_SM_INFO 0x0020
 #define ATTR_PATH_RECORD 0x0035
@@ -181,36 +182,6 @@ static void smp_reply(const struct umad *req, const struct port *target, uint16_
 
 /* ---- the fabric ----------------------------------------------------------------------------------- */
 
-/* The port at the far end of port's cable, if it is up; *wait set when the peers are being looked up. */
-static const struct port *neighbour(const struct port *port, bool stale_ok, bool *wait)
-{
-    size_t count;
-    const struct peer *peers;
-    if (!fabric_peers(stale_ok, &peers, &count)) {
-        *wait = true;
-        return NULL;
-    }
-    const struct node *node = current_node();
-    const char *mate = partner(port->node_name, peers, count);
-    if (mate == NULL || port->state != PORT_UP)
-        return NULL;
-    const struct port *candidates = NULL;
-    size_t n = 0;
-    if (strcmp(mate, node->name) == 0) {
-        candidates = node->ports, n = node->nports;
-    } else {
-        for (size_t i = 0; i < count; i++)
-            if (strcmp(peers[i].name, mate) == 0) {
-                candidates = peers[i].ports, n = peers[i].nports;
-                break;
-            }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (candidates[i].index == port->index)
-            return candidates[i].state == PORT_UP ? &candidates[i] : NULL;
-    return NULL;
-}
-
 /* The first up port of this node or another with lid; *wait set when the peers are being looked up. */
 static const struct port *port_by(uint16_t lid, uint64_t port_guid, bool by_guid, bool stale_ok, bool *wait)
 {
@@ -235,21 +206,54 @@ static const struct port *port_by(uint16_t lid, uint64_t port_guid, bool by_guid
     return NULL;
 }
 
+#define MAX_MEMBERS 1025
+static struct member members[MAX_MEMBERS]; /* this node and its peers (switch.c): one request at a time */
+
+/* The SMP's answer from switch sw (reached through port `entry`), sent from source_lid. */
+static void switch_reply(const struct umad *req, uint32_t sw, uint8_t entry, size_t nmembers, uint16_t source_lid,
+                         struct answer *out)
+{
+    uint8_t data[64] = {0};
+    size_t len = 64;
+    uint16_t attr = mad_attr(req);
+    answered(out);
+    bool ok = mad_method(req) == METHOD_GET;
+    if (ok && attr == ATTR_NODE_INFO) {
+        switch_node_info(sw, entry, data);
+        len = 40;
+    } else if (ok && attr == ATTR_NODE_DESC) {
+        switch_desc(sw, (char *)data, sizeof data);
+    } else if (ok && attr == ATTR_SWITCH_INFO) {
+        switch_info(data);
+    } else if (!ok || attr != ATTR_PORT_INFO ||
+               !switch_port_info(sw, entry, mad_attr_mod(req), members, nmembers, current_node()->gid_prefix, data)) {
+        response(req, NULL, 0, 0, source_lid, STATUS_UNSUPPORTED_ATTRIBUTE, &out->reply);
+        return;
+    }
+    response(req, data, len, SMP_DATA, source_lid, 0, &out->reply);
+}
+
 static void directed_smp(const struct port *local, const struct umad *req, bool stale_ok, struct answer *out)
 {
-    const struct port *target = local;
-    for (unsigned hop = 1; hop <= hop_count(req); hop++) {
-        if (target == NULL || hop >= SMP_PATH_LEN || req->mad[SMP_INITIAL_PATH + hop] != 1)
-            return; /* no such route: nothing answers */
-        bool wait = false;
-        target = neighbour(target, stale_ok, &wait);
-        if (wait) {
+    struct place at = {.kind = AT_CA, .ca = local, .entry = 1};
+    size_t nmembers = 0;
+    if (hop_count(req) > 0) {
+        size_t count;
+        const struct peer *peers;
+        if (!fabric_peers(stale_ok, &peers, &count)) {
             out->kind = NEED_PEERS;
             return;
         }
+        nmembers = fabric_members(peers, count, members, MAX_MEMBERS);
     }
-    if (target != NULL)
-        smp_reply(req, target, 0xFFFF, out);
+    for (unsigned hop = 1; hop <= hop_count(req); hop++)
+        if (hop >= SMP_PATH_LEN || (at.kind == AT_CA && hop > 1) || /* a CA does not forward an SMP */
+            !fabric_hop(&at, req->mad[SMP_INITIAL_PATH + hop], members, nmembers, &at))
+            return; /* no such route: nothing answers */
+    if (at.kind == AT_CA)
+        smp_reply(req, at.ca, 0xFFFF, out);
+    else
+        switch_reply(req, at.sw, at.entry, nmembers, 0xFFFF, out);
 }
 
 static void lid_smp(const struct umad *req, bool stale_ok, struct answer *out)
@@ -266,10 +270,22 @@ static void lid_smp(const struct umad *req, bool stale_ok, struct answer *out)
     }
     bool wait = false;
     const struct port *target = port_by(req->lid, 0, false, stale_ok, &wait);
-    if (wait)
+    if (wait) {
         out->kind = NEED_PEERS;
-    else if (target != NULL)
+    } else if (target != NULL) {
         smp_reply(req, target, target->lid, out);
+    } else { /* a switch's LID: it answers on port 0 */
+        size_t count;
+        const struct peer *peers;
+        if (!fabric_peers(stale_ok, &peers, &count)) {
+            out->kind = NEED_PEERS;
+            return;
+        }
+        size_t nmembers = fabric_members(peers, count, members, MAX_MEMBERS);
+        uint32_t sw;
+        if (switch_by_lid(req->lid, nmembers, &sw))
+            switch_reply(req, sw, 0, nmembers, req->lid, out);
+    }
 }
 
 static void performance(const struct umad *req, bool stale_ok, struct answer *out)

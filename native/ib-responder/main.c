@@ -225,7 +225,9 @@ static void expire(uint64_t now)
 
 static uint64_t next_deadline(void)
 {
-    uint64_t earliest = fabric_deadline();
+    uint64_t earliest = fabric_deadline(), idle = shim_deadline();
+    if (idle < earliest)
+        earliest = idle;
     for (struct job *job = g.jobs; job != NULL; job = job->next)
         if ((job->wait == FOR_PING_SERVER || job->wait == TIMING_OUT) && job->deadline < earliest)
             earliest = job->deadline;
@@ -405,6 +407,7 @@ int main(int argc, char **argv)
         now = now_ms();
         expire(now);
         fabric_expire(now);
+        shim_expire(now);
         if (fabric_take_found())
             peers_found();
         sweep();
@@ -412,6 +415,8 @@ int main(int argc, char **argv)
     shim_stop(g.socket_path);
     fabric_stop();
     fabric_withdraw();
+    free(fds);
+    free(owners);
     say("stopped");
     return 0;
 }

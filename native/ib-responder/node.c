@@ -1,6 +1,6 @@
 /* The node file: what the responder serves, staged by sim-ib beside sysfs (mokka_sim_ib.config writes it).
  *
- * Line-oriented and versioned (packages/sim-ib/README.md, "The node file"): "mokka-ib-node 2", the node's
+ * Line-oriented and versioned (packages/sim-ib/README.md, "The node file"): "mokka-ib-node 3", the node's
  * "KEY VALUE" lines, "port N" and that port's lines for each port in index order, "end".  Every key is in
  * one of the two tables below (no per-key code); each is given exactly once.  Anything else (an unknown or
  * repeated key, a number out of range, a truncated file) is an error naming the file and the line. */
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAGIC "mokka-ib-node 2"
+#define MAGIC "mokka-ib-node 3"
 #define MAX_FILE (1u << 20)
 #define MAX_LINE 1024
 
@@ -37,6 +37,8 @@ static const struct field port_fields[] = {
 static const struct field node_fields[] = {
     NODE_FIELD("node_name", name, TEXT), NODE_FIELD("gid_prefix", gid_prefix, U64),
     NODE_FIELD("sm_lid", sm_lid, U16),   NODE_FIELD("sm_guid", sm_guid, U64),
+    NODE_FIELD("su_size", su_size, U32), NODE_FIELD("rails", rails, U32),
+    NODE_FIELD("spines", spines, U32),   NODE_FIELD("switch_guid", switch_guid, U64),
     {"ports", U32, 0, 0}, /* the count: read into a local, not the struct */
 };
 #define N_PORT_FIELDS (sizeof port_fields / sizeof port_fields[0])
@@ -215,6 +217,11 @@ bool node_parse(const char *path, char *data, size_t len, struct node *node, cha
                 char name[81];
                 fail(error, error_len, path, 0, "node_name is not a DNS-1123 subdomain: %s",
                      shown(n.name, name, sizeof name));
+                goto out;
+            }
+            if (n.su_size == 0 || n.rails == 0 || n.spines > SWITCH_PORTS || n.su_size > SWITCH_PORTS - n.spines) {
+                fail(error, error_len, path, 0, "su_size %u, rails %u, spines %u: a leaf has %d ports for su_size + "
+                     "spines (su_size and rails at least 1)", n.su_size, n.rails, n.spines, SWITCH_PORTS);
                 goto out;
             }
         }

@@ -342,28 +342,6 @@ bool fabric_take_found(void)
     return found;
 }
 
-static int by_text(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-const char *partner(const char *own, const struct peer *peers, size_t count)
-{
-    const char *names[MAX_PEERS + 2];
-    size_t n = 0;
-    names[n++] = own;
-    names[n++] = current_node()->name;
-    for (size_t i = 0; i < count && n < MAX_PEERS + 2; i++)
-        names[n++] = peers[i].name;
-    qsort(names, n, sizeof *names, by_text);
-    size_t distinct = 0, position = 0;
-    for (size_t i = 0; i < n; i++)
-        if (distinct == 0 || strcmp(names[i], names[distinct - 1]) != 0) {
-            if (strcmp(names[i], own) == 0)
-                position = distinct;
-            names[distinct++] = names[i];
-        }
-    size_t mate = position % 2 == 0 ? position + 1 : position - 1;
-    return mate < distinct ? names[mate] : NULL;
-}
-
 void peer_described(size_t slot, const char *text, size_t len, const char *problem)
 {
     const struct address *to = &fab.peers[slot];

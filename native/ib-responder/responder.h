@@ -48,6 +48,8 @@ struct node {
     char name[NODE_NAME_MAX + 1];
     uint64_t gid_prefix, sm_guid;
     uint16_t sm_lid;
+    uint32_t su_size, rails, spines; /* the fabric's layout (switch.c) */
+    uint64_t switch_guid;
     size_t nports;
     struct port *ports;
 };
@@ -148,7 +150,10 @@ struct client {
     struct client *next;
     int fd;
     bool greeted;
+    bool issm; /* an issm device (else umad) */
     uint32_t hca_index;
+    uint32_t uid;       /* SO_PEERCRED */
+    uint64_t active_ms; /* its last packet (or its connect) */
     uint64_t serial;
     size_t nagents;
     struct agent agents[MAX_AGENTS];
@@ -171,6 +176,8 @@ size_t shim_pollfds(struct pollfd *fds, void **owners, size_t cap);
 size_t shim_clients(void);
 void shim_event(void *owner);
 void shim_sweep(void);
+uint64_t shim_deadline(void);   /* when the next idle client is due to be closed; UINT64_MAX if none */
+void shim_expire(uint64_t now); /* close the clients idle past their time (shim.c's header) */
 void shim_stop(const char *path); /* close the clients and the socket, and remove it */
 struct client *client_by_serial(uint64_t serial); /* NULL once it is gone */
 /* Send u to c without waiting (a tool that stopped reading loses it); false if it could not be sent. */
@@ -205,10 +212,36 @@ void describe_node(struct buf *b);
 bool fabric_peers(bool stale_ok, const struct peer **peers, size_t *count);
 bool fabric_take_found(void); /* true once after a lookup of the peers finished without the caller */
 void fabric_new_turn(void);   /* a request starts: the peers may be looked up again (once) */
-/* The node whose HCAs are cabled to own's: this node and the peers pair up in name order. NULL if none. */
-const char *partner(const char *own, const struct peer *peers, size_t count);
 /* The answer of static peer slot to "describe" (text[0:len]), or the problem met asking it. */
 void peer_described(size_t slot, const char *text, size_t len, const char *problem);
+
+/* ---- switch.c: the fabric's switches (README "The fabric") ---------------------------------------- */
+#define SWITCH_PORTS 64
+struct member { /* a node of the fabric: this one or a peer */
+    const char *name;
+    const struct port *ports;
+    size_t nports;
+};
+/* This node and the peers, in name order (their places in the fabric); how many (at most cap). */
+size_t fabric_members(const struct peer *peers, size_t count, struct member *out, size_t cap);
+enum place_kind { AT_CA, AT_SWITCH };
+struct place { /* where a directed route has got to */
+    enum place_kind kind;
+    const struct port *ca; /* AT_CA */
+    uint32_t sw;           /* AT_SWITCH: spines 0.., then leaves */
+    uint8_t entry;         /* the port it came in by */
+};
+/* What is cabled to out_port of here; false if nothing (answering) is. */
+bool fabric_hop(const struct place *here, unsigned out_port, const struct member *m, size_t nmembers,
+                struct place *next);
+uint32_t switch_count(size_t nmembers);
+uint16_t switch_lid(uint32_t sw);
+bool switch_by_lid(uint16_t lid, size_t nmembers, uint32_t *sw);
+void switch_desc(uint32_t sw, char *out, size_t cap);
+void switch_node_info(uint32_t sw, uint8_t entry, uint8_t d[40]);
+void switch_info(uint8_t d[64]);
+bool switch_port_info(uint32_t sw, uint8_t entry, unsigned n, const struct member *m, size_t nmembers, uint64_t gid_prefix,
+                      uint8_t d[64]);
 
 /* ---- fabric.c: the TCP port ----------------------------------------------------------------------- */
 bool parse_address(const char *text, struct address *out);

@@ -3,7 +3,12 @@
  * Protocol (packages/sim-ib/README.md, "Shim wire protocol"): the first packet is HELLO, answered HELLO_ACK;
  * then a packet shorter than the 64-byte ib_user_mad_hdr is a control packet (REGISTER, UNREGISTER) and any
  * other one a MAD (main.c answers it).  Integers are little-endian (host order).  A malformed packet is
- * dropped with a line in the log; an empty one, like the end of the connection, closes it. */
+ * dropped with a line in the log; an empty one, like the end of the connection, closes it.
+ *
+ * Who may hold a connection (SO_PEERCRED): root and the responder's own user (the node's tools) up to
+ * MAX_CLIENTS; any other user a socket group lets in at most MAX_CLIENTS_PER_USER at once, and all of them
+ * together never the last RESERVED_CLIENTS.  A connection that has not said HELLO within HELLO_WITHIN_MS,
+ * or a umad one that holds no agent and has sent nothing for IDLE_MS (it can receive nothing), is closed. */
 #include "responder.h"
 
 #include <errno.h>
@@ -13,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -27,12 +33,17 @@
 #define REGISTER_SIZE 36
 #define UNREGISTER_SIZE 12
 #define MAX_CLIENTS 1024
+#define RESERVED_CLIENTS 256
+#define MAX_CLIENTS_PER_USER 64
+#define HELLO_WITHIN_MS 2000
+#define IDLE_MS 30000
 
 static struct {
     int listener;
     struct client *clients;
     size_t nclients;
     uint64_t next_serial;
+    uint64_t refused; /* connections turned away (logged at 1, 2, 4, 8 ...) */
 } g = {.listener = -1};
 
 struct client *client_by_serial(uint64_t serial)
@@ -91,6 +102,7 @@ static void hello(struct client *c, const uint8_t *packet, ssize_t len)
         get_le32(packet + 8) == PROTOCOL_VERSION) {
         node_refresh();
         c->hca_index = get_le32(packet + 16);
+        c->issm = get_le32(packet + 12) == 1; /* device kind: 0 umad, 1 issm */
         status = c->hca_index < current_node()->nports ? 0 : ENODEV;
     }
     uint8_t ack[12];
@@ -142,6 +154,7 @@ static void receive(struct client *c)
         gone(c, len < 0 ? strerror(errno) : NULL);
         return;
     }
+    c->active_ms = now_ms();
     if (!c->greeted)
         hello(c, packet, len);
     else if (len < UMAD_HDR_SIZE)
@@ -150,21 +163,80 @@ static void receive(struct client *c)
         tool_mad(c, packet, (size_t)len);
 }
 
+static bool privileged(uid_t uid) { return uid == 0 || uid == geteuid(); }
+
+/* Whether a connection of uid may be held now; why not in *why. */
+static bool admitted(uid_t uid, const char **why)
+{
+    size_t mine = 0, others = 0;
+    for (struct client *c = g.clients; c != NULL; c = c->next)
+        if (c->fd >= 0 && !privileged(c->uid))
+            others++, mine += c->uid == uid;
+    if (g.nclients >= MAX_CLIENTS)
+        *why = "all connections taken";
+    else if (privileged(uid))
+        return true;
+    else if (mine >= MAX_CLIENTS_PER_USER)
+        *why = "the user's limit reached";
+    else if (others >= MAX_CLIENTS - RESERVED_CLIENTS)
+        *why = "the other users' share taken";
+    else
+        return true;
+    return false;
+}
+
 static void accept_client(void)
 {
     int fd = accept4(g.listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    struct client *c = g.nclients < MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
+    struct ucred cred = {.uid = (uid_t)-1};
+    socklen_t len = sizeof cred;
+    const char *why = "out of memory";
+    struct client *c = NULL;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof cred)
+        why = "no peer credentials";
+    else if (admitted(cred.uid, &why))
+        c = calloc(1, sizeof *c);
     if (c == NULL) {
+        if ((g.refused & (g.refused + 1)) == 0) /* the 1st, 2nd, 4th, 8th ... */
+            say("refusing a connection of uid %ld: %s (%llu refused)", cred.uid == (uid_t)-1 ? -1L : (long)cred.uid,
+                why, (unsigned long long)g.refused + 1);
+        g.refused++;
         close(fd);
         return;
     }
     c->fd = fd;
+    c->uid = cred.uid;
+    c->active_ms = now_ms();
     c->serial = ++g.next_serial;
     c->next = g.clients;
     g.clients = c;
     g.nclients++;
+}
+
+static uint64_t idle_at(const struct client *c)
+{
+    if (!c->greeted)
+        return c->active_ms + HELLO_WITHIN_MS;
+    /* an open issm holds the port's IsSM bit as long as it is open: it is never idle */
+    return c->nagents == 0 && !c->issm ? c->active_ms + IDLE_MS : UINT64_MAX;
+}
+
+uint64_t shim_deadline(void)
+{
+    uint64_t earliest = UINT64_MAX;
+    for (struct client *c = g.clients; c != NULL; c = c->next)
+        if (c->fd >= 0 && idle_at(c) < earliest)
+            earliest = idle_at(c);
+    return earliest;
+}
+
+void shim_expire(uint64_t now)
+{
+    for (struct client *c = g.clients; c != NULL; c = c->next)
+        if (c->fd >= 0 && idle_at(c) <= now)
+            gone(c, c->greeted ? "idle, with no agent" : "no HELLO in time");
 }
 
 /* The gid of $MOKKA_IB_SOCKET_GROUP (-1: unset); /etc/group is read directly (a static program has no NSS). */

@@ -68,7 +68,73 @@ def test_ibping_sminfo_perfquery_and_fabric_walk_between_two_nodes(fabric) -> No
     counters = ok(tool(a, "perfquery", str(b.lid(0)), "1"))
     assert f"# Port counters: Lid {b.lid(0)} port 1" in counters and "PortXmitData:....................0" in counters
     topology = ok(tool(b, "ibnetdiscover"))
-    assert topology.count("Ca\t1 ") == 2 and '"node-a mlx5_0"' in topology
+    assert topology.count("Ca\t1 ") == 4 and '"node-a mlx5_0"' in topology
+
+
+SWITCH_LINE = re.compile(r'^Switch\t(\d+) "S-([0-9a-f]+)"\t\t# "([^"]*)" enhanced port 0 lid (\d+) lmc 0$')
+CA_LINE = re.compile(r'^Ca\t1 "H-([0-9a-f]+)"\t\t# "([^"]*)"$')
+LINK_LINE = re.compile(r'^\[(\d+)\](?:\([0-9a-f]+\))?\s+"[SH]-[0-9a-f]+"\[(\d+)\](?:\([0-9a-f]+\))?\s+# (.*)$')
+
+
+def topology(text: str) -> tuple[dict[str, dict[int, tuple[str, int, str]]], dict[str, tuple[str, int]]]:
+    """ibnetdiscover's topology file (ibnetdiscover(8)): each switch's linked ports (port -> the far end's
+    description, port, speed) and each CA's one link (description -> the switch's description and port)."""
+    switches: dict[str, dict[int, tuple[str, int, str]]] = {}
+    cas: dict[str, tuple[str, int]] = {}
+    current: tuple[str, str] | None = None
+    for line in text.splitlines():
+        if m := SWITCH_LINE.match(line):
+            current = ("switch", m[3])
+            switches[m[3]] = {}
+        elif m := CA_LINE.match(line):
+            current = ("ca", m[2])
+        elif (m := LINK_LINE.match(line)) and current is not None:
+            descs = re.findall(r'"([^"]*)"', m[3])
+            if current[0] == "switch":
+                switches[current[1]][int(m[1])] = (descs[0], int(m[2]), m[3].rsplit(" ", 1)[-1])
+            else:
+                cas[current[1]] = (descs[0], int(m[2]))
+    return switches, cas
+
+
+def expected_tree(names: list[str], rails: int, su_size: int) -> dict[str, dict[int, tuple[str, int]]]:
+    """The rail-optimised layout (README "The fabric"), independently of the responder: nodes by name; HCA rail r
+    of the node at slot s of unit u on port s + 1 of leaf (u, r); leaf port su_size + 1 + k up to spine k's port
+    u * rails + r + 1."""
+    tree: dict[str, dict[int, tuple[str, int]]] = {}
+    units = (len(names) + su_size - 1) // su_size
+    for unit in range(units):
+        for rail in range(rails):
+            leaf = f"MF0;su{unit + 1:02d}-leaf-r{rail}:MQM9700/U1"
+            ports = tree.setdefault(leaf, {})
+            for slot, name in enumerate(names[unit * su_size:(unit + 1) * su_size]):
+                ports[slot + 1] = (f"{name} mlx5_{rail}", 1)
+            for spine in range(rails):
+                ports[su_size + 1 + spine] = (f"MF0;spine-{spine + 1:02d}:MQM9700/U1", unit * rails + rail + 1)
+                tree.setdefault(f"MF0;spine-{spine + 1:02d}:MQM9700/U1", {})[unit * rails + rail + 1] = (leaf,
+                                                                                                    su_size + 1 + spine)
+    return tree
+
+
+@pytest.mark.parametrize(("profile", "gpus", "rails", "su_size", "count"),
+                         [("h100", 8, 8, 32, 2), ("h100", 8, 8, 32, 4), ("gb200", 4, 4, 18, 3)])
+def test_ibnetdiscover_finds_every_node_under_the_same_leaves_and_spines(
+        fabric, profile: str, gpus: int, rails: int, su_size: int, count: int) -> None:  # type: ignore[no-untyped-def]
+    nodes = [fabric(f"{profile}-node-{i}", profile=profile, gpus=gpus) for i in range(count)]
+    names = sorted(node.name for node in nodes)
+    want = expected_tree(names, rails, su_size)
+    for asking in (nodes[0], nodes[-1]):
+        out = ok(tool(asking, "ibnetdiscover", timeout=120))
+        # the default port is the first HCA's, as on a real host (sysfs lists mlx5_0 first)
+        assert f"# Initiated from node {asking.config.ports[0].node_guid:016x} " in out
+        switches, cas = topology(out)
+        assert {name: {port: far[:2] for port, far in ports.items()} for name, ports in switches.items()} == want
+        assert all(far[2] == "4xNDR" for ports in switches.values() for far in ports.values())
+        assert len(cas) == count * rails
+        for position, name in enumerate(names):
+            for rail in range(rails):
+                leaf = f"MF0;su{position // su_size + 1:02d}-leaf-r{rail}:MQM9700/U1"
+                assert cas[f"{name} mlx5_{rail}"] == (leaf, position % su_size + 1)
 
 
 def test_failed_surface_ports_are_down_everywhere(fabric) -> None:  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ import pytest
 from mokka_core.model.spec import NodeSpec
 from mokka_sim_ib import hca
 from mokka_sim_ib.config import NodeConfig, PortModel
+from mokka_sim_ib.fabric import FabricLayout
 from mokka_sim_ib.responder import command
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -41,7 +42,7 @@ def test_the_writer_refuses_what_a_line_cannot_hold() -> None:
                      phys_state=5, width_active=2, speed_active=1, speed_ext_active=8, cap_mask=0, node_desc="a\nb",
                      device_id=1, revision=0, vendor_id=2)
     with pytest.raises(ValueError, match="control character"):
-        NodeConfig("n", 0, 1, 1, (port,)).to_text()
+        NodeConfig("n", 0, 1, 1, (port,), FabricLayout(32, 1, 1, 0)).to_text()
 
 
 def check(root: Path, text: bytes) -> subprocess.CompletedProcess[str]:
@@ -74,13 +75,13 @@ def test_every_truncation_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("change", "said"), [
-    (lambda t: t.replace("mokka-ib-node 2", "mokka-ib-node 1"), "line 1: not a sim-ib node file"),
-    (lambda t: t.replace("lid 16896\n", "lid 65536\n"), "line 11: lid: not a number in range"),
-    (lambda t: t.replace("lid 16896\n", "lid -1\n"), "line 11: lid: not a number in range"),
-    (lambda t: t.replace("lid 16896\n", "lid 0x\n"), "line 11: lid: not a number in range"),
+    (lambda t: t.replace("mokka-ib-node 3", "mokka-ib-node 2"), "line 1: not a sim-ib node file"),
+    (lambda t: t.replace("lid 16896\n", "lid 65536\n"), "line 15: lid: not a number in range"),
+    (lambda t: t.replace("lid 16896\n", "lid -1\n"), "line 15: lid: not a number in range"),
+    (lambda t: t.replace("lid 16896\n", "lid 0x\n"), "line 15: lid: not a number in range"),
     (lambda t: t.replace("node_guid 0xa088c2036bb80000", "node_guid 0x1a088c2036bb80000"), "node_guid: not a number"),
-    (lambda t: t.replace("lid 16896\n", "lid 16896\nlid 1\n"), "line 12: repeated key lid in a port"),
-    (lambda t: t.replace("lid 16896\n", "colour blue\n"), "line 11: unknown key colour in a port"),
+    (lambda t: t.replace("lid 16896\n", "lid 16896\nlid 1\n"), "line 16: repeated key lid in a port"),
+    (lambda t: t.replace("lid 16896\n", "colour blue\n"), "line 15: unknown key colour in a port"),
     (lambda t: t.replace("lid 16896\n", ""), "port 0 has no lid"),
     (lambda t: t.replace("ports 2", "ports 3"), "\"end\" after 2 of 3 ports"),
     (lambda t: t.replace("ports 2", "ports 1"), "expected \"port 1\" (of 1)"),
@@ -88,6 +89,8 @@ def test_every_truncation_is_refused(tmp_path: Path) -> None:
     (lambda t: t.replace("port 1\n", "port 5\n"), "expected \"port 1\""),
     (lambda t: t.replace("sm_guid 0xa088c20300000001\n", ""), "no sm_guid before the ports"),
     (lambda t: t.replace("node_name n1", "node_name N1"), "node_name is not a DNS-1123 subdomain"),
+    (lambda t: t.replace("su_size 32", "su_size 63"), "su_size 63, rails 2, spines 2: a leaf has 64 ports"),
+    (lambda t: t.replace("su_size 32", "su_size 0"), "su_size 0, rails 2, spines 2"),
     (lambda t: t.replace("hca mlx5_0", "hca " + "x" * 40), "hca: too long"),
     (lambda t: t.replace("node_desc n1 mlx5_0", "node_desc n1\tmlx5_0"), "node_desc: holds a control character"),
     (lambda t: t + "end\n", "text after \"end\""),

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,7 @@ HELLO, ACK, REGISTER = struct.Struct("<IIIII"), struct.Struct("<III"), struct.St
 CLASS_SMI, CLASS_SA, CLASS_PERF, CLASS_PING, CLASS_SMI_DIRECT = 0x01, 0x03, 0x04, 0x32, 0x81
 GET, GET_RESP = 0x01, 0x81
 NODE_DESC, NODE_INFO, PORT_COUNTERS, PORT_INFO, SM_INFO, PATH_RECORD = 0x10, 0x11, 0x12, 0x15, 0x20, 0x35
+SWITCH_INFO = 0x12  # in the SM classes (PORT_COUNTERS is PerfMgmt's)
 SMP_DATA, SA_DATA, PERF_DATA, VENDOR_DATA, INITIAL_PATH = 64, 56, 64, 40, 128
 ETIMEDOUT, ENODEV = 110, 19
 PING_OUI = b"\x00\x14\x05"
@@ -73,11 +77,12 @@ def connect(node: SimNode, hca: int = 0, method_mask: bytes = bytes(16)) -> sock
 
 
 def request(mgmt_class: int, attr: int, *, dlid: int, tid: int = 0x1234, timeout_ms: int = 200,
-            path: list[int] | None = None, method: int = GET) -> Umad:
+            path: list[int] | None = None, method: int = GET, modifier: int = 0) -> Umad:
     raw = bytearray(256)
     raw[0:4] = bytes([1, mgmt_class, 1, method])
     raw[8:16] = tid.to_bytes(8, "big")
     raw[16:18] = attr.to_bytes(2, "big")
+    raw[20:24] = modifier.to_bytes(4, "big")
     if path is not None:
         raw[7] = len(path) - 1  # hop count; path[0] is unused
         raw[INITIAL_PATH:INITIAL_PATH + len(path)] = bytes(path)
@@ -135,31 +140,102 @@ def test_unknown_lid_times_out_like_the_kernel(fabric) -> None:  # type: ignore[
     assert reply.status == ETIMEDOUT and bytes(reply.mad) == bytes(sent.mad) and reply.timeout_ms == 50
 
 
-def test_directed_route_reaches_the_partner_hca(fabric) -> None:  # type: ignore[no-untyped-def]
+def test_directed_route_reaches_the_leaf_then_the_other_hca(fabric) -> None:  # type: ignore[no-untyped-def]
+    """README "The fabric": mlx5_1 of the first node (by name) is on port 1 of leaf su01-leaf-r1, the next on port 2."""
     a, b = fabric("node-a"), fabric("node-b")
     with connect(a, hca=1) as sock:
         local = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0]))
-        remote = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1]))
-        desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1]))
+        leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1]))
+        leaf_desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1]))
+        remote = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2]))
+        desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 2]))
     node_guid = lambda u: int.from_bytes(u.data(SMP_DATA + 12, 8), "big")  # noqa: E731
     assert node_guid(local) == a.config.ports[1].node_guid
+    # NodeInfo (IBA 14.2.5.3): NodeType 2 (switch), 64 ports (QM9700), LocalPortNum = the port it came in by
+    info = leaf.data(SMP_DATA, 40)
+    assert (info[2], info[3], info[36]) == (2, 64, 1)
+    assert int.from_bytes(info[30:32], "big") == 0xD2F2 and int.from_bytes(info[37:40], "big") == 0x02C9
+    assert leaf_desc.data(SMP_DATA).rstrip(b"\0") == b"MF0;su01-leaf-r1:MQM9700/U1"
     assert node_guid(remote) == b.config.ports[1].node_guid
     assert desc.data(SMP_DATA).rstrip(b"\0") == b"node-b mlx5_1"
-    assert int.from_bytes(remote.mad[4:6], "big") == 0x8000 and remote.mad[6] == 2  # returning, status 0
+    assert int.from_bytes(remote.mad[4:6], "big") == 0x8000 and remote.mad[6] == 3  # returning, status 0
 
 
-@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", "c"]])
-def test_partners_pair_up_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_leaves_go_up_to_every_spine(fabric) -> None:  # type: ignore[no-untyped-def]
+    """h100: 32 nodes per scalable unit, 8 rails, 8 spines; leaf port 33 + k goes up to spine k's port leaf + 1."""
+    a = fabric("node-a", gpus=8)
+    with connect(a, hca=3) as sock:
+        spine = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 33 + 5]))
+        spine_desc = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 33 + 5]))
+        other_leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 38, 8]))
+        back = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, 38, 8, 1]))
+        switch_info = exchange(sock, request(CLASS_SMI_DIRECT, SWITCH_INFO, dlid=0xFFFF, path=[0, 1]))
+        port0 = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=0))
+        unused = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=2))
+        nowhere = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2], timeout_ms=50))
+        through_ca = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 1, 1], timeout_ms=50))
+    assert spine.data(SMP_DATA, 40)[36] == 4  # leaf (unit 0, rail 3) is spine port 4
+    assert spine_desc.data(SMP_DATA).rstrip(b"\0") == b"MF0;spine-06:MQM9700/U1"
+    assert other_leaf.data(SMP_DATA).rstrip(b"\0") == b"MF0;su01-leaf-r7:MQM9700/U1"
+    assert back.data(SMP_DATA).rstrip(b"\0") == b"node-a mlx5_7"
+    assert switch_info.data(SMP_DATA)[16] & 0x08  # SwitchInfo (IBA 14.2.5.4): EnhancedPort0
+    # the switch's LID is on port 0 (spines first: 2..9, then leaf unit*8 + rail: 10 + 3)
+    assert int.from_bytes(port0.data(SMP_DATA)[16:18], "big") == 13 and port0.data(SMP_DATA)[32] & 0xF == 4
+    assert unused.data(SMP_DATA)[32] & 0xF == 1 and unused.data(SMP_DATA)[33] >> 4 == 2  # Down, Polling
+    assert unused.data(SMP_DATA)[28] == 1  # LocalPortNum: where the SMP came in
+    assert nowhere.status == ETIMEDOUT
+    assert through_ca.status == ETIMEDOUT  # back at node-a's HCA: a CA forwards no SMP
+
+
+def test_a_switch_answers_lid_routed_smps_on_its_lid(fabric) -> None:  # type: ignore[no-untyped-def]
+    a = fabric("node-a")  # h100 x2: 2 rails, 2 spines (LIDs 2, 3), leaves (unit 0, rail r) at LIDs 4 + r
+    with connect(a) as sock:
+        spine = exchange(sock, request(CLASS_SMI, NODE_DESC, dlid=3))
+        leaf = exchange(sock, request(CLASS_SMI, NODE_INFO, dlid=5))
+        beyond = exchange(sock, request(CLASS_SMI, NODE_INFO, dlid=6, timeout_ms=50))
+    assert spine.data(SMP_DATA).rstrip(b"\0") == b"MF0;spine-02:MQM9700/U1" and spine.lid == 3
+    assert leaf.data(SMP_DATA, 40)[2] == 2 and leaf.lid == 5
+    assert beyond.status == ETIMEDOUT
+
+
+def test_the_nineteenth_tray_is_in_the_second_scalable_unit(fabric, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """gb200: 18 trays per unit, 4 rails, 4 spines. Eighteen more nodes (their fabric entries only: SMPs need
+    nothing else) put the last one, by name, on port 1 of su02's leaves, reached over a spine's port 4 + 1."""
+    a = fabric("node-a", profile="gb200", gpus=4)
+    entry = published(tmp_path / "fabric", a)
+    for i in range(18):
+        name = f"node-b{i:02d}"
+        ports = [{**port, "node_name": name, "node_desc": f"{name} {port['hca']}", "lid": 0x3000 + 4 * i + n,
+                  "node_guid": port["node_guid"] + (i + 1) * 0x1000, "port_guid": port["port_guid"] + (i + 1) * 0x1000}
+                 for n, port in enumerate(entry["ports"])]
+        (tmp_path / "fabric" / f"{name}.json").write_text(json.dumps({**entry, "node_name": name, "ports": ports}))
+    time.sleep(2.5)  # entries are read again at most every 2 s
+    with connect(a, hca=2) as sock:
+        path = [0, 1, 18 + 1, 4 + 2 + 1]  # leaf su01-r2, up to spine-01, down to leaf 1 * 4 + 2 (su02-leaf-r2)
+        leaf = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=path))
+        last = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[*path, 1]))
+        empty = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[*path, 2], timeout_ms=50))
+        info = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=path))
+        lid = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=path, modifier=0))
+    assert leaf.data(SMP_DATA).rstrip(b"\0") == b"MF0;su02-leaf-r2:MQM9700/U1"
+    assert last.data(SMP_DATA).rstrip(b"\0") == b"node-b17 mlx5_2"
+    assert empty.status == ETIMEDOUT
+    assert info.data(SMP_DATA, 40)[36] == 18 + 1  # came in from spine-01 on its first up port
+    assert int.from_bytes(lid.data(SMP_DATA)[16:18], "big") == 2 + 4 + 4 + 2  # spines, unit 0's leaves, rail 2
+
+
+@pytest.mark.parametrize("names", [["a", "b"], ["c", "a", "b"]])
+def test_nodes_take_their_leaf_ports_in_name_order(fabric, names: list[str]) -> None:  # type: ignore[no-untyped-def]
     nodes = {name: fabric(f"node-{name}") for name in names}
-    for name, mate in (("a", "b"), ("b", "a"), ("c", None)):
-        if name not in nodes:
-            continue
-        with connect(nodes[name]) as sock:
-            reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
-        if mate is None:
-            assert reply.status == ETIMEDOUT
-        else:
-            assert reply.data(SMP_DATA).rstrip(b"\0") == f"node-{mate} mlx5_0".encode()
+    for asking in nodes.values():
+        with connect(asking) as sock:
+            for port, name in enumerate([*sorted(names), None], start=1):
+                reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_DESC, dlid=0xFFFF, path=[0, 1, port],
+                                               timeout_ms=50))
+                if name is None:
+                    assert reply.status == ETIMEDOUT
+                else:
+                    assert reply.data(SMP_DATA).rstrip(b"\0") == f"node-{name} mlx5_0".encode()
 
 
 def test_port_info_carries_lid_state_and_sm(fabric) -> None:  # type: ignore[no-untyped-def]
@@ -208,11 +284,15 @@ def test_sm_info_and_path_record(fabric) -> None:  # type: ignore[no-untyped-def
 def test_failed_node_does_not_answer(fabric) -> None:  # type: ignore[no-untyped-def]
     a, b = fabric("node-a"), fabric("node-b", state="failed")
     assert b.config.ports[0].lid == 0
-    with connect(a) as sock:
-        reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1], timeout_ms=50))
+    with connect(a) as sock:  # its leaf port is down (node-b is the second node by name: port 2)
+        reply = exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1, 2], timeout_ms=50))
+        port = exchange(sock, request(CLASS_SMI_DIRECT, PORT_INFO, dlid=0xFFFF, path=[0, 1], modifier=2))
     assert reply.status == ETIMEDOUT
+    assert port.data(SMP_DATA)[32] & 0xF == 1 and port.data(SMP_DATA)[33] >> 4 == 2  # Down, Polling
     with connect(b) as sock:  # only its own directed-route answers, nothing leaves it
         assert exchange(sock, request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0])).status == 0
+        leaf = request(CLASS_SMI_DIRECT, NODE_INFO, dlid=0xFFFF, path=[0, 1], timeout_ms=50)
+        assert exchange(sock, leaf).status == ETIMEDOUT
         assert exchange(sock, request(CLASS_SMI, SM_INFO, dlid=1, timeout_ms=50)).status == ETIMEDOUT
         assert exchange(sock, request(CLASS_PING, 0, dlid=a.lid(0), timeout_ms=50)).status == ETIMEDOUT
 
@@ -473,3 +553,111 @@ def test_serve_stages_runs_the_responder_and_tears_down(tmp_path: Path) -> None:
             serve.stderr.close()
     assert serve.returncode == 0
     assert list(root.iterdir()) == []
+
+
+# ---- who may hold the shim's socket (SO_PEERCRED) -------------------------------------------------------
+NOBODY = 65534  # nobody:nogroup
+OTHER_USER = r"""
+import resource, socket, struct, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+path, count = sys.argv[1], int(sys.argv[2])
+held, greeted = [], 0
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    try:
+        s.connect(path)
+        s.send(struct.pack("<IIIII", 0x42494B4D, 1, 1, 0, 0))
+        ack = s.recv(64)
+    except OSError:
+        s.close()
+        continue
+    if len(ack) == 12 and struct.unpack("<III", ack)[2] == 0:  # greeted: now hold an agent, never idle
+        s.send(struct.pack("<III4B3sx16s", 0x42494B4D, 2, 1, 1, 0x32, 1, 0, b"\0\x14\x05", bytes(16)))
+        greeted += 1
+    held.append(s)
+print(greeted, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def group_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimNode]:
+    """A served node whose socket lets group nogroup in ($MOKKA_IB_SOCKET_GROUP), under a directory others reach."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    base = Path(tempfile.mkdtemp(prefix="mokka-ib-"))
+    base.chmod(0o755)
+    monkeypatch.setenv("MOKKA_IB_SOCKET_GROUP", str(NOBODY))
+    node = start_responder(stage_node(base / "n", "node-a"), base / "fabric")
+    try:
+        yield node
+    finally:
+        stop_responder(node)
+        shutil.rmtree(base)
+
+
+def test_another_user_cannot_exhaust_the_connections_the_nodes_tools_need(group_node: SimNode) -> None:
+    """A user the socket's group lets in holds at most 64 connections; root's (the node's tools) still get served."""
+    with subprocess.Popen(["/usr/bin/python3", "-c", OTHER_USER, str(group_node.socket), "1100"], user=NOBODY,
+                          group=NOBODY, extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as other:
+        try:
+            assert other.stdout is not None
+            assert int(other.stdout.readline()) == 64
+            with connect(group_node) as sock:
+                reply = exchange(sock, request(CLASS_PING, 0, dlid=group_node.lid(0)))
+            assert pong_name(reply) == b"node-a"
+        finally:
+            other.kill()
+
+
+def test_a_connection_that_never_says_hello_is_closed(group_node: SimNode) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as idle:
+        idle.settimeout(10)
+        idle.connect(str(group_node.socket))
+        started = time.monotonic()
+        assert idle.recv(64) == b""  # closed by the responder
+        assert 1.5 < time.monotonic() - started < 8
+
+
+OTHER_USER_TCP = r"""
+import socket, sys, time
+port, count = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(count):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+    except OSError:
+        pass
+time.sleep(0.5)
+still_open = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        still_open += s.recv(1) != b""  # b"": the responder closed it
+    except BlockingIOError:
+        still_open += 1
+    except OSError:
+        pass
+print(still_open, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_another_local_user_cannot_take_the_fabric_port(fabric, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The TCP port is reachable by every local user: one holds at most 16 connections; the nodes' requests go on."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    a = fabric("node-a")
+    port = published(tmp_path / "fabric", a)["port"]
+    with subprocess.Popen(["/usr/bin/python3", "-c", OTHER_USER_TCP, str(port), "300"], user=NOBODY, group=NOBODY,
+                          extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as other:
+        try:
+            assert other.stdout is not None
+            assert int(other.stdout.readline()) == 16
+            answer = fabric_request(port, json.dumps({"op": "describe"}).encode())
+            assert json.loads(answer[4:])["node_name"] == "node-a"
+        finally:
+            other.kill()

@@ -7,11 +7,16 @@ the format is in the package README ("The node file").
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mokka_core.stage.store import IB_DIR
+
+if TYPE_CHECKING:
+    from .fabric import FabricLayout
 
 NODE_CONFIG = f"{IB_DIR}/node.conf"
 SOCKET = f"{IB_DIR}/responder.sock"
-MAGIC = "mokka-ib-node 2"  # the format's name and version: the first line
+MAGIC = "mokka-ib-node 3"  # the format's name and version: the first line
 
 
 class PortModel:
@@ -46,7 +51,10 @@ class PortModel:
 #: a port's lines in the order written ("port N" first); node_desc last, the rest of its line
 PORT_KEYS = ("hca", "node_guid", "port_guid", "lid", "sm_lid", "state", "phys_state", "width_active", "speed_active",
              "speed_ext_active", "cap_mask", "device_id", "revision", "vendor_id", "node_desc")
-HEX_KEYS = frozenset({"node_guid", "port_guid", "gid_prefix", "sm_guid", "cap_mask", "device_id", "vendor_id"})
+HEX_KEYS = frozenset({"node_guid", "port_guid", "gid_prefix", "sm_guid", "cap_mask", "device_id", "vendor_id",
+                      "switch_guid"})
+#: the fabric's layout (mokka_sim_ib.fabric.FabricLayout), after sm_guid
+FABRIC_KEYS = ("su_size", "rails", "spines", "switch_guid")
 
 
 def _line(key: str, value: object) -> str:
@@ -59,11 +67,12 @@ def _line(key: str, value: object) -> str:
 
 
 class NodeConfig:
-    __slots__ = ("gid_prefix", "node_name", "ports", "sm_guid", "sm_lid")
+    __slots__ = ("fabric", "gid_prefix", "node_name", "ports", "sm_guid", "sm_lid")
 
     def __init__(self, node_name: str, gid_prefix: int, sm_lid: int, sm_guid: int,
-                 ports: tuple[PortModel, ...]) -> None:
+                 ports: tuple[PortModel, ...], fabric: FabricLayout) -> None:
         self.node_name = node_name
+        self.fabric = fabric
         self.gid_prefix = gid_prefix
         self.sm_lid = sm_lid
         self.sm_guid = sm_guid
@@ -72,7 +81,8 @@ class NodeConfig:
     def to_text(self) -> str:
         """The node file (README "The node file")."""
         lines = [f"{MAGIC}\n", _line("node_name", self.node_name), _line("gid_prefix", self.gid_prefix),
-                 _line("sm_lid", self.sm_lid), _line("sm_guid", self.sm_guid), _line("ports", len(self.ports))]
+                 _line("sm_lid", self.sm_lid), _line("sm_guid", self.sm_guid),
+                 *(_line(key, getattr(self.fabric, key)) for key in FABRIC_KEYS), _line("ports", len(self.ports))]
         for position, port in enumerate(self.ports):
             if port.index != position or port.node_name != self.node_name:
                 raise ValueError(f"port {port.index} of {port.node_name}: ports are staged in index order, one node's")

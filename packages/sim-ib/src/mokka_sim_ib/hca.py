@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from mokka_core.errors import ConfigError
 from mokka_core.model.identity import format_guid
 
+from . import fabric
 from .config import NodeConfig, PortModel
 
 if TYPE_CHECKING:
@@ -147,9 +148,10 @@ def _port(node: Node, hca: Hca, failed: bool) -> PortView:
 def node_config(node: Node, views: list[PortView]) -> NodeConfig:
     """The responder's input (``config.NODE_CONFIG``) for these ports of ``node``."""
     prefix = node.infiniband.guid_prefix if node.infiniband else "a088c203"
-    # The subnet manager is not on any simulated host: it stands for the fabric's (unmodelled) switch.
+    # The subnet manager is not on any simulated host: it stands for the fabric's (unmodelled) UFM/SM host.
     sm_guid = (int(prefix.replace(":", "")[:8], 16) << 32) | 0x1
-    return NodeConfig(node.node_name, GID_PREFIX, SM_LID, sm_guid, tuple(_model(node.node_name, v) for v in views))
+    return NodeConfig(node.node_name, GID_PREFIX, SM_LID, sm_guid, tuple(_model(node.node_name, v) for v in views),
+                      fabric.layout(node))
 
 
 def _model(node_name: str, view: PortView) -> PortModel:

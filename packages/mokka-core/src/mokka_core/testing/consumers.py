@@ -49,6 +49,7 @@ __all__ = [
     "real_libnvidia_ml",
     "require",
     "required",
+    "shared_binary",
 ]
 
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
