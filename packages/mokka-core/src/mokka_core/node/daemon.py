@@ -29,6 +29,7 @@ from ..model.apply import apply
 from ..model.node import Node
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot, staging
+from ..stage.beneath import Beneath, make_root
 from ..stage.paths import NVML_SETTINGS_FILE
 from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
@@ -55,6 +56,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     ``surfaces`` replaces discovery of installed surfaces (tests inject broken ones).
     """
     root = settings.root.absolute()
+    make_root(root)  # before anything is written there: a root no other user controls
     spec = nodefile.rooted(settings.spec, root)
     state = _claim(root, resumed=settings.resume is not None)
     logs = LogStream(root, settings.log_echo)
@@ -242,6 +244,8 @@ def _claim(root: Path, resumed: bool = False) -> RunState:
     state = RunState(pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()),
                      created_dirs=created, preexisting=preexisting)
     try:
+        with Beneath(root) as walk:
+            walk.dir(STATE_DIR, [])  # made here never through a link, nor into a directory others may write
         state.save(root)
     except OSError as exc:
         raise MokkaError(f"cannot record the node under {root}: {exc.strerror} ({exc.filename}); "
