@@ -172,3 +172,20 @@ def test_node_in_a_temporary_directory_others_may_write_is_refused(tmp_path: Pat
     with pytest.raises(UnsafePath, match=f"{shared} is writable by group or others"), node_api.Node("t4"):
         pass
     assert list(shared.iterdir()) == []  # its temporary directory removed
+
+
+def test_run_state_paths_that_leave_the_root_are_refused_by_teardown(root: Path, outside: Path) -> None:
+    import time
+
+    from mokka_core.node.runstate import RunState
+    from mokka_core.node.teardown import teardown_node
+
+    (outside / "empty").mkdir()
+    RunState(pid=2**22 + 1, start_ticks=None, service_files=["../outside/victim", str(outside / "victim")]).save(root)
+    done = teardown_node(root, time.monotonic() + 10)
+    assert (outside / "victim").exists()
+    assert sum("not a plain relative path, refused" in left for left in done.left) == 2, done.left
+    RunState(pid=2**22 + 1, start_ticks=None, created_dirs=["var", "../outside/empty"]).save(root)
+    done = teardown_node(root, time.monotonic() + 10)
+    assert (outside / "empty").is_dir()
+    assert ["not a plain relative path, refused" in left for left in done.left] == [True], done.left

@@ -554,9 +554,13 @@ def _normal_relative(path: str) -> bool:
         and not path.startswith("../") and "\0" not in path
 
 
-def _plain(path: object) -> bool:
-    """A plain relative path under the root, as a record read back (a manifest, a journal) must hold."""
+def plain_path(path: object) -> bool:
+    """A plain relative path under the root, as a record read back (a manifest, a journal, the run state)
+    must hold: a string, relative, normalised, no ``..``, no NUL."""
     return type(path) is str and _normal_relative(path)
+
+
+_plain = plain_path
 
 
 def _check_plans(plans: dict[str, list[Entry]]) -> None:
