@@ -189,3 +189,23 @@ def test_run_state_paths_that_leave_the_root_are_refused_by_teardown(root: Path,
     done = teardown_node(root, time.monotonic() + 10)
     assert (outside / "empty").is_dir()
     assert ["not a plain relative path, refused" in left for left in done.left] == [True], done.left
+
+
+def test_nothing_the_daemon_makes_under_the_root_is_writable_by_others_whatever_the_umask(tmp_path: Path) -> None:
+    import stat
+
+    from mokka_core.model.spec import NodeSpec
+    from mokka_core.node.settings import NodeSettings
+    from mokka_core.testing.runner import DaemonRunner, ProbeSurface, StaticSurface
+
+    root = tmp_path / "node"
+    old = os.umask(0)
+    try:
+        settings = NodeSettings(root=root, spec=NodeSpec(profile="h100", gpus=2), supervise=False)
+        with DaemonRunner(settings, {"probe": ProbeSurface(), "static": StaticSurface()}):
+            writable = [str(path.relative_to(root)) for path in [root, *root.rglob("*")]
+                        if not path.is_symlink() and not stat.S_ISCHR(path.lstat().st_mode)
+                        and path.lstat().st_mode & 0o022]
+    finally:
+        os.umask(old)
+    assert writable == []

@@ -58,6 +58,7 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     root = settings.root.absolute()
     made = not os.path.isdir(root)
     make_root(root)  # before anything is written there: a root no other user controls
+    os.umask(os.umask(0o022) | 0o022)  # and nothing made under it writable by others (modes set on purpose stay)
     spec = nodefile.rooted(settings.spec, root)
     state = _claim(root, resumed=settings.resume is not None, made_root=made)
     logs = LogStream(root, settings.log_echo)
