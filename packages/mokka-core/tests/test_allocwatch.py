@@ -376,3 +376,14 @@ def test_process_names_that_are_not_utf8_are_replaced() -> None:
 
     assert process_name(("ml", "a\udcffb", "c")) == "ml/a?b/c"
     assert process_ids([("ml", "a\udcffb", "c")])  # its pid too, without an encoding error
+
+
+def test_device_ids_that_are_not_indices_never_stop_the_others_being_published(root: Path,
+                                                                              kubelet: FakeKubelet) -> None:
+    node = node_of(root)
+    kubelet.allocate("ml", "odd", "c", "\u00b2", "9" * 5000, "\u0663", "../../0")  # "²", 5000 digits, Arabic-Indic 3
+    kubelet.allocate("ml", "train-0", "trainer", node.gpus[1].uuid)
+    assert watcher(root, kubelet).poll() is True
+    after = node_of(root)
+    assert [p.name for p in after.gpus[1].config.processes or []] == ["ml/train-0/trainer"]
+    assert not any(gpu.config.processes for gpu in after.gpus if gpu.index != 1)

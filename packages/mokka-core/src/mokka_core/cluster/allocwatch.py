@@ -108,7 +108,7 @@ def match_gpu(device_id: str, node: Node) -> Gpu | None:
         uuid = gpu.uuid.lower()
         if wanted in (uuid, uuid.removeprefix("gpu-")):
             return gpu
-    if wanted.isdigit() and int(wanted) < len(node.gpus):
+    if wanted.isascii() and wanted.isdigit() and len(wanted) <= 4 and int(wanted) < len(node.gpus):  # "²": no
         return node.gpus[int(wanted)]
     return None
 
