@@ -209,3 +209,10 @@ def test_nothing_the_daemon_makes_under_the_root_is_writable_by_others_whatever_
     finally:
         os.umask(old)
     assert writable == []
+
+
+def test_teardown_of_a_root_that_is_gone_removes_nothing_and_says_so(tmp_path: Path) -> None:
+    from mokka_core.stage.staging import recover
+
+    gone = tmp_path / "gone"
+    assert teardown_all(gone) == [] and recover(gone) == [] and not teardown(gone, "gpu")

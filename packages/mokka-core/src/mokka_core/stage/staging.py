@@ -277,9 +277,11 @@ def recover(root: Path) -> list[str]:
         if manifest is not None:
             owned |= {*manifest.entries, *manifest.dirs}
     still: list[str] = []
-    with Beneath(root) as walk:
-        for scratch in sorted(root.glob(f"{SCRATCH_PREFIX}*")):
-            _recover_wave(walk, scratch, owned, still)
+    scratches = sorted(root.glob(f"{SCRATCH_PREFIX}*"))
+    if scratches:  # (the root is opened only then: it may not exist)
+        with Beneath(root) as walk:
+            for scratch in scratches:
+                _recover_wave(walk, scratch, owned, still)
     return still
 
 
@@ -529,16 +531,16 @@ def teardown_all(root: Path) -> list[str]:
             continue
         if manifest is not None:
             manifests[surface] = manifest
-    store = NodeStore(root)
-    with Beneath(root) as walk:
-        for surface, manifest in list(manifests.items()):
-            refused = _remove_entries(walk, manifest.entries)
-            if refused:  # its manifest stays, so that teardown finds the rest once the link is gone
-                unreadable.append(StagingError(surface, refused[0]))
-                del manifests[surface]
-        for surface in manifests:
-            store.manifest(surface).unlink(missing_ok=True)
-        _remove_empty_dirs(walk, [d for manifest in manifests.values() for d in manifest.dirs])
+    if manifests:  # (the root is opened only then: it may be gone)
+        with Beneath(root) as walk:
+            for surface, manifest in list(manifests.items()):
+                refused = _remove_entries(walk, manifest.entries)
+                if refused:  # its manifest stays, so that teardown finds the rest once the link is gone
+                    unreadable.append(StagingError(surface, refused[0]))
+                    del manifests[surface]
+            for surface in manifests:
+                NodeStore(root).manifest(surface).unlink(missing_ok=True)
+            _remove_empty_dirs(walk, [d for manifest in manifests.values() for d in manifest.dirs])
     if unreadable:
         raise unreadable[0]
     if left:
