@@ -38,8 +38,7 @@ from typing import Any
 
 from ..errors import MokkaError
 from ..model.node import Gpu, Node
-from ..stage.nvml_key_lookup import SIZES
-from ..stage.nvml_keys import PROCESS_NAME
+from ..stage.nvml_keys import PROCESS_NAME, SIZES
 from .podresources import DEFAULT_SOCKET, GPU_RESOURCE, Claim, KubeletUnavailable, PodResourcesClient
 
 log = logging.getLogger("mokka.allocwatch")
