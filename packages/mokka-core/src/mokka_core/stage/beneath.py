@@ -98,7 +98,8 @@ def open_dir(dirfd: int, rel: str) -> int:
     global _openat2_works
     if _openat2_works is not False:
         how = _OpenHow(_O_DIR, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
-        fd = _libc.syscall(_SYS_OPENAT2, dirfd, rel.encode(), ctypes.byref(how), ctypes.sizeof(how))
+        fd = _libc.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_long(dirfd), ctypes.c_char_p(rel.encode()),
+                           ctypes.byref(how), ctypes.c_long(ctypes.sizeof(how)))
         if fd >= 0:
             _openat2_works = True
             return int(fd)
