@@ -216,3 +216,21 @@ def test_teardown_of_a_root_that_is_gone_removes_nothing_and_says_so(tmp_path: P
 
     gone = tmp_path / "gone"
     assert teardown_all(gone) == [] and recover(gone) == [] and not teardown(gone, "gpu")
+
+
+def test_a_surface_staged_alone_refuses_a_root_writable_by_others(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mokka_core.cli.sim import make_app
+    from mokka_core.testing.runner import ProbeSurface
+
+    app = make_app(ProbeSurface, "probe")
+    root = tmp_path / "node"
+    root.mkdir()
+    os.chmod(root, 0o777)
+    done = CliRunner().invoke(app, ["stage", "--root", str(root), "-p", "t4"])
+    assert isinstance(done.exception, UnsafePath) and "writable by group or others" in str(done.exception)
+    assert list(root.iterdir()) == []
+    os.chmod(root, 0o755)
+    assert CliRunner().invoke(app, ["stage", "--root", str(root), "-p", "t4"]).exit_code == 0
+    assert CliRunner().invoke(app, ["teardown", "--root", str(root)]).exit_code == 0
