@@ -6,7 +6,9 @@ of the wave has been built is anything published; a failure while publishing
 rolls back what was already moved.  Each surface's manifest lists exactly what
 it created, so teardown removes that and nothing else.  Re-staging a surface
 replaces its own files atomically and removes the ones its new plan dropped, and the
-directories it created that the new plan no longer holds (once empty).
+directories it created that the new plan no longer holds (once empty).  Every path under the root is
+reached through :class:`.beneath.Beneath`, never through a link, and a record read back (a manifest, a
+journal) is trusted only for plain relative paths.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Manifest:
         except (KeyError, TypeError) as exc:
             raise StagingError(surface, f"manifest {path} is malformed ({exc}); remove it by hand") from None
         for rel in [*entries, *dirs, *digests]:
-            if not _plain(rel):
+            if not plain_path(rel):
                 raise StagingError(surface, f"manifest {path} lists {rel!r}, which is not a plain relative path "
                                    "under the root (no '..', not absolute, no NUL): teardown refuses it. Mokka "
                                    "never writes such an entry; check what wrote the manifest, then remove it by hand")
@@ -303,7 +305,7 @@ def _recover_wave(walk: Beneath, scratch: Path, owned: set[str], still: list[str
         return
     left = []
     for rel in paths:
-        if not _plain(rel) or rel in owned:
+        if not plain_path(rel) or rel in owned:
             continue
         try:
             walk.remove(rel)
@@ -312,7 +314,7 @@ def _recover_wave(walk: Beneath, scratch: Path, owned: set[str], still: list[str
         except OSError as exc:
             left.append(f"/{rel} ({exc.strerror})")
     try:
-        _remove_empty_dirs(walk, [d for d in dirs if _plain(d) and d not in owned])
+        _remove_empty_dirs(walk, [d for d in dirs if plain_path(d) and d not in owned])
     except UnsafePath as exc:
         left.append(str(exc))
     except OSError as exc:
@@ -561,8 +563,6 @@ def plain_path(path: object) -> bool:
     must hold: a string, relative, normalised, no ``..``, no NUL."""
     return type(path) is str and _normal_relative(path)
 
-
-_plain = plain_path
 
 
 def _check_plans(plans: dict[str, list[Entry]]) -> None:
