@@ -234,3 +234,24 @@ def test_a_surface_staged_alone_refuses_a_root_writable_by_others(tmp_path: Path
     os.chmod(root, 0o755)
     assert CliRunner().invoke(app, ["stage", "--root", str(root), "-p", "t4"]).exit_code == 0
     assert CliRunner().invoke(app, ["teardown", "--root", str(root)]).exit_code == 0
+
+
+def test_node_teardown_never_removes_its_bookkeeping_through_a_link(root: Path, tmp_path: Path) -> None:
+    import time
+
+    from mokka_core.node.runstate import RunState
+    from mokka_core.node.teardown import teardown_node
+    from mokka_core.stage.store import STATE_DIR
+
+    RunState(pid=2**22 + 1, start_ticks=None).save(root)
+    store = NodeStore(root)
+    for path in (store.node_file, store.snapshot, store.lock_file, store.log_dir / "node.log"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("victim\n")
+    elsewhere = tmp_path / "elsewhere"
+    (root / STATE_DIR).rename(elsewhere)  # the state directory moved out, a link left in its place
+    (root / STATE_DIR).symlink_to(elsewhere)
+    there = snapshot(elsewhere)
+    done = teardown_node(root, time.monotonic() + 10)
+    assert snapshot(elsewhere) == there
+    assert any("is a symbolic link" in left for left in done.left), done.left

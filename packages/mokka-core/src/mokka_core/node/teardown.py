@@ -71,8 +71,8 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
         return done
     # the services' markers' folder: a surface may stage it (the fabric manager's), else a service made it
-    with contextlib.suppress(OSError):
-        store.run_dir.rmdir()
+    with contextlib.suppress(OSError, UnsafePath), Beneath(root) as walk:
+        walk.rmdir(store.run_dir.relative_to(root).as_posix())
     if store.daemon_file not in keep:
         _unlink(root, store.daemon_file, done.left)
     for rel in reversed(run_state.created_dirs if run_state else _unrecorded_dirs()):
@@ -113,10 +113,14 @@ def _remove_log_dir(root: Path, log_dir: Path, left: list[str]) -> None:
         return
     for path in logs:
         _unlink(root, path, left)
+    rel = log_dir.relative_to(root).as_posix()
     try:
-        log_dir.rmdir()
+        with Beneath(root) as walk:
+            walk.rmdir(rel)
+    except UnsafePath as exc:
+        left.append(str(exc))
     except OSError:
-        left.append(str(log_dir.relative_to(root)))
+        left.append(rel)
 
 
 def _unlink_beneath(root: Path, rel: object, left: list[str]) -> None:
@@ -128,6 +132,8 @@ def _unlink_beneath(root: Path, rel: object, left: list[str]) -> None:
     try:
         with Beneath(root) as walk:
             walk.remove(rel)
+    except FileNotFoundError:
+        pass  # the root itself is gone
     except UnsafePath as exc:
         left.append(str(exc))
     except OSError:
@@ -135,7 +141,5 @@ def _unlink_beneath(root: Path, rel: object, left: list[str]) -> None:
 
 
 def _unlink(root: Path, path: Path, left: list[str]) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        left.append(str(path.relative_to(root)))
+    """Remove one of Mokka's own files under the root, reached through no link."""
+    _unlink_beneath(root, path.relative_to(root).as_posix(), left)
