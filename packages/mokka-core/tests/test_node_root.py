@@ -255,3 +255,22 @@ def test_node_teardown_never_removes_its_bookkeeping_through_a_link(root: Path, 
     done = teardown_node(root, time.monotonic() + 10)
     assert snapshot(elsewhere) == there
     assert any("is a symbolic link" in left for left in done.left), done.left
+
+
+def test_node_teardown_removes_the_supervisor_socket_kept_outside_a_long_root(tmp_path: Path) -> None:
+    import time
+
+    from mokka_core.node.runstate import RunState
+    from mokka_core.node.supervise import socket_path
+    from mokka_core.node.teardown import teardown_node
+
+    root = tmp_path / ("r" * 100)  # too long a path for a unix socket in its state directory
+    RunState(pid=2**22 + 1, start_ticks=None).save(root)
+    sock = socket_path(root)
+    assert not sock.is_relative_to(root)
+    sock.write_text("")
+    try:
+        done = teardown_node(root, time.monotonic() + 10)
+        assert not sock.exists() and done.left == []
+    finally:
+        sock.unlink(missing_ok=True)

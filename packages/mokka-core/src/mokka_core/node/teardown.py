@@ -141,5 +141,12 @@ def _unlink_beneath(root: Path, rel: object, left: list[str]) -> None:
 
 
 def _unlink(root: Path, path: Path, left: list[str]) -> None:
-    """Remove one of Mokka's own files under the root, reached through no link."""
-    _unlink_beneath(root, path.relative_to(root).as_posix(), left)
+    """Remove one of Mokka's own files: under the root reached through no link; elsewhere (supervisord's socket
+    in the temp dir, for a root whose path is too long for one) at the name Mokka gave it."""
+    if path.is_relative_to(root):
+        _unlink_beneath(root, path.relative_to(root).as_posix(), left)
+        return
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        left.append(str(path))
