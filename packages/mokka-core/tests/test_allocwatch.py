@@ -360,3 +360,46 @@ def test_watcher_started_before_the_node_publishes_once_it_is_staged(tmp_path: P
     nodefile.save(root, NodeSpec(profile="h100", gpus=1))
     assert w.poll() is True
     assert node_of(root).gpus[0].config.processes
+
+
+@pytest.mark.parametrize("namespace, pod, container", [
+    ("../..", "../../etc", "passwd"),  # names are never paths: nothing under or outside the root is named by them
+    ("n" * 63, "p" * 253, "c" * 63),  # Kubernetes' longest names: 381 bytes, the library holds 127
+    ("ml", "a\0b", "c"),
+    ("ml", "a\nfoo=1", "c"),  # a line break would add a key to the state file
+    ("ml", "\u00e9" * 100, "c"),  # 2-byte characters: cut on a character boundary
+])
+def test_hostile_pod_names_become_process_names_the_library_holds(root: Path, kubelet: FakeKubelet, namespace: str,
+                                                                    pod: str, container: str) -> None:
+    from mokka_core.stage.nvml_view import render_nvml_state
+
+    node = node_of(root)
+    kubelet.allocate(namespace, pod, container, node.gpus[0].uuid)
+    kubelet.allocate("ml", "train-0", "trainer", node.gpus[1].uuid)
+    before = set(root.rglob("*"))
+    assert watcher(root, kubelet).poll() is True
+    after = node_of(root)  # the override file still loads, and the state file renders
+    assert "device.0.process.0.name=" in render_nvml_state(after)
+    assert [p.name for p in after.gpus[1].config.processes or []] == ["ml/train-0/trainer"]  # the others' too
+    name = (after.gpus[0].config.processes or [])[0].name
+    assert len(name.encode()) <= 127 and not any(c in name for c in "\0\n")
+    assert name.startswith(f"{namespace}/{pod.replace(chr(0), '?').replace(chr(10), '?')}"[:60])
+    assert {p.parent for p in set(root.rglob("*")) - before} <= {(root / OVERRIDE_FILE).parent}  # the override only
+
+
+def test_process_names_that_are_not_utf8_are_replaced() -> None:
+    from mokka_core.cluster.allocwatch import process_name
+
+    assert process_name(("ml", "a\udcffb", "c")) == "ml/a?b/c"
+    assert process_ids([("ml", "a\udcffb", "c")])  # its pid too, without an encoding error
+
+
+def test_device_ids_that_are_not_indices_never_stop_the_others_being_published(root: Path,
+                                                                              kubelet: FakeKubelet) -> None:
+    node = node_of(root)
+    kubelet.allocate("ml", "odd", "c", "\u00b2", "9" * 5000, "\u0663", "../../0")  # "²", 5000 digits, Arabic-Indic 3
+    kubelet.allocate("ml", "train-0", "trainer", node.gpus[1].uuid)
+    assert watcher(root, kubelet).poll() is True
+    after = node_of(root)
+    assert [p.name for p in after.gpus[1].config.processes or []] == ["ml/train-0/trainer"]
+    assert not any(gpu.config.processes for gpu in after.gpus if gpu.index != 1)

@@ -178,9 +178,9 @@ from mokka_core.stage.surface import File, Surface, Symlink
 from mokka_core.testing.runner import ProbeSurface
 
 move = staging._move_into_place
-def slow_move(source, target):  # every publish step takes 4 ms: a SIGKILL lands in the middle of a wave
+def slow_move(*args):  # every publish step takes 4 ms: a SIGKILL lands in the middle of a wave
     time.sleep(0.004)
-    move(source, target)
+    move(*args)
 staging._move_into_place = slow_move
 
 class Tree(Surface):
@@ -252,7 +252,7 @@ def test_node_up_on_a_read_only_root_is_a_message(tmp_path: Path) -> None:
         missing("mounts a read-only tmpfs (root; CI runs as root)")
     root = tmp_path / "ro"
     root.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(root)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=755", "tmpfs", str(root)], check=True)
     try:
         done = subprocess.run([sys.executable, "-m", "mokka_core", "node", "up", "--root", str(root), "--profile",
                                "t4"], capture_output=True, text=True, timeout=60)

@@ -453,3 +453,95 @@ def test_concurrent_create_container_requests(runtime: Any, plugin_factory: Any)
     assert all(a.mounts for a in adjustments)
     assert plugin.counters.injected == 64 and plugin.counters.failed == 0
     assert elapsed < 10, f"64 CreateContainer calls took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("namespace, name", [("../..", "../../etc/passwd"), ("default", "p" * 5000),
+                                             ("default", "a\0b"), ("default", "a\nmokka.nri: forged line"),
+                                             ("default", "a\udcffb")])
+def test_hostile_pod_names_are_answered_and_logged_on_one_line(runtime: Any, plugin_factory: Any, node_root: Path,
+                                                               caplog: pytest.LogCaptureFixture, namespace: str,
+                                                               name: str) -> None:
+    from mokka_core.cluster.nri.runtime import container, pod
+
+    plugin = plugin_factory()
+    runtime.wait_for_plugin()
+    before = sorted(node_root.rglob("*"))
+    with caplog.at_level("INFO", logger="mokka.nri"):
+        try:
+            made = pod(namespace, name)
+        except ValueError:  # protobuf refuses a string that is not UTF-8: it cannot cross the wire at all
+            assert "\udcff" in name
+            return
+        adjust = runtime.create_container(made, container("c", env=[f"NVIDIA_VISIBLE_DEVICES=0,{name}"])).adjust
+    assert [m.source for m in adjust.mounts] == [str(node_root)]  # the node's root, whatever the name
+    assert sorted(node_root.rglob("*")) == before and plugin.counters.failed == 0
+    lines = [r.getMessage() for r in caplog.records if "/c:" in r.getMessage()]
+    assert lines and all("\n" not in line and "\0" not in line and len(line) < 1500 for line in lines), lines
+
+
+def test_a_state_file_that_is_a_fifo_does_not_block_create_container(runtime: Any, plugin_factory: Any,
+                                                                     node_root: Path) -> None:
+    state = node_root / LIB_DIR / "mokka-nvml.state"
+    state.unlink()
+    os.mkfifo(state)
+    plugin = plugin_factory()
+    runtime.wait_for_plugin()
+    started = time.monotonic()
+    adjust = create(runtime, env=["NVIDIA_VISIBLE_DEVICES=0"])  # the runtime's request timeout is 2 s
+    assert adjust.mounts and time.monotonic() - started < 2
+    assert not plugin.wedged()
+
+
+def test_a_malformed_response_from_the_runtime_closes_the_connection_not_the_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mokka_core.cluster.nri.ttrpc import (
+        MUX_HEADER,
+        RUNTIME_CONN,
+        TTRPC_HEADER,
+        TYPE_RESPONSE,
+        ChannelClosed,
+        Mux,
+    )
+
+    failures: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    ours, theirs = socket.socketpair()
+    mux = Mux(ours, name="probe")
+    runtime = mux.channel(RUNTIME_CONN)
+    mux.start()
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            runtime.call("svc", "Method", b"", 10)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    body = b"\xff\xff\xff\xff"  # the answer to stream 1, not a protobuf message
+    theirs.recv(1 << 16)
+    theirs.sendall(MUX_HEADER.pack(RUNTIME_CONN, TTRPC_HEADER.size + len(body)) +
+                   TTRPC_HEADER.pack(len(body), 1, TYPE_RESPONSE, 0) + body)
+    caller.join(5)
+    mux._reader.join(5)
+    theirs.close()
+    assert mux.closed.is_set() and failures == []
+    assert len(outcome) == 1 and isinstance(outcome[0], ChannelClosed)  # the call ends at once, not in 10 s
+
+
+def test_an_idle_connection_to_the_health_server_is_closed() -> None:
+    from mokka_core.cluster import health
+    from mokka_core.cluster.health import HealthServer
+
+    server = HealthServer("127.0.0.1:0", lambda: (True, "ok"), lambda: (True, "ok")).start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", server.port))
+        idle.settimeout(health.IDLE_TIMEOUT_S + 10)
+        started = time.monotonic()
+        assert idle.recv(1) == b""  # closed by the server, not left holding a thread forever
+        assert time.monotonic() - started < health.IDLE_TIMEOUT_S + 5
+        idle.close()
+        assert get(f"http://127.0.0.1:{server.port}/healthz") == (200, "ok\n")
+    finally:
+        server.stop()

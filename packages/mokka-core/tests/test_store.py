@@ -24,6 +24,7 @@ PACKAGES = Path(__file__).resolve().parents[2]
 RENAMERS = {
     "mokka-core/src/mokka_core/stage/store.py": "atomic_write, the one atomic write of a file",
     "mokka-core/src/mokka_core/stage/staging.py": "publishing a wave of plans, and rolling it back",
+    "mokka-core/src/mokka_core/stage/beneath.py": "staging's rollback, relative to a directory handle",
     "mokka-core/src/mokka_core/stage/nvidia_smi.py": "publishing an unpacked Debian package directory in the cache",
     "mokka-core/src/mokka_core/run/stage_cache.py": "publishing a staged tree in the cache, and taking one's name away",
     "mokka-core/src/mokka_core/testing/configmap.py": "a ConfigMap volume of tests, swapped as the kubelet does",

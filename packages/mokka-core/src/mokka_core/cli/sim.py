@@ -19,6 +19,7 @@ from ..errors import MokkaError
 from ..model.node import Node
 from ..model.spec import NodeSpec
 from ..stage import render
+from ..stage.beneath import make_root
 from ..stage.paths import find_root
 from ..stage.staging import stage_wave, teardown
 from ..stage.surface import CharDevice, Copy, Dir, File, Runtime, StageContext, Surface, Symlink
@@ -69,7 +70,8 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
 
         Example: mokka-sim-NAME stage --root /tmp/node -p h100
         """
-        surface, ctx, node = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
+        surface, ctx, node = context(node_root(root, makes=True), profile, profile_file, gpus, node_name, failed,
+                                     overlay_file)
         plan = surface.plan(node, ctx)
         stage_wave({name: plan}, ctx.root)
         typer.echo(f"{name}: staged {len(plan)} entries under {ctx.root}")
@@ -122,7 +124,8 @@ def make_app(surface_cls: type[Surface], summary: str) -> typer.Typer:
         from ..node.foreground import foreground, log_to_stdout
         from ..run.services import ServiceFailed, Services
 
-        surface, ctx, node = context(node_root(root), profile, profile_file, gpus, node_name, failed, overlay_file)
+        surface, ctx, node = context(node_root(root, makes=True), profile, profile_file, gpus, node_name, failed,
+                                     overlay_file)
         services = {service.name: service for service in surface.services(node, ctx)}
         program = f"mokka-sim-{name}"
         log_to_stdout(program)
@@ -159,9 +162,13 @@ def _version_of(surface_cls: type[Surface]) -> str:
     return str(importlib.import_module(surface_cls.__module__.split(".")[0] + ".version").__version__)
 
 
-def node_root(root: Path | None) -> Path:
-    """--root, else $MOKKA_ROOT, else a cluster node's root; never / unless given (``--root /``)."""
-    return find_root(root, creates=True)
+def node_root(root: Path | None, makes: bool = False) -> Path:
+    """--root, else $MOKKA_ROOT, else a cluster node's root; never / unless given (``--root /``).  ``makes``:
+    the command stages there, so the root must be one no other user controls (made where missing)."""
+    found = find_root(root, creates=True)
+    if makes:
+        make_root(found.absolute())
+    return found
 
 
 def describe_entry(entry: object) -> str:

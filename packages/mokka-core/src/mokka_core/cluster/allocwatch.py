@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import threading
 import time
 import zlib
@@ -37,6 +38,7 @@ from typing import Any
 
 from ..errors import MokkaError
 from ..model.node import Gpu, Node
+from ..stage.nvml_keys import PROCESS_NAME, SIZES
 from .podresources import DEFAULT_SOCKET, GPU_RESOURCE, Claim, KubeletUnavailable, PodResourcesClient
 
 log = logging.getLogger("mokka.allocwatch")
@@ -75,12 +77,27 @@ def process_ids(containers: list[tuple[str, str, str]]) -> dict[tuple[str, str, 
     taken: set[int] = set()
     pids = {}
     for key in sorted(set(containers)):
-        pid = PID_BASE + zlib.crc32("/".join(key).encode()) % PID_SPAN
+        pid = PID_BASE + zlib.crc32("/".join(key).encode(errors="surrogatepass")) % PID_SPAN
         while pid in taken:
             pid = PID_BASE + (pid - PID_BASE + 1) % PID_SPAN
         taken.add(pid)
         pids[key] = pid
     return pids
+
+
+#: what the library holds of a process name, in UTF-8 bytes (native/state-keys.toml)
+PROCESS_NAME_BYTES = SIZES["process"][PROCESS_NAME]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def process_name(holder: tuple[str, str, str]) -> str:
+    """``namespace/pod/container`` as NVML shows it: a control character, or what is not UTF-8, as ``?``;
+    longer than the library holds (a pod of Kubernetes' longest names is 381 bytes), cut with ``...``."""
+    text = _CONTROL.sub("?", "/".join(holder)).encode(errors="replace").decode()
+    data = text.encode()
+    if len(data) <= PROCESS_NAME_BYTES:
+        return text
+    return data[:PROCESS_NAME_BYTES - 3].decode(errors="ignore") + "..."
 
 
 def match_gpu(device_id: str, node: Node) -> Gpu | None:
@@ -92,7 +109,7 @@ def match_gpu(device_id: str, node: Node) -> Gpu | None:
         if wanted in (uuid, uuid.removeprefix("gpu-")):
             return gpu
     wanted = wanted.removeprefix("gpu-")
-    if wanted.isdigit() and int(wanted) < len(node.gpus):
+    if wanted.isascii() and wanted.isdigit() and len(wanted) <= 4 and int(wanted) < len(node.gpus):  # "²": no
         return node.gpus[int(wanted)]
     return None
 
@@ -133,7 +150,7 @@ def apply_allocation(doc: Document, node: Node, allocation: Allocation, used_fra
         if holders and memory is not None:
             aperture = max(0, memory.total_bytes - memory.reserved_bytes - memory.used_bytes)
             share = min(aperture, int(aperture * used_fraction) * len(holders)) // len(holders) // MIB
-        mine = [{"pid": pids[h], "type": "C", "name": "/".join(h), "used_memory_mib": share} for h in holders]
+        mine = [{"pid": pids[h], "type": "C", "name": process_name(h), "used_memory_mib": share} for h in holders]
         _set_processes(bucket, sorted(mine, key=lambda p: p["pid"]))
         if bucket:
             devices[key] = bucket
@@ -190,8 +207,9 @@ class AllocationWatcher:
             log.info("kubelet pod-resources answering on %s", self.settings.socket)
         self.kubelet_up = True
         if claims != self.last_claims:
-            log.info("allocations: %s", ", ".join(f"{c.namespace}/{c.pod}/{c.container}={c.device_id}"
-                                                 for c in claims) or "none")
+            log.info("allocations: %s", ", ".join(f"{process_name((c.namespace, c.pod, c.container))}="
+                                                 f"{process_name(('', '', c.device_id))[2:]}" for c in claims)
+                     or "none")
         self.last_claims = claims
         return self.publish(claims)
 

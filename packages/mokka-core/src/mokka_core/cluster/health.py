@@ -11,6 +11,9 @@ log = logging.getLogger(__name__)
 
 #: a probe returns (ok, reason)
 Probe = Callable[[], tuple[bool, str]]
+#: how long a connection may send nothing before it is closed: a probe asks at once, and an idle
+#: connection must not hold a thread forever
+IDLE_TIMEOUT_S = 5.0
 
 
 class HealthServer:
@@ -19,6 +22,8 @@ class HealthServer:
         probes = {"/healthz": live, "/readyz": ready}
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = IDLE_TIMEOUT_S
+
             def do_GET(self) -> None:
                 probe = probes.get(self.path.split("?")[0])
                 if probe is None:

@@ -29,6 +29,7 @@ from ..model.apply import apply
 from ..model.node import Node
 from ..model.spec import NodeSpec
 from ..stage import nodefile, snapshot, staging
+from ..stage.beneath import Beneath, make_root
 from ..stage.paths import NVML_SETTINGS_FILE
 from ..stage.render import Interrupted, installed_surfaces, render, services
 from ..stage.store import OVERRIDE_FILE, STATE_DIR, NodeStore
@@ -55,8 +56,11 @@ def run(settings: NodeSettings, stop_flag: threading.Event, ready_flag: threadin
     ``surfaces`` replaces discovery of installed surfaces (tests inject broken ones).
     """
     root = settings.root.absolute()
+    made = not os.path.isdir(root)
+    make_root(root)  # before anything is written there: a root no other user controls
+    os.umask(os.umask(0o022) | 0o022)  # and nothing made under it writable by others (modes set on purpose stay)
     spec = nodefile.rooted(settings.spec, root)
-    state = _claim(root, resumed=settings.resume is not None)
+    state = _claim(root, resumed=settings.resume is not None, made_root=made)
     logs = LogStream(root, settings.log_echo)
     with logs.daemon_records():
         _run_claimed(settings, root, spec, state, logs, stop_flag, ready_flag, surfaces)
@@ -223,16 +227,16 @@ def _adopt(resume: Mapping[str, Any], supervisor: Supervisor
     return seen, programs
 
 
-def _claim(root: Path, resumed: bool = False) -> RunState:
+def _claim(root: Path, resumed: bool = False, made_root: bool = False) -> RunState:
     """Write the run state; refuse if a live daemon already owns this root (``resumed``: but this process,
-    back from rest)."""
+    back from rest; ``made_root``: the root was made for this node, so teardown removes it)."""
     existing = RunState.load(root)
     if resumed and existing is not None and existing.pid == os.getpid() and existing.daemon_alive():
         return existing
     if existing is not None and existing.daemon_alive():
         raise NodeBusy(f"a node daemon (pid {existing.pid}) already runs under {root}; `mokka node down --root {root}`")
-    created = []
-    for rel in ("", *_ancestors(STATE_DIR)):
+    created = [""] if made_root else []
+    for rel in _ancestors(STATE_DIR):
         if not (root / rel).is_dir():
             created.append(rel)
     preexisting = [OVERRIDE_FILE] if NodeStore(root).override_file.exists() else []
@@ -242,6 +246,8 @@ def _claim(root: Path, resumed: bool = False) -> RunState:
     state = RunState(pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()),
                      created_dirs=created, preexisting=preexisting)
     try:
+        with Beneath(root) as walk:
+            walk.dir(STATE_DIR, [])  # made here never through a link, nor into a directory others may write
         state.save(root)
     except OSError as exc:
         raise MokkaError(f"cannot record the node under {root}: {exc.strerror} ({exc.filename}); "

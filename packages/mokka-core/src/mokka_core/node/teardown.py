@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..stage import staging
+from ..stage.beneath import Beneath, UnsafePath
 from ..stage.store import STATE_DIR, NodeStore, write_temps
 from . import cdi_link
 from .logstream import LogStream
@@ -44,7 +45,7 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     done = TornDown()
     # the services are stopped: their markers go (a killed service, or one on a root gone read-only, left them)
     for rel in run_state.service_files if run_state else []:
-        _unlink(root, root / rel, done.left)
+        _unlink_beneath(root, rel, done.left)
     if run_state is not None and run_state.cdi_link is not None and not cdi_link.remove(run_state.cdi_link, root):
         done.left.append(run_state.cdi_link)
     try:
@@ -70,13 +71,22 @@ def teardown_node(root: Path, deadline: float, supervisor: Supervisor | None = N
     if done.left:  # the run state stays, so that a later `mokka node down` finds the rest
         return done
     # the services' markers' folder: a surface may stage it (the fabric manager's), else a service made it
-    with contextlib.suppress(OSError):
-        store.run_dir.rmdir()
+    with contextlib.suppress(OSError, UnsafePath), Beneath(root) as walk:
+        walk.rmdir(store.run_dir.relative_to(root).as_posix())
     if store.daemon_file not in keep:
         _unlink(root, store.daemon_file, done.left)
     for rel in reversed(run_state.created_dirs if run_state else _unrecorded_dirs()):
+        if rel != "" and not staging.plain_path(rel):  # "": the root itself, which `up` made
+            done.left.append(f"{rel!r} (the run state lists it: not a plain relative path, refused)")
+            continue
         try:
-            (root / rel).rmdir()
+            if rel == "":
+                root.rmdir()
+            else:
+                with Beneath(root) as walk:
+                    walk.rmdir(rel)
+        except UnsafePath as exc:
+            done.left.append(str(exc))
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):  # not empty: not ours lives there
                 done.left.append(rel)
@@ -103,14 +113,40 @@ def _remove_log_dir(root: Path, log_dir: Path, left: list[str]) -> None:
         return
     for path in logs:
         _unlink(root, path, left)
+    rel = log_dir.relative_to(root).as_posix()
     try:
-        log_dir.rmdir()
+        with Beneath(root) as walk:
+            walk.rmdir(rel)
+    except UnsafePath as exc:
+        left.append(str(exc))
     except OSError:
-        left.append(str(log_dir.relative_to(root)))
+        left.append(rel)
+
+
+def _unlink_beneath(root: Path, rel: object, left: list[str]) -> None:
+    """Remove ``rel``, a path the run state lists, only where it is a plain relative path reached through no link."""
+    if not staging.plain_path(rel):
+        left.append(f"{rel!r} (the run state lists it: not a plain relative path, refused)")
+        return
+    assert isinstance(rel, str)
+    try:
+        with Beneath(root) as walk:
+            walk.remove(rel)
+    except FileNotFoundError:
+        pass  # the root itself is gone
+    except UnsafePath as exc:
+        left.append(str(exc))
+    except OSError:
+        left.append(rel)
 
 
 def _unlink(root: Path, path: Path, left: list[str]) -> None:
+    """Remove one of Mokka's own files: under the root reached through no link; elsewhere (supervisord's socket
+    in the temp dir, for a root whose path is too long for one) at the name Mokka gave it."""
+    if path.is_relative_to(root):
+        _unlink_beneath(root, path.relative_to(root).as_posix(), left)
+        return
     try:
         path.unlink(missing_ok=True)
     except OSError:
-        left.append(str(path.relative_to(root)))
+        left.append(str(path))

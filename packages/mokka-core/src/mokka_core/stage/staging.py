@@ -6,11 +6,14 @@ of the wave has been built is anything published; a failure while publishing
 rolls back what was already moved.  Each surface's manifest lists exactly what
 it created, so teardown removes that and nothing else.  Re-staging a surface
 replaces its own files atomically and removes the ones its new plan dropped, and the
-directories it created that the new plan no longer holds (once empty).
+directories it created that the new plan no longer holds (once empty).  Every path under the root is
+reached through :class:`.beneath.Beneath`, never through a link, and a record read back (a manifest, a
+journal) is trusted only for plain relative paths.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -27,7 +30,8 @@ from pathlib import Path
 from ..errors import MokkaError
 from ..model.inputs import Fingerprint, fingerprint
 from . import plan_memo
-from .store import NodeStore, atomic_write, scratch_dir
+from .beneath import Beneath, UnsafePath
+from .store import MANIFESTS_DIR, NodeStore, atomic_write, scratch_dir
 from .surface import CharDevice, Copy, Dir, Entry, File, Runtime, Symlink
 
 
@@ -61,18 +65,32 @@ class Manifest:
             return None
         except (OSError, ValueError) as exc:
             raise StagingError(surface, f"manifest {path} is unreadable ({exc}); remove it by hand") from None
-        return cls(surface=surface, entries=list(data["entries"]), dirs=list(data["dirs"]),
-                   digests=dict(data.get("digests") or {}))
+        try:
+            entries, dirs, digests = data["entries"], data["dirs"], data.get("digests") or {}
+            if not (type(entries) is list and type(dirs) is list and type(digests) is dict):
+                raise TypeError("entries and dirs must be lists, digests a map")
+        except (KeyError, TypeError) as exc:
+            raise StagingError(surface, f"manifest {path} is malformed ({exc}); remove it by hand") from None
+        for rel in [*entries, *dirs, *digests]:
+            if not plain_path(rel):
+                raise StagingError(surface, f"manifest {path} lists {rel!r}, which is not a plain relative path "
+                                   "under the root (no '..', not absolute, no NUL): teardown refuses it. Mokka "
+                                   "never writes such an entry; check what wrote the manifest, then remove it by hand")
+        return cls(surface=surface, entries=entries, dirs=dirs, digests=digests)
 
-    def save(self, root: Path) -> None:
+    def save(self, root: Path, walk: Beneath | None = None) -> None:
+        """Write the manifest; the directories made for it (the root's first one) are this surface's.
+        ``walk``: the wave's handles on the root, else the root is opened here."""
         path = NodeStore(root).manifest(self.surface)
         _MANIFESTS.pop(str(path), None)
-        try:
-            written = atomic_write(path, self._text())
-        except FileNotFoundError:  # the root's first manifest: the directories made for it are this surface's
-            made = _make_parents(root, path.parent.relative_to(root).as_posix())
-            self.dirs.extend(d for d in made if d not in self.dirs)
-            written = atomic_write(path, self._text())
+        made: list[str] = []
+        if walk is None:
+            with Beneath(root) as own:
+                own.dir(MANIFESTS_DIR, made)  # never through a link on the way
+        else:
+            walk.dir(MANIFESTS_DIR, made)
+        self.dirs.extend(d for d in made if d not in self.dirs)
+        written = atomic_write(path, self._text())
         if written is not None:
             while len(_MANIFESTS) >= _MANIFEST_MEMO:
                 _MANIFESTS.pop(next(iter(_MANIFESTS)))
@@ -109,7 +127,7 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path, entry_digests: Mapping
     parts it took from the last render); they are kept where the manifest records the same digest, without
     looking for them on disk, so one removed by hand since comes back at the next full render, not now."""
     if not os.path.isdir(root):
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
     _check_plans(plans)
     previous = {surface: Manifest.load(root, surface) for surface in plans}
     known = entry_digests or {}
@@ -119,16 +137,17 @@ def stage_wave(plans: dict[str, list[Entry]], root: Path, entry_digests: Mapping
     unchanged = {surface: _unchanged(root, plan, digests[surface], previous[surface], vouched.get(surface))
                  for surface, plan in plans.items()}
     lone = _lone_replacement(plans, root, previous, unchanged)
-    if lone is not None:
-        return _stage_lone(plans, root, previous, digests, unchanged, *lone)
-    scratch = scratch_dir(root, SCRATCH_PREFIX)
-    try:
-        there = _write_journal(plans, root, scratch, previous, unchanged)
-        _materialise_all(plans, str(scratch), unchanged)
-        return _publish(plans, root, previous, digests, unchanged, there,
-                        lambda surface, n: os.path.join(scratch, surface, str(n)))
-    finally:
-        _remove_scratch(scratch, plans)
+    with Beneath(root) as walk:
+        if lone is not None:
+            return _stage_lone(plans, walk, previous, digests, unchanged, *lone)
+        scratch = scratch_dir(root, SCRATCH_PREFIX)
+        try:
+            there = _write_journal(plans, root, scratch, previous, unchanged)
+            _materialise_all(plans, str(scratch), unchanged)
+            return _publish(plans, walk, previous, digests, unchanged, there,
+                            lambda surface, n: os.path.join(scratch, surface, str(n)))
+        finally:
+            _remove_scratch(scratch, plans)
 
 
 def _remove_scratch(scratch: Path, plans: dict[str, list[Entry]]) -> None:
@@ -222,7 +241,7 @@ def _lone_replacement(plans: dict[str, list[Entry]], root: Path, previous: dict[
     return {"/".join(parts[:depth]) for depth in range(1, len(parts) + 1)}, lone
 
 
-def _stage_lone(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
+def _stage_lone(plans: dict[str, list[Entry]], walk: Beneath, previous: dict[str, Manifest | None],
                 digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str],
                 lone: tuple[str, int] | None) -> dict[str, Manifest]:
     """Publish a lone replacement: its entry is built as one file named like a scratch directory (so a kill
@@ -230,14 +249,14 @@ def _stage_lone(plans: dict[str, list[Entry]], root: Path, previous: dict[str, M
     built = None
     if lone is not None:
         surface, n = lone
-        built = f"{root}/{SCRATCH_PREFIX}{os.urandom(6).hex()}"
+        built = f"{walk.root}/{SCRATCH_PREFIX}{os.urandom(6).hex()}"
         try:
             _materialise(plans[surface][n], built)
         except OSError as exc:
             _remove(built)
             raise StagingError(surface, f"cannot build /{plans[surface][n].path}: {exc.strerror or exc}") from None
     try:
-        return _publish(plans, root, previous, digests, unchanged, there, lambda _surface, _n: str(built),
+        return _publish(plans, walk, previous, digests, unchanged, there, lambda _surface, _n: str(built),
                         rollback=False)
     finally:
         if built is not None and os.path.lexists(built):
@@ -260,40 +279,52 @@ def recover(root: Path) -> list[str]:
         if manifest is not None:
             owned |= {*manifest.entries, *manifest.dirs}
     still: list[str] = []
-    for scratch in sorted(root.glob(f"{SCRATCH_PREFIX}*")):
-        if not scratch.is_dir() or scratch.is_symlink():  # a lone replacement's entry, killed before its rename
-            try:
-                scratch.unlink()
-            except OSError as exc:
-                still.append(f"/{scratch.name} ({exc.strerror})")
-            continue
-        try:
-            journal = json.loads((scratch / JOURNAL).read_text())
-            paths, dirs = list(journal["paths"]), list(journal["dirs"])
-        except FileNotFoundError:
-            paths, dirs = [], []  # killed before its journal was written: nothing was published yet
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            still.append(f"{scratch.name} (unreadable journal: {exc})")
-            continue
-        left = []
-        for rel in paths:
-            if not isinstance(rel, str) or not _normal_relative(rel) or rel in owned:
-                continue
-            try:
-                _remove(root / rel)
-            except OSError as exc:
-                left.append(f"/{rel} ({exc.strerror})")
-        try:
-            _remove_empty_dirs(root, [d for d in dirs if isinstance(d, str) and _normal_relative(d) and d not in owned])
-        except OSError as exc:
-            left.append(f"a directory of {scratch.name} ({exc.strerror})")
-        if left:
-            still += left
-            continue
-        shutil.rmtree(scratch, ignore_errors=True)
-        if scratch.exists():
-            still.append(f"/{scratch.name}")
+    scratches = sorted(root.glob(f"{SCRATCH_PREFIX}*"))
+    if scratches:  # (the root is opened only then: it may not exist)
+        with Beneath(root) as walk:
+            for scratch in scratches:
+                _recover_wave(walk, scratch, owned, still)
     return still
+
+
+def _recover_wave(walk: Beneath, scratch: Path, owned: set[str], still: list[str]) -> None:
+    """Remove what the interrupted wave of ``scratch`` left (``recover``), adding to ``still`` what stays."""
+    if not scratch.is_dir() or scratch.is_symlink():  # a lone replacement's entry, killed before its rename
+        try:
+            scratch.unlink()
+        except OSError as exc:
+            still.append(f"/{scratch.name} ({exc.strerror})")
+        return
+    try:
+        journal = json.loads((scratch / JOURNAL).read_text())
+        paths, dirs = list(journal["paths"]), list(journal["dirs"])
+    except FileNotFoundError:
+        paths, dirs = [], []  # killed before its journal was written: nothing was published yet
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        still.append(f"{scratch.name} (unreadable journal: {exc})")
+        return
+    left = []
+    for rel in paths:
+        if not plain_path(rel) or rel in owned:
+            continue
+        try:
+            walk.remove(rel)
+        except UnsafePath as exc:
+            left.append(str(exc))
+        except OSError as exc:
+            left.append(f"/{rel} ({exc.strerror})")
+    try:
+        _remove_empty_dirs(walk, [d for d in dirs if plain_path(d) and d not in owned])
+    except UnsafePath as exc:
+        left.append(str(exc))
+    except OSError as exc:
+        left.append(f"a directory of {scratch.name} ({exc.strerror})")
+    if left:
+        still += left
+        return
+    shutil.rmtree(scratch, ignore_errors=True)
+    if scratch.exists():
+        still.append(f"/{scratch.name}")
 
 
 _DIGESTS: dict[tuple[type, Entry], str] = {}  # small entries' digests: a restage plans most of them again
@@ -464,14 +495,26 @@ def teardown(root: Path, surface: str) -> bool:
     manifest = Manifest.load(root, surface)
     if manifest is None:
         return False
-    base = str(root)
-    for rel in reversed(manifest.entries):
-        _remove(f"{base}/{rel}")
-    NodeStore(root).manifest(surface).unlink(missing_ok=True)
-    leftovers = _remove_empty_dirs(root, manifest.dirs)
+    with Beneath(root) as walk:
+        refused = _remove_entries(walk, manifest.entries)
+        if refused:  # the manifest stays, so that teardown finds the rest once the link is gone
+            raise StagingError(surface, refused[0])
+        NodeStore(root).manifest(surface).unlink(missing_ok=True)
+        leftovers = _remove_empty_dirs(walk, manifest.dirs)
     if leftovers:
         _adopt_dirs(root, leftovers)
     return True
+
+
+def _remove_entries(walk: Beneath, entries: list[str]) -> list[str]:
+    """Remove ``entries``, last first; returns the refusals (a link on the way to one: nothing through it)."""
+    refused = []
+    for rel in reversed(entries):
+        try:
+            walk.remove(rel)
+        except UnsafePath as exc:
+            refused.append(str(exc))
+    return refused
 
 
 def teardown_all(root: Path) -> list[str]:
@@ -490,14 +533,16 @@ def teardown_all(root: Path) -> list[str]:
             continue
         if manifest is not None:
             manifests[surface] = manifest
-    base = str(root)
-    for manifest in manifests.values():
-        for rel in reversed(manifest.entries):
-            _remove(f"{base}/{rel}")
-    store = NodeStore(root)
-    for surface in manifests:
-        store.manifest(surface).unlink(missing_ok=True)
-    _remove_empty_dirs(root, [d for manifest in manifests.values() for d in manifest.dirs])
+    if manifests:  # (the root is opened only then: it may be gone)
+        with Beneath(root) as walk:
+            for surface, manifest in list(manifests.items()):
+                refused = _remove_entries(walk, manifest.entries)
+                if refused:  # its manifest stays, so that teardown finds the rest once the link is gone
+                    unreadable.append(StagingError(surface, refused[0]))
+                    del manifests[surface]
+            for surface in manifests:
+                NodeStore(root).manifest(surface).unlink(missing_ok=True)
+            _remove_empty_dirs(walk, [d for manifest in manifests.values() for d in manifest.dirs])
     if unreadable:
         raise unreadable[0]
     if left:
@@ -507,9 +552,17 @@ def teardown_all(root: Path) -> list[str]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _normal_relative(path: str) -> bool:
-    """Relative, normalised (no ``.``/``..``/empty parts, no trailing slash): string checks only, it is hot."""
+    """Relative, normalised (no ``.``/``..``/empty parts, no trailing slash, no NUL): string checks only, it
+    is hot."""
     return bool(path) and path[0] != "/" and posixpath.normpath(path) == path and path != ".." \
-        and not path.startswith("../")
+        and not path.startswith("../") and "\0" not in path
+
+
+def plain_path(path: object) -> bool:
+    """A plain relative path under the root, as a record read back (a manifest, a journal, the run state)
+    must hold: a string, relative, normalised, no ``..``, no NUL."""
+    return type(path) is str and _normal_relative(path)
+
 
 
 def _check_plans(plans: dict[str, list[Entry]]) -> None:
@@ -559,12 +612,13 @@ def _materialise(entry: Entry, path: str) -> None:
             os.chmod(path, entry.mode)
 
 
-def _publish(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Manifest | None],
+def _publish(plans: dict[str, list[Entry]], walk: Beneath, previous: dict[str, Manifest | None],
              digests: dict[str, list[str]], unchanged: dict[str, set[int]], there: set[str],
              built: Callable[[str, int], str], rollback: bool = True) -> dict[str, Manifest]:
-    """Move the wave into place, each entry from where it was ``built`` (by surface and index);
-    ``rollback`` False: a lone replacement (``_lone_replacement``), whose rename leaves nothing to undo."""
-    done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced)
+    """Move the wave into place, each entry from where it was ``built`` (by surface and index), every path
+    reached through ``walk`` (never through a link); ``rollback`` False: a lone replacement
+    (``_lone_replacement``), whose rename leaves nothing to undo."""
+    done: list[tuple[str, str | None]] = []  # (target, backup of what it replaced), relative to the root
     created_dirs: list[str] = []
     known_dirs = set(there)  # relative dirs known to exist, so each is checked once per wave
     manifests: dict[str, Manifest] = {}
@@ -580,57 +634,70 @@ def _publish(plans: dict[str, list[Entry]], root: Path, previous: dict[str, Mani
                         manifest.digests[entry.path] = digests[surface][n]
                         manifest.entries.append(entry.path)
                     continue
-                target_name = os.path.join(root, entry.path)
-                new_dirs = _make_parents(root, entry.path.rpartition("/")[0], known_dirs)
-                created_dirs.extend(new_dirs)
-                manifest.dirs.extend(new_dirs)
+                made: list[str] = []
+                parent, name = walk.parent(entry.path, made)
+                if isinstance(entry, Dir) and entry.path not in known_dirs:
+                    walk.dir(entry.path, made, entry.mode)
+                created_dirs.extend(made)
+                manifest.dirs.extend(made)
                 if isinstance(entry, Dir):
-                    if entry.path not in known_dirs and not os.path.isdir(target_name):
-                        os.mkdir(target_name, entry.mode)
-                        created_dirs.append(entry.path)
-                        manifest.dirs.append(entry.path)
                     known_dirs.add(entry.path)
                     continue
                 manifest.digests[entry.path] = digests[surface][n]
                 if isinstance(entry, Runtime):
                     manifest.entries.append(entry.path)
                     continue
-                target = target_name
                 backup = None
-                if rollback and os.path.lexists(target_name):
+                if rollback and _lexists(parent, name):
                     if entry.path not in owned:
                         raise StagingError(surface, f"/{entry.path} already exists and is not Mokka's")
-                    backup = _keep_for_rollback(target)
+                    backup = _keep_for_rollback(walk, entry.path)
                 # rename(2) replaces a file atomically: a reader sees the old or the new one, never neither
-                _move_into_place(built(surface, n), target_name)
+                _move_into_place(built(surface, n), parent, name)
                 if rollback:
-                    done.append((target, backup))
+                    done.append((entry.path, backup))
                 manifest.entries.append(entry.path)
             manifests[surface] = manifest
     except BaseException:
         for target, backup in reversed(done):
-            if backup is None or (os.path.isdir(target) and not os.path.islink(target)):
-                _remove(target)
+            if backup is None or _is_dir(walk, target):
+                walk.remove(target)
             if backup is not None:
-                os.rename(backup, target)
-        _remove_empty_dirs(root, created_dirs)
+                walk.rename(backup, target)
+        _remove_empty_dirs(walk, created_dirs)
         raise
     for _, backup in done:
         if backup is not None:
-            _remove(backup)
+            walk.remove(backup)
     for surface, manifest in manifests.items():
         old = previous[surface]
         if old is not None:
             for rel in set(old.entries) - set(manifest.entries):
-                _remove(root / rel)
-    _remove_unplanned_dirs(root, {surface: manifest for surface, manifest in manifests.items()
+                walk.remove(rel)
+    _remove_unplanned_dirs(walk, {surface: manifest for surface, manifest in manifests.items()
                                   if previous[surface] is not None}, plans)
     for manifest in manifests.values():
-        manifest.save(root)
+        manifest.save(Path(walk.root), walk)
     return manifests
 
 
-def _remove_unplanned_dirs(root: Path, manifests: dict[str, Manifest], plans: dict[str, list[Entry]]) -> None:
+def _lexists(parent: int, name: str) -> bool:
+    try:
+        os.lstat(name, dir_fd=parent)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _is_dir(walk: Beneath, rel: str) -> bool:
+    parent, name = walk.parent(rel)
+    try:
+        return stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _remove_unplanned_dirs(walk: Beneath, manifests: dict[str, Manifest], plans: dict[str, list[Entry]]) -> None:
     """Remove the directories each surface created that its new plan no longer holds, where empty: all
     surfaces' together, deepest first, once every dropped entry is gone (one surface's directory may hold
     another's)."""
@@ -648,75 +715,61 @@ def _remove_unplanned_dirs(root: Path, manifests: dict[str, Manifest], plans: di
     if not unplanned:
         return
     every = [rel for dropped in unplanned.values() for rel in dropped]
-    removed = set(every) - set(_remove_empty_dirs(root, every))
+    removed = set(every) - set(_remove_empty_dirs(walk, every))
     for surface in unplanned:
         manifests[surface].dirs = [rel for rel in manifests[surface].dirs if rel not in removed]
 
 
-def _move_into_place(source: str, target: str) -> None:
-    """rename(2) ``source`` over ``target``; across filesystems, copy beside the target first, then rename."""
+def _move_into_place(source: str, parent: int, name: str) -> None:
+    """rename(2) ``source`` over ``name`` in the directory ``parent``; across filesystems, copy beside the
+    target first, then rename."""
     try:
-        os.rename(source, target)
+        os.rename(source, name, dst_dir_fd=parent)
         return
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
     # the target directory is a bind mount of another filesystem (e.g. the host's /var/run/cdi)
-    directory, name = os.path.split(target)
-    tmp = os.path.join(directory, f".{name}.mokka-new")
-    _remove(Path(tmp))
+    tmp = f".{name}.mokka-new"
+    _remove_at(parent, tmp)
     info = os.lstat(source)
     if stat.S_ISLNK(info.st_mode):
-        os.symlink(os.readlink(source), tmp)
+        os.symlink(os.readlink(source), tmp, dir_fd=parent)
     elif stat.S_ISCHR(info.st_mode):
-        os.mknod(tmp, info.st_mode, info.st_rdev)
+        os.mknod(tmp, info.st_mode, info.st_rdev, dir_fd=parent)
     else:
-        shutil.copy2(source, tmp, follow_symlinks=False)
-    os.rename(tmp, target)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent)
+        with open(source, "rb") as data, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(data, out)
+            os.fchmod(out.fileno(), stat.S_IMODE(info.st_mode))
+            os.utime(out.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
     os.unlink(source)
 
 
-def _keep_for_rollback(target: str) -> str:
-    """Keep what ``target`` is now under a backup name, leaving ``target`` in place where possible.
+def _keep_for_rollback(walk: Beneath, target: str) -> str:
+    """Keep what ``target`` is now under a backup name, leaving ``target`` in place where possible; returns
+    the backup (relative to the root).
 
     Files, links and device nodes get a second hard link, so the new entry can be
     renamed straight over the old one; a directory has to be moved out of the way.
     """
-    head, name = os.path.split(target)
-    backup = os.path.join(head, f".{name}.mokka-old")
-    _remove(backup)
-    if os.path.isdir(target) and not os.path.islink(target):
-        os.rename(target, backup)
+    head, _, name = target.rpartition("/")
+    backup = f"{head}/.{name}.mokka-old" if head else f".{name}.mokka-old"
+    walk.remove(backup)
+    if _is_dir(walk, target):
+        walk.rename(target, backup)
         return backup
+    parent = walk.dir(head)
     try:
-        os.link(target, backup, follow_symlinks=False)
+        os.link(name, f".{name}.mokka-old", src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
     except OSError:  # a filesystem without hard links: fall back to moving it away
-        os.rename(target, backup)
+        walk.rename(target, backup)
     return backup
 
 
-def _make_parents(root: Path, rel_dir: str, known: set[str] | None = None) -> list[str]:
-    """Create missing directories of ``rel_dir`` under root; return the ones created, outermost first."""
-    created: list[str] = []
-    if rel_dir in ("", ".") or (known is not None and rel_dir in known):
-        return created
-    current = ""
-    for part in rel_dir.split("/"):
-        if part in (".", ""):
-            continue
-        current = f"{current}/{part}" if current else part
-        if known is not None and current in known:
-            continue
-        full = os.path.join(root, current)
-        if not os.path.isdir(full):
-            os.mkdir(full)
-            created.append(current)
-        if known is not None:
-            known.add(current)
-    return created
-
-
 def _remove(path: str | Path) -> None:
+    """Remove ``path`` in Mokka's own scratch area (paths under the root go through ``Beneath.remove``)."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -730,13 +783,17 @@ def _remove(path: str | Path) -> None:
             raise
 
 
-def _remove_empty_dirs(root: Path, dirs: list[str]) -> list[str]:
+def _remove_at(parent: int, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=parent)
+
+
+def _remove_empty_dirs(walk: Beneath, dirs: list[str]) -> list[str]:
     """Remove the listed directories deepest first if empty; return those still in use."""
     kept = []
-    base = str(root)
     for rel in sorted(set(dirs), key=lambda d: d.count("/"), reverse=True):
         try:
-            os.rmdir(f"{base}/{rel}")
+            walk.rmdir(rel)
         except FileNotFoundError:
             pass
         except OSError as exc:

@@ -27,6 +27,7 @@ from ..model.spec import NodeSpec, surface_settings
 from ..run import command, namespace
 from ..run.services import Services
 from ..schema.builtin import DEFAULT_PROFILE
+from ..stage.beneath import check_root
 from ..stage.paths import LIB_DIR, NVML_STATE_FILE
 from ..stage.surface import ConsumerNeeds, Surface, discover
 from . import activation
@@ -68,6 +69,7 @@ class Node:
         workdir = Path(tempfile.mkdtemp(prefix="mokka-node-", dir=FAST_TMP if os.access(FAST_TMP, os.W_OK) else None))
         self._workdir = workdir
         try:
+            check_root(workdir)  # the way to it too: a temporary directory others may write is refused
             plan = command.plan_node(self.spec, workdir / "root", installed())
             self._surfaces = {name: cls() for name, cls in plan.installed.items()}
             command.stage_node(plan, workdir)

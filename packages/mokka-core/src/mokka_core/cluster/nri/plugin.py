@@ -36,6 +36,12 @@ DEFAULT_SOCKET = Path("/var/run/nri/nri.sock")
 DEFAULT_REQUEST_TIMEOUT = 2.0  # seconds; NRI's default, until Configure tells us the runtime's
 
 
+def _shown(text: str, limit: int = 253) -> str:
+    """A pod's name or value as a log line shows it: one that would break the line (or flood the log), quoted
+    and cut (253: Kubernetes' longest name)."""
+    return text if text.isprintable() and len(text) <= limit else repr(text[:limit])
+
+
 def event_mask(*events: int) -> int:
     mask = 0
     for event in events:
@@ -130,15 +136,15 @@ class NriPlugin:
         try:
             request = message(f"{API}.CreateContainerRequest").FromString(payload)
             pod, container = request.pod, request.container
-            where = f"{pod.namespace}/{pod.name}/{container.name}"
+            where = "/".join(map(_shown, (pod.namespace, pod.name, container.name)))
             decision = decide(pod, container, self.settings.inject)
             if decision.adjustment is None:
                 self._count("skipped")
-                log.info("%s: skipped, %s", where, decision.reason)
+                log.info("%s: skipped, %s", where, _shown(decision.reason, 1024))
             else:
                 response.adjust.CopyFrom(decision.adjustment)
                 self._count("injected")
-                log.info("%s: %s", where, decision.reason)
+                log.info("%s: %s", where, _shown(decision.reason, 1024))
         except Exception:  # fail open: the container is created without the mock
             self._count("failed")
             log.exception("CreateContainer: could not decide; container left unchanged")

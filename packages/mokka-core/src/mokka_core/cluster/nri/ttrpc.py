@@ -123,6 +123,8 @@ class Mux:
         except (EOFError, OSError, ValueError) as exc:
             if not self.closed.is_set():
                 log.debug("%s: connection ended (%r)", self.name, exc)
+        except Exception as exc:  # a message that does not decode: the peer is broken, the connection goes
+            log.warning("%s: closing the connection: %s: %s", self.name, type(exc).__name__, exc)
         finally:
             self.close()
             for ch in self.channels.values():
@@ -159,7 +161,11 @@ class Channel:
                 with self._lock:
                     waiter = self._pending.pop(stream, None)
                 if waiter is not None:
-                    waiter.set_result(message("ttrpc.Response").FromString(body))
+                    try:
+                        waiter.set_result(message("ttrpc.Response").FromString(body))
+                    except Exception as exc:  # the call ends now, and the connection with it (the caller)
+                        waiter.set_exception(ChannelClosed(f"the answer does not decode: {exc}"))
+                        raise ValueError(f"undecodable ttrpc response ({exc})") from None
 
     def _serve(self, stream: int, body: bytes) -> None:
         try:

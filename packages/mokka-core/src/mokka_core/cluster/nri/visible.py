@@ -12,12 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from ...errors import MokkaError
+from ...schema.readfile import read_bounded
 from ...stage import mig_partition
 from ...stage.paths import NVML_STATE_FILE
 
 ENV = "NVIDIA_VISIBLE_DEVICES"
 #: what nvidia-container-toolkit's nvcdi gives every GPU container besides its GPUs (``common-nvml.go``)
 CONTROL_NODES = ("nvidia-modeset", "nvidia-uvm-tools", "nvidia-uvm", "nvidiactl")
+#: the largest state file the mock library reads (native/src/mokka.h MK_MAX_FILE)
+MAX_STATE_BYTES = 16 << 20
 
 
 class Gpu(NamedTuple):
@@ -38,9 +42,9 @@ class Request(NamedTuple):
 def node_gpus(root: Path) -> list[Gpu]:
     """The node's GPUs, from its NVML state file (none when it cannot be read)."""
     fields: dict[int, dict[str, str]] = {}
-    try:
-        text = (root / NVML_STATE_FILE).read_text()
-    except (OSError, UnicodeDecodeError):
+    try:  # bounded, and never a FIFO or device: a CreateContainer must not wait on it
+        text = read_bounded(root / NVML_STATE_FILE, MAX_STATE_BYTES).decode()
+    except (OSError, UnicodeDecodeError, MokkaError):
         return []
     for line in text.splitlines():
         key, sep, value = line.partition("=")
