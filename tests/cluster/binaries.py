@@ -1,9 +1,9 @@
 """The programs of the real single-node cluster, built by the tests themselves from pinned releases.
 
 Kubernetes (kube/go.mod), containerd (containerd/go.mod), the device plugin, the container toolkit and
-node-feature-discovery (tests/k8s/deviceplugin, tests/k8s/toolkit, tests/k8s/nfd) come from the Go module proxy; Debian gives etcd, runc, the CNI
-plugins and iptables; the pause program is the ``pause.c`` that the kubernetes module ships, linked static.
-Everything is cached under the consumer cache: only a fresh machine compiles.
+node-feature-discovery (tests/k8s/deviceplugin, tests/k8s/toolkit, tests/k8s/nfd) come from the Go module proxy;
+Debian gives etcd, runc, the CNI plugins and iptables; the pause program is the ``pause.c`` that the kubernetes
+module ships, linked static. Everything is cached under the consumer cache: only a fresh machine compiles.
 """
 
 from __future__ import annotations

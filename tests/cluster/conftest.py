@@ -20,6 +20,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))  # --import-mode=importlib: make the harness modules importable
 sys.path.insert(0, str(REPO / "charts" / "mokka" / "tests"))
 
+import dra  # noqa: E402
 import host  # noqa: E402
 from binaries import Binaries, build_all, pinned  # noqa: E402
 from chartlib import fetch_helm  # noqa: E402
@@ -28,13 +29,11 @@ from node import HOST_PATHS, KubeNode  # noqa: E402
 from node_images import (  # noqa: E402
     device_plugin_image,
     import_images,
-    nfd_image,
     make_images,
+    nfd_image,
     pause_archive,
     storage_env,
 )
-
-import dra  # noqa: E402
 
 from mokka_core.testing.consumers import (  # noqa: E402
     apt_tool,

@@ -139,7 +139,8 @@ class KubeNode:
                    "--listen-peer-urls", f"http://127.0.0.1:{free_port()}", "--log-level", "warn")
         self.start_containerd()
         self.spawn("kube-apiserver", self.bin / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                   f"--bind-address={GATEWAY}", f"--advertise-address={GATEWAY}", f"--secure-port={self.apiserver_port}",
+                   f"--bind-address={GATEWAY}", f"--advertise-address={GATEWAY}",
+                   f"--secure-port={self.apiserver_port}",
                    f"--tls-cert-file={self.pki.apiserver}", f"--tls-private-key-file={self.pki.apiserver_key}",
                    f"--client-ca-file={self.pki.ca}", f"--service-cluster-ip-range={SERVICE_CIDR}",
                    "--service-account-issuer=https://kubernetes.default.svc",

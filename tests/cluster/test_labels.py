@@ -7,6 +7,7 @@ functions under the host's /sys. The guide's NRI values give both containers the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,11 +31,9 @@ def labels(kube: KubeNode) -> dict[str, str]:
 
 def settled_labels(kube: KubeNode, expected: dict[str, str], timeout: float = 240) -> dict[str, str]:
     """The Node's labels once every ``expected`` key has its value (or the last seen, on timeout, for the diff)."""
-    try:
+    with contextlib.suppress(TimeoutError):
         wait_for("the Node's GPU labels", lambda: all(labels(kube).get(k) == v for k, v in expected.items()),
                  timeout, interval=2)
-    except TimeoutError:
-        pass
     return labels(kube)
 
 

@@ -176,6 +176,7 @@ def test_container_that_already_has_the_mount_is_left_alone(runtime: Any, plugin
 
 HOST_SYS = {"destination": "/host-sys", "source": "/sys", "type": "bind", "options": ["rbind", "rprivate", "ro"]}
 CGROUPS = {"destination": "/host-sys/fs/cgroup", "source": "/sys/fs/cgroup", "type": "bind", "options": ["rbind"]}
+OWN_SYSFS = {"destination": "/sys", "source": "sysfs", "type": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}
 
 
 def test_a_container_mounting_the_hosts_sysfs_gets_the_nodes(runtime: Any, plugin_factory: Any,
@@ -201,6 +202,15 @@ def test_the_sysfs_swap_leaves_other_containers_alone(runtime: Any, plugin_facto
     assert [m.destination for m in injected.mounts] == ["/opt/mokka"]  # the driver, the host's sysfs kept
     assert not create(runtime, "node-feature-discovery", {"mokka.nvidia.com/inject": "false"},
                       mounts=[HOST_SYS]).mounts
+    assert not create(runtime, "node-feature-discovery", mounts=[{**OWN_SYSFS, "destination": "/elsewhere"}]).mounts
+
+
+def test_a_containers_own_sysfs_is_the_nodes(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
+    """The DRA driver's plugin reads its GPUs' PCIe roots from the sysfs the runtime mounts at /sys."""
+    (node_root / "sys").mkdir()
+    plugin_factory(namespaces=(), sysfs_namespaces=("nvidia-dra-driver-gpu",))
+    adjust = create(runtime, "nvidia-dra-driver-gpu", mounts=[OWN_SYSFS, CGROUPS])
+    assert [(m.destination, m.source) for m in adjust.mounts] == [("-/sys", ""), ("/sys", str(node_root / "sys"))]
 
 
 def test_devices_left_to_the_device_plugin_or_declined(runtime: Any, plugin_factory: Any, node_root: Path) -> None:

@@ -3,8 +3,9 @@
 ``config.cfg``: ``KEY=VALUE`` lines, ``#`` comments; unknown keys are accepted (the real
 file has dozens).  ``nodes_config.cfg``: one peer per line, every node of the IMEX domain
 including this one: an IP address or, as drivers from 570.158 take them (the DRA driver's
-compute-domain daemon writes them), a DNS name resolved when the daemon connects.  ``MOKKA_NODE_IP`` is ours: several simulated nodes share
-one machine's loopback addresses, so a node cannot find itself by its interfaces.
+compute-domain daemon writes them), a DNS name resolved when the daemon connects.
+``MOKKA_NODE_IP`` is ours: several simulated nodes share one machine's loopback addresses,
+so a node cannot find itself by its interfaces.
 """
 
 from __future__ import annotations

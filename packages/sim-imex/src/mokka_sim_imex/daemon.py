@@ -114,7 +114,8 @@ def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[
     threads.append(threading.Thread(target=serve_forever, args=(cmd, stop, answer), daemon=True))
     for thread in threads:
         thread.start()
-    log(f"{PROGRAM}: node {entry if entry == me else f'{entry} ({me})'}, {len(nodes)} node(s) in the domain, server port {config.server_port}, "
+    named = entry if entry == me else f"{entry} ({me})"
+    log(f"{PROGRAM}: node {named}, {len(nodes)} node(s) in the domain, server port {config.server_port}, "
         f"command port {config.cmd_port}{' (failed: server never starts)' if failed else ''}")
     was_ready = None
     while not stop.is_set():

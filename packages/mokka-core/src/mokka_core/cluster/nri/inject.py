@@ -23,12 +23,12 @@ carries ``<opt annotation>: "true"``; it is skipped when its namespace is
 excluded, it carries ``<opt annotation>: "false"``, or the container already has
 a mount at ``mount_path``.
 
-Separately, a container of a namespace in ``sysfs_namespaces`` that mounts the
-host's ``/sys`` (a hostPath volume, as node-feature-discovery's worker and GPU
-feature discovery have) gets the node's staged ``sys`` there instead, read-only:
-on a real GPU node the host's sysfs is where such agents find the GPUs' PCI
-functions, the DMI product name and the NUMA nodes, and a host that only runs a
-simulated node has none of them.
+Separately, a container of a namespace in ``sysfs_namespaces`` gets the node's
+staged ``sys`` read-only wherever it has a sysfs: its own at ``/sys`` and any bind
+of the host's ``/sys`` (a hostPath volume, as node-feature-discovery's worker has at
+``/host-sys``): on a real GPU node sysfs is where such agents find the GPUs' PCI
+functions (the DRA driver their PCIe root), the DMI product name and the NUMA
+nodes, and a host that only runs a simulated node has none of them.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def decide(pod: Any, container: Any, config: InjectConfig) -> Decision:
     if opt == "false":
         return Decision(None, f"pod opted out ({config.opt_annotation}: false)")
     inject = opt == "true" or _listed(pod.namespace, config.namespaces)
-    host_sysfs = [m.destination for m in container.mounts if _host_sysfs(m)] \
+    host_sysfs = [m.destination for m in container.mounts if _sysfs(m)] \
         if _listed(pod.namespace, config.sysfs_namespaces) else []
     if not inject and not host_sysfs:
         return Decision(None, f"namespace {pod.namespace} is not opted in")
@@ -108,8 +108,10 @@ def _listed(namespace: str, namespaces: tuple[str, ...]) -> bool:
     return "*" in namespaces or namespace in namespaces
 
 
-def _host_sysfs(mount: Any) -> bool:
-    """A bind mount of the host's /sys (a hostPath volume of path /sys)."""
+def _sysfs(mount: Any) -> bool:
+    """The container's own sysfs at /sys, or a bind mount of the host's /sys (a hostPath volume of path /sys)."""
+    if mount.type == "sysfs":
+        return os.path.normpath(mount.destination or ".") == "/sys"
     return os.path.normpath(mount.source or ".") == "/sys" and \
         (mount.type == "bind" or "bind" in mount.options or "rbind" in mount.options)
 
