@@ -49,6 +49,7 @@ __all__ = [
     "real_libnvidia_ml",
     "require",
     "required",
+    "shared_consumer",
 ]
 
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
@@ -339,6 +340,36 @@ def apt_tool(binary: str, package: str) -> Path:
     if not found:
         missing(f"{binary} not found after installing Debian package {package}")
     return Path(found)
+
+
+#: Where the consumers no registry serves are kept (``unpack.sh``, ``SHA256SUMS``): ``../shared/consumers`` beside
+#: the checkout, or ``$MOKKA_SHARED_CONSUMERS``.
+SHARED_CONSUMERS = "MOKKA_SHARED_CONSUMERS"
+
+
+def shared_consumers_dir() -> Path | None:
+    """The directory of the kept consumer binaries, or None where this checkout has no ``../shared``."""
+    named = os.environ.get(SHARED_CONSUMERS)
+    candidates = [Path(named)] if named else [
+        base.parent / "shared" / "consumers"
+        for base in (Path.cwd(), *Path(__file__).resolve().parents) if (base / ".git").exists()
+    ]
+    return next((c for c in candidates if (c / "unpack.sh").is_file()), None)
+
+
+def shared_consumer(name: str) -> Path:
+    """The binary ``name`` kept in ``../shared/consumers`` (nvidia-validator, syslog-health-monitor, ...), unpacked
+    and sha256-checked by its ``unpack.sh`` into the consumer cache; missing() without ``../shared``."""
+    source = shared_consumers_dir()
+    if source is None:
+        missing(f"{name}: no ../shared/consumers beside this checkout (or ${SHARED_CONSUMERS})")
+    dest = cache_dir() / "shared-consumers"
+    with _locked("shared-consumers"):
+        done = subprocess.run(["sh", str(source / "unpack.sh"), str(dest), name], capture_output=True, text=True,
+                              timeout=600)
+    if done.returncode != 0:
+        missing(f"{name}: {source}/unpack.sh failed: {done.stderr.strip()[-300:]}")
+    return dest / name
 
 
 def require(tool: str, version: str | None = None) -> Path:
