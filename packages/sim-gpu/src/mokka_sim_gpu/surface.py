@@ -75,7 +75,7 @@ PARTS = (
     PlanPart("modules", _loaded(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
     PlanPart("mig-caps", _loaded(mig_cap_entries), frozenset({"mig"})),
     PlanPart("proc-devices", _loaded(proc_devices_entries), frozenset()),
-    PlanPart("kernel-log", _loaded(lambda node, ctx: kernel_log_entries(node)), frozenset({"xid_events"})),
+    PlanPart("kernel-log", _loaded(kernel_log_entries), frozenset({"xid_events", "nvlink_error"})),
 )
 
 
