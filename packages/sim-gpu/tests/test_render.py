@@ -86,13 +86,40 @@ def test_lost_gpu_information_has_no_uuid() -> None:
 
 def test_proc_modules_lines(make_node) -> None:
     lines = render_proc_modules(loaded_modules(make_node("h100"))).splitlines()
-    assert [line.split()[0] for line in lines] == ["nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"]
-    name, size, refcnt, deps, state, address, taint = lines[3].split()
-    assert (name, deps, state, taint) == ("nvidia", "nvidia_uvm,nvidia_modeset,", "Live", "(POE)")
+    assert [line.split()[0] for line in lines] == ["nvidia_peermem", "nvidia_drm", "nvidia_modeset", "nvidia_uvm",
+                                                   "nvidia", "mlx5_ib", "ib_uverbs", "ib_core", "mlx5_core"]
+    # the kernel's own InfiniBand stack (the DGX H100's ConnectX-7 HCAs): in tree, so no taint column
+    assert lines[7].split()[2:5] == ["3", "mlx5_ib,ib_uverbs,nvidia_peermem,", "Live"] and len(lines[7].split()) == 6
+    name, size, refcnt, deps, state, address, taint = lines[4].split()
+    assert (name, deps, state, taint) == ("nvidia", "nvidia_uvm,nvidia_peermem,nvidia_modeset,", "Live", "(POE)")
     assert int(size) % 4096 == 0 and int(address, 16) > 0
-    assert int(refcnt) == 2 + 8 + 1  # two holder modules, persistenced's eight GPUs and nvidiactl
-    assert lines[1].split()[2:4] == ["1", "nvidia_drm,"]
-    assert lines[0].split()[2:4] == ["0", "-"]
+    assert int(refcnt) == 3 + 8 + 1  # three holder modules, persistenced's eight GPUs and nvidiactl
+    assert lines[2].split()[2:4] == ["1", "nvidia_drm,"]
+    assert lines[1].split()[2:4] == ["0", "-"]
+    l40s = render_proc_modules(loaded_modules(make_node("l40s"))).splitlines()
+    assert [line.split()[0] for line in l40s] == ["nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"]
+
+
+def test_gpudirect_modules_load_where_the_profile_says(make_node) -> None:
+    """nvidia_peermem holds nvidia and ib_core (only with HCAs), gdrdrv holds nvidia, nvidia_fs stands alone."""
+    from mokka_core.schema.profile import GpuDirect
+
+    def every(name: str):
+        profile = load_builtin(name)
+        system = profile.system.model_copy(update={"gpudirect": GpuDirect(rdma=True, storage=True, gdrcopy=True)})
+        return resolve(Inputs(profile=profile.model_copy(update={"system": system}), profile_source=f"{name}.yaml"))
+
+    modules = {m.name: m for m in loaded_modules(every("h100"))}
+    assert list(modules)[:4] == ["gdrdrv", "nvidia_fs", "nvidia_peermem", "nvidia_drm"]
+    assert modules["nvidia"].holders == ("nvidia_uvm", "nvidia_peermem", "nvidia_modeset", "gdrdrv")
+    assert "nvidia_peermem" in modules["ib_core"].holders and modules["nvidia_fs"].holders == ()
+    assert (modules["gdrdrv"].taint, modules["nvidia_peermem"].taint, modules["mlx5_core"].taint) == ("OE", "POE", "")
+    no_hcas = {m.name for m in loaded_modules(every("l40s"))}
+    assert "nvidia_peermem" not in no_hcas and {"gdrdrv", "nvidia_fs"} <= no_hcas
+    assert not {"mlx5_core", "ib_core"} & no_hcas
+    # the built-in DGX profiles load nvidia_peermem (system.gpudirect.rdma), nothing else of GPUDirect
+    assert {"gdrdrv", "nvidia_fs", "nvidia_peermem"} & {m.name for m in loaded_modules(make_node("h100"))} == {
+        "nvidia_peermem"}
 
 
 def test_kmod_index_matches_libkmod_layout() -> None:
@@ -160,7 +187,9 @@ def test_kernel_log_loading_lines_are_stamped_when_the_node_came_up(make_node) -
 
     assert {line.split(",")[2] for line in kernel_log(make_node("h100"), 12_345_678).splitlines()} == {"12345678"}
     ten_seconds_ago = time.time_ns() // 1_000_000 - 10_000
-    assert abs(uptime_usec(ten_seconds_ago) - (time.monotonic_ns() // 1000 - 10_000_000)) < 50_000
+    stamp, now = uptime_usec(ten_seconds_ago), time.monotonic_ns() // 1000 - 10_000_000
+    assert now - 2_100_000 < stamp <= now  # never after the Xids raised since (stamped on the monotonic clock)
+    assert uptime_usec(ten_seconds_ago) == stamp  # the same in every plan
 
 
 def test_kernel_log_starts_with_the_drivers_loading_lines(make_node) -> None:

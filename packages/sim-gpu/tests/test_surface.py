@@ -38,10 +38,12 @@ def test_healthy_h100_footprint(staged) -> None:
     module = root / "sys/module/nvidia"
     assert (module / "version").read_text() == "550.163.01\n"
     assert (module / "initstate").read_text() == "live\n"
-    assert sorted(p.name for p in (module / "holders").iterdir()) == ["nvidia_modeset", "nvidia_uvm"]
+    assert sorted(p.name for p in (module / "holders").iterdir()) == ["nvidia_modeset", "nvidia_peermem", "nvidia_uvm"]
     assert (module / "holders/nvidia_uvm").resolve() == (root / "sys/module/nvidia_uvm").resolve()
     assert (module / "parameters/NVreg_EnableGpuFirmware").read_text() == "18\n"
-    assert (root / "proc/modules").read_text().count(" Live ") == 4
+    assert (root / "proc/modules").read_text().count(" Live ") == 4 + 1 + 4  # nvidia_peermem, the HCAs' mlx5_ib, ...
+    assert (root / "sys/module/ib_core/refcnt").read_text() == "3\n" and (root / "sys/module/ib_core/taint").read_text() == "\n"
+    assert not (root / "sys/module/mlx5_core/version").exists()  # in tree: no MODULE_VERSION
 
 
 def test_profile_driver_version_names_the_library(staged) -> None:
@@ -113,8 +115,12 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
         "modules.symbols", "modules.symbols.bin",
         "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko",
     ]
-    rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/"))]
+    rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/", "sys/module/", "proc/modules"))]
     assert rest == sorted(expected)
+    # no NVIDIA module loaded; the HCAs' InfiniBand stack is, as the kernel loaded it without the driver
+    listed = [line.split()[0] for line in (root / "proc/modules").read_text().splitlines()]
+    assert listed == ["mlx5_ib", "ib_uverbs", "ib_core", "mlx5_core"]
+    assert sorted(p.name for p in (root / "sys/module").iterdir()) == sorted(listed)
 
 
 def test_disabled_stages_nothing(make_node, native_dir: Path) -> None:

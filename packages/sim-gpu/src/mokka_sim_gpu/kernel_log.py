@@ -5,7 +5,7 @@ A record is ``priority,sequence,microseconds,flags;text`` (the kernel's
 Documentation/ABI/testing/dev-kmsg); a line break inside one record's text is escaped ``\\x0a``, as the
 kernel escapes it.  The driver prints with printk's default level, 4 (warning), facility kern.  An Xid
 record's time stamp is its own (stamped when it was raised, on the host's monotonic clock); the loading
-lines are stamped when the node came up (``StageContext.booted_ms``, on that clock).
+lines are stamped when the node came up (``StageContext.booted_ms``, as seconds since the host booted).
 A log is never empty while the driver is loaded, as on a real node: util-linux dmesg, finding
 /dev/kmsg empty, would fall back to syslog(2) and show the host's kernel log instead.  Xids raised by
 ``nvml-mock-ctl`` have no process behind them, which the driver prints as ``pid='<unknown>', name=<unknown>``.
@@ -17,7 +17,6 @@ reported by the switch too, as an SXid of the ``nvidia-nvswitch<N>`` driver.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from mokka_core.stage.store import KERNEL_LOG, RUN_DIR
@@ -143,8 +142,15 @@ def kernel_log(node: Node, loaded_usec: int = 0) -> str:
 
 
 def uptime_usec(wall_ms: int) -> int:
-    """Wall-clock ``wall_ms`` on the host's monotonic clock (the Xid records' and the kernel log's), in whole ms."""
-    return max(0, time.monotonic_ns() // 1_000_000 - (time.time_ns() // 1_000_000 - wall_ms)) * 1000
+    """Wall-clock ``wall_ms`` as microseconds since the host booted, never later than the host's monotonic clock (the
+    Xid records') showed then: /proc/stat's btime is whole seconds, rounded down, so one second is taken off.  The
+    same in every process (a plan is pure: re-staging the log must not move its first lines)."""
+    try:
+        with open("/proc/stat") as stat:
+            btime = next(int(line.split()[1]) for line in stat if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+    return max(0, wall_ms * 1000 - (btime + 1) * 1_000_000)
 
 
 def kernel_log_entries(node: Node, ctx: StageContext) -> list[Entry]:

@@ -4,7 +4,8 @@ States (read from the node state):
 
 - enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
-  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; their majors (and the other
+  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module`` (with the HCAs' InfiniBand modules and the
+  GPUDirect ones of ``system.gpudirect``: :mod:`.modules`); their majors (and the other
   surfaces') in ``/proc/devices``; the kernel log of the
   node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service; the MIG capabilities of the
   partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.  Enabled in either state:
@@ -12,7 +13,8 @@ States (read from the node state):
   the library of a GPU container (which has none beside it).
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
   state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
-  files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
+  files (``modinfo`` still works), and nothing of the driver loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``
+  (the HCAs' modules stay listed).
   The same when the pci surface is disabled: with no NVIDIA GPU on the bus the module does not load.
 - disabled: nothing at all (no driver installed).
 
@@ -72,7 +74,8 @@ PARTS = (
     PlanPart("device-nodes", _loaded(lambda node, ctx: device_node_entries(node)), frozenset()),
     PlanPart("proc", _loaded(lambda node, ctx: proc_entries(node)),
              frozenset({"name", "architecture", "vbios_version", "gsp_firmware", "failure"})),
-    PlanPart("modules", _loaded(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
+    # the driver's modules where it is loaded, the HCAs' wherever there are some (modules.loaded_modules)
+    PlanPart("modules", _installed(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
     PlanPart("mig-caps", _loaded(mig_cap_entries), frozenset({"mig"})),
     PlanPart("proc-devices", _loaded(proc_devices_entries), frozenset()),
     PlanPart("kernel-log", _loaded(kernel_log_entries), frozenset({"xid_events", "nvlink_error"})),
