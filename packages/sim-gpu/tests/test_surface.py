@@ -46,6 +46,14 @@ def test_healthy_h100_footprint(staged) -> None:
     assert not (root / "sys/module/mlx5_core/version").exists()  # in tree: no MODULE_VERSION
 
 
+def test_the_drivers_other_libraries_are_installed_with_their_soname_links(staged) -> None:
+    root = staged("b200")  # 570.133.20
+    lib = root / paths.LIB_DIR
+    assert os.readlink(lib / "libcuda.so.1") == "libcuda.so.570.133.20"
+    assert os.readlink(lib / "libnvidia-nvvm.so.4") == "libnvidia-nvvm.so.570.133.20"
+    assert (lib / "libcuda.so.570.133.20").read_bytes().startswith(b"\x7fELF")
+
+
 def test_profile_driver_version_names_the_library(staged) -> None:
     root = staged("b200")  # 570.133.20, served by the same build
     assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.570.133.20"
@@ -102,11 +110,12 @@ def test_device_nodes_are_character_devices(staged) -> None:
     assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (195, 255)
 
 
-def test_failed_stages_only_the_library_and_state_file(staged) -> None:
+def test_failed_stages_only_the_libraries_and_state_file(staged) -> None:
     root = staged("h100", gpu={"state": "failed"})
     staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
     expected = [f"{paths.LIB_DIR}/{name}" for name in
-                ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01")]
+                ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01", "libcuda.so.1",
+                 "libcuda.so.550.163.01", "libnvidia-nvvm.so.4", "libnvidia-nvvm.so.550.163.01")]
     expected += [paths.NVML_STATE_FILE, "usr/bin/nvidia-smi"]
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
@@ -139,7 +148,8 @@ def test_missing_library_is_a_clear_error(make_node, tmp_path: Path) -> None:
 def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> None:
     plan = GpuSurface().plan(make_node("t4"), StageContext(root=Path("/"), native_dir=native_dir))
     copies = [e for e in plan if isinstance(e, Copy) and e.path.startswith(paths.LIB_DIR)]
-    assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01"]
+    assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01",
+                                          native_dir / "driver-libs/libcuda.so", native_dir / "driver-libs/libnvidia-nvvm.so"]
 
 
 def test_nvidia_smi_is_debians_of_the_nearest_branch(make_node, native_dir: Path, nvidia_smi_cache: Path) -> None:

@@ -2,7 +2,8 @@
 
 States (read from the node state):
 
-- enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
+- enabled, healthy: the NVML library chain and state file; the driver package's other libraries (``libcuda.so.1``,
+  ...: stubs with their sonames, :func:`.library.driver_library_entries`); ``/usr/bin/nvidia-smi``; the module files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
   four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module`` (with the HCAs' InfiniBand modules and the
   GPUDirect ones of ``system.gpudirect``: :mod:`.modules`); their majors (and the other
@@ -32,7 +33,7 @@ from .device_nodes import char_majors, device_node_entries, proc_devices_entries
 from .kernel_log import kernel_log_entries
 from .kernel_objects import kernel_object_entries
 from .kmsg_service import kmsg_service
-from .library import library_entries, state_file_entries
+from .library import driver_library_entries, library_entries, state_file_entries
 from .mig_caps import mig_cap_entries
 from .modules import module_entries
 from .persistenced_service import persistenced_service, socket_entries
@@ -67,6 +68,7 @@ def _loaded(build: Callable[[Node, StageContext], list[Entry]]) -> Callable[[Nod
 #: (temperature, power, clocks, …) is in the NVML state file alone, so only that part is built again.
 PARTS = (
     PlanPart("library", _installed(library_entries), frozenset()),
+    PlanPart("driver-libraries", _installed(driver_library_entries), frozenset()),
     PlanPart("nvml-state", _installed(state_file_entries)),
     PlanPart("nvidia-smi", _installed(lambda node, ctx: nvidia_smi_entries(node)), frozenset()),
     PlanPart("persistenced-socket", _installed(lambda node, ctx: socket_entries()), frozenset()),
