@@ -51,8 +51,6 @@ XID_NVLINK = 74
 XID_FALLEN_OFF_BUS = 79
 #: the NVSwitch's report of a link whose errors pass its threshold (non-fatal; the link stays up)
 SXID_NVLINK_ERROR_RATE = (20009, "Non-fatal", "RX Short Error Rate")
-#: NVLink ports per NVSwitch a GPU's links reach (HGX H100: 18 links over 4 switches, at most 5 on one)
-PORTS_PER_GPU = 8
 #: a record's text is one line: a line break inside it is escaped as the kernel escapes it in /dev/kmsg
 NEWLINE = "\\x0a"
 
@@ -106,8 +104,7 @@ def sxid_message(node: Node, gpu: Gpu, link: int) -> str | None:
     if switch is None:
         return None
     code, severity, text = SXID_NVLINK_ERROR_RATE
-    port = gpu.index * PORTS_PER_GPU + sum(1 for other in gpu.links if other.link < link
-                                           and other.remote_bus_id == remote.remote_bus_id)
+    port = link  # the switch port the node's NVML names as the link's remote (NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID)
     return f"nvidia-nvswitch{switch.index}: SXid (PCI:{switch.bus_id.lower()[-12:]}): {code}, {severity}, " \
            f"Link {port} {text}"
 
