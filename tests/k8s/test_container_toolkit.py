@@ -92,8 +92,8 @@ def test_ctk_spec_names_every_gpu_and_the_real_driver_files(nvidia_ctk: Path, pr
     assert mounts["/run/nvidia-persistenced/socket"] == "/run/nvidia-persistenced/socket"
     hooks = [hook["args"][1:] for hook in spec["containerEdits"]["hooks"]]
     links = {arg for args in hooks if args[:1] == ["create-symlinks"] for arg in args[2::2]}
-    assert {f"libnvidia-ml.so.{driver}::/{LIB_DIR}/libnvidia-ml.so.1", f"libnvidia-ml.so.1::/{LIB_DIR}/libnvidia-ml.so"} \
-        <= links
+    assert {f"libnvidia-ml.so.{driver}::/{LIB_DIR}/libnvidia-ml.so.1",
+            f"libnvidia-ml.so.1::/{LIB_DIR}/libnvidia-ml.so"} <= links
     # the driver package's other libraries, each mounted and linked to its soname as on a real node
     for library, soname in DRIVER_LIBRARIES.items():
         assert mounts[f"/{LIB_DIR}/{library}.{driver}"] == f"/{LIB_DIR}/{library}.{driver}"

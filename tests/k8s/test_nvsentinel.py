@@ -50,8 +50,8 @@ exec "$@"
 
 #: the collector (before the faults: a lost GPU fails it, as on a real node); the monitor as its DaemonSet runs it,
 #: chrooted into the node's / with the journal at /nvsentinel/var/log/journal (its pod's mount of the host's /var/log);
-#: once its first cycles ran (it reports its three checks healthy and starts at the journal's end), the faults; until the
-#: connector has EXPECTED more events (or 60 s)
+#: once its first cycles ran (it reports its three checks healthy and starts at the journal's end), the faults;
+#: until the connector has EXPECTED more events (or 60 s)
 SCENARIO = """
 set -e
 {collector} -output-path {work}/gpu_metadata.json > {work}/collector.log 2>&1 || true

@@ -78,7 +78,8 @@ def test_driver_passes_on_every_healthy_node(validator: Path, profile: str, tmp_
 
 
 def test_driver_fails_with_a_gpu_fallen_off_the_bus(validator: Path, tmp_path: Path) -> None:
-    rc, output, files = validate(validator, "h100", "driver", tmp_path, "nvml-mock-ctl fail 2 fallen-off-bus >/dev/null;")
+    lose = "nvml-mock-ctl fail 2 fallen-off-bus >/dev/null;"
+    rc, output, files = validate(validator, "h100", "driver", tmp_path, lose)
     assert rc != 0 and "driver-ready" not in files
     # nvidia-smi's own words and exit status for a lost GPU (NVML_ERROR_GPU_IS_LOST)
     assert "GPU is lost" in output and "No pre-installed driver detected on the host: exit status 15" in output

@@ -34,7 +34,8 @@ def native_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     os.symlink("libnvidia-ml.so.1", directory / "libnvidia-ml.so")
     libs = directory / "driver-libs"  # the driver's other libraries (native/driverlibs), two of them
     libs.mkdir()
-    (libs / "libraries.txt").write_text("# library soname\nlibcuda.so libcuda.so.1\nlibnvidia-nvvm.so libnvidia-nvvm.so.4\n")
+    (libs / "libraries.txt").write_text(
+        "# library soname\nlibcuda.so libcuda.so.1\nlibnvidia-nvvm.so libnvidia-nvvm.so.4\n")
     for name in ("libcuda.so", "libnvidia-nvvm.so"):
         (libs / name).write_bytes(b"\x7fELF stand-in for a driver library\n")
     monkeypatch.setenv("MOKKA_NATIVE_DIR", str(directory))

@@ -234,7 +234,8 @@ def test_an_xid_reaches_the_hosts_kernel_log_once_across_a_daemon_restart(tmp_pa
         lines = target.read_text().splitlines()
         assert lines[:5] == first
         assert re.fullmatch(r"<4>NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): 13, pid='<unknown>', name=<unknown>, "
-                            r"Graphics SM Warp Exception on \(GPC 1, TPC 3, SM 0\): Out Of Range Address", lines[5]), lines
+                            r"Graphics SM Warp Exception on \(GPC 1, TPC 3, SM 0\): Out Of Range Address",
+                            lines[5]), lines
     finally:
         daemon.send_signal(signal.SIGTERM)
         out, _ = daemon.communicate(timeout=60)

@@ -42,7 +42,8 @@ def test_healthy_h100_footprint(staged) -> None:
     assert (module / "holders/nvidia_uvm").resolve() == (root / "sys/module/nvidia_uvm").resolve()
     assert (module / "parameters/NVreg_EnableGpuFirmware").read_text() == "18\n"
     assert (root / "proc/modules").read_text().count(" Live ") == 4 + 1 + 4  # nvidia_peermem, the HCAs' mlx5_ib, ...
-    assert (root / "sys/module/ib_core/refcnt").read_text() == "3\n" and (root / "sys/module/ib_core/taint").read_text() == "\n"
+    assert (root / "sys/module/ib_core/refcnt").read_text() == "3\n"
+    assert (root / "sys/module/ib_core/taint").read_text() == "\n"
     assert not (root / "sys/module/mlx5_core/version").exists()  # in tree: no MODULE_VERSION
 
 
@@ -149,7 +150,8 @@ def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> 
     plan = GpuSurface().plan(make_node("t4"), StageContext(root=Path("/"), native_dir=native_dir))
     copies = [e for e in plan if isinstance(e, Copy) and e.path.startswith(paths.LIB_DIR)]
     assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01",
-                                          native_dir / "driver-libs/libcuda.so", native_dir / "driver-libs/libnvidia-nvvm.so"]
+                                          native_dir / "driver-libs/libcuda.so",
+                                          native_dir / "driver-libs/libnvidia-nvvm.so"]
 
 
 def test_nvidia_smi_is_debians_of_the_nearest_branch(make_node, native_dir: Path, nvidia_smi_cache: Path) -> None:

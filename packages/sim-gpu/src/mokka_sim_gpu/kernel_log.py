@@ -99,7 +99,8 @@ def sxid_message(node: Node, gpu: Gpu, link: int) -> str | None:
     """The NVSwitch driver's SXid for errors on ``link`` of ``gpu``, where that link goes to a switch on this node's bus
     (a GB200 tray's switches sit in the switch trays, whose own OS logs their SXids)."""
     remote = next((candidate for candidate in gpu.links if candidate.link == link), None)
-    switch = next((sw for sw in node.switches if sw.pci_visible and remote is not None and remote.remote_type == "switch"
+    switch = next((sw for sw in node.switches
+                   if sw.pci_visible and remote is not None and remote.remote_type == "switch"
                    and sw.bus_id.lower()[-12:] == (remote.remote_bus_id or "").lower()[-12:]), None)
     if switch is None:
         return None

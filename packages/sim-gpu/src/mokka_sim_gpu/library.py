@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from mokka_core.errors import MokkaError
 from mokka_core.stage import paths
-from mokka_core.stage.paths import say_once
 from mokka_core.stage.native import native_library
+from mokka_core.stage.paths import say_once
 from mokka_core.stage.surface import Copy, Entry, File, Runtime, StageContext, Symlink
 
 if TYPE_CHECKING:

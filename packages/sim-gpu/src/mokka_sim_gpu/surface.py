@@ -3,7 +3,8 @@
 States (read from the node state):
 
 - enabled, healthy: the NVML library chain and state file; the driver package's other libraries (``libcuda.so.1``,
-  ...: stubs with their sonames, :func:`.library.driver_library_entries`); ``/usr/bin/nvidia-smi``; the module files under
+  ...: stubs with their sonames, :func:`.library.driver_library_entries`); ``/usr/bin/nvidia-smi``; the module
+  files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
   four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module`` (with the HCAs' InfiniBand modules and the
   GPUDirect ones of ``system.gpudirect``: :mod:`.modules`); their majors (and the other
