@@ -33,6 +33,8 @@ DRIVER_LIBRARIES = {
     "libnvidia-cfg.so": "libnvidia-cfg.so.1", "libnvidia-encode.so": "libnvidia-encode.so.1",
     "libnvcuvid.so": "libnvcuvid.so.1", "libnvidia-opticalflow.so": "libnvidia-opticalflow.so.1",
 }
+#: the driver's libraries whose soname is their versioned file name (no link)
+VERSIONED_SONAME = ("libnvidia-gpucomp.so",)
 
 REPORT = """
 {ctk} cdi generate --output={spec} 2>/dev/null || exit 1
@@ -98,6 +100,9 @@ def test_ctk_spec_names_every_gpu_and_the_real_driver_files(nvidia_ctk: Path, pr
     for library, soname in DRIVER_LIBRARIES.items():
         assert mounts[f"/{LIB_DIR}/{library}.{driver}"] == f"/{LIB_DIR}/{library}.{driver}"
         assert f"{library}.{driver}::/{LIB_DIR}/{soname}" in links
+    for library in VERSIONED_SONAME:
+        assert mounts[f"/{LIB_DIR}/{library}.{driver}"] == f"/{LIB_DIR}/{library}.{driver}"
+        assert not any(link.startswith(f"{library}.{driver}::") for link in links)
     # a tray's IMEX daemon and its ctl, at the nvidia-imex package's paths (nvidia-ctk mounts them for ComputeDomains)
     imex = {"/usr/bin/nvidia-imex", "/usr/bin/nvidia-imex-ctl"}
     assert (imex <= set(mounts)) == (profile in ("gb200", "gb300")), sorted(mounts)
@@ -108,11 +113,12 @@ def test_ctk_spec_names_every_gpu_and_the_real_driver_files(nvidia_ctk: Path, pr
 @pytest.mark.consumer
 def test_the_driver_libraries_load_by_their_sonames(tmp_path: Path) -> None:
     """Each driver library is an ELF shared object that dlopen loads by its soname, as programs load them."""
-    names = " ".join(DRIVER_LIBRARIES.values())
+    driver = load_builtin("h100").system.driver_version
+    names = " ".join([*DRIVER_LIBRARIES.values(), *(f"{library}.{driver}" for library in VERSIONED_SONAME)])
     script = ("import ctypes, sys\nfor name in sys.argv[1:]:\n    ctypes.CDLL(name)\n    print('loaded', name)\n")
     done = mokka_run("h100", "sh", "-c", f"python3 -c \"{script}\" {names}")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[1::2] == list(DRIVER_LIBRARIES.values())
+    assert done.stdout.split()[1::2] == names.split()
 
 
 @pytest.mark.consumer

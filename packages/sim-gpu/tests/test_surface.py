@@ -53,6 +53,9 @@ def test_the_drivers_other_libraries_are_installed_with_their_soname_links(stage
     assert os.readlink(lib / "libcuda.so.1") == "libcuda.so.570.133.20"
     assert os.readlink(lib / "libnvidia-nvvm.so.4") == "libnvidia-nvvm.so.570.133.20"
     assert (lib / "libcuda.so.570.133.20").read_bytes().startswith(b"\x7fELF")
+    # a library whose soname is its versioned name carries the node's version there, and has no link
+    assert b"\0libnvidia-gpucomp.so.570.133.20\0" in (lib / "libnvidia-gpucomp.so.570.133.20").read_bytes()
+    assert sorted(p.name for p in lib.glob("libnvidia-gpucomp*")) == ["libnvidia-gpucomp.so.570.133.20"]
 
 
 def test_profile_driver_version_names_the_library(staged) -> None:
@@ -116,7 +119,8 @@ def test_failed_stages_only_the_libraries_and_state_file(staged) -> None:
     staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
     expected = [f"{paths.LIB_DIR}/{name}" for name in
                 ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01", "libcuda.so.1",
-                 "libcuda.so.550.163.01", "libnvidia-nvvm.so.4", "libnvidia-nvvm.so.550.163.01")]
+                 "libcuda.so.550.163.01", "libnvidia-nvvm.so.4", "libnvidia-nvvm.so.550.163.01",
+                 "libnvidia-gpucomp.so.550.163.01")]
     expected += [paths.NVML_STATE_FILE, "usr/bin/nvidia-smi"]
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
@@ -151,7 +155,7 @@ def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> 
     copies = [e for e in plan if isinstance(e, Copy) and e.path.startswith(paths.LIB_DIR)]
     assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01",
                                           native_dir / "driver-libs/libcuda.so",
-                                          native_dir / "driver-libs/libnvidia-nvvm.so"]
+                                          native_dir / "driver-libs/libnvidia-nvvm.so"]  # gpucomp: a File
 
 
 def test_nvidia_smi_is_debians_of_the_nearest_branch(make_node, native_dir: Path, nvidia_smi_cache: Path) -> None:

@@ -49,6 +49,8 @@ def library_entries(node: Node, ctx: StageContext) -> list[Entry]:
 #: the stubs of the driver package's other libraries and their table (native/driverlibs), in the native bundle
 DRIVER_LIBS = "driver-libs"
 DRIVER_LIBS_TABLE = "libraries.txt"
+#: the soname a stub whose soname is its versioned name carries until staged (native/driverlibs/driverlibs.mk)
+VERSION_SLOT = b"VERSION_SLOT_OF_THE_DRIVER_VERSION_XXXXX"
 
 
 def driver_library_entries(node: Node, ctx: StageContext) -> list[Entry]:
@@ -69,9 +71,22 @@ def driver_library_entries(node: Node, ctx: StageContext) -> list[Entry]:
             continue
         library, soname = fields[:2]
         versioned = f"{library}.{node.driver_version}"
+        if soname == "-":  # its soname is its versioned name: this version written over the slot, no link
+            entries.append(File(f"{paths.LIB_DIR}/{versioned}", versioned_soname(directory / library,
+                                                                                node.driver_version), mode=0o755))
+            continue
         entries += [Copy(f"{paths.LIB_DIR}/{versioned}", directory / library, mode=0o755),
                     Symlink(f"{paths.LIB_DIR}/{soname}", versioned)]
     return entries
+
+
+def versioned_soname(stub: Path, driver_version: str) -> bytes:
+    """The stub with ``driver_version`` in its soname's slot (the string table keeps its size: NUL-padded)."""
+    data, version = stub.read_bytes(), driver_version.encode()
+    if VERSION_SLOT not in data or len(version) > len(VERSION_SLOT):
+        raise LibraryNotBuilt(f"gpu: {stub} has no soname slot for driver {driver_version}; "
+                              "run `make -C native install`")
+    return data.replace(VERSION_SLOT, version.ljust(len(VERSION_SLOT), b"\0"))
 
 
 def built_library(native_dir: Path | None, driver_version: str) -> Path:
