@@ -8,12 +8,20 @@ directory) reaches the machine. What each component checks is the validator's ow
 ``toolkit`` runs ``nvidia-smi``, ``nvidia-fs``/``gdrcopy``/``nvidia-peermem`` grep lsmod for ``nvidia_fs``,
 ``^gdrdrv\\s`` and ``^nvidia_peermem\\s``. Expected outcomes are a real node's: a healthy driver install passes,
 a GPU that fell off the bus fails nvidia-smi (exit 15, "GPU is lost") and so the driver check; a module check
-passes exactly where the module is loaded. ``mofed`` needs the API server (the node's Mellanox label) and is not
-run here.
+passes exactly where the module is loaded; ``mofed`` (with the host's MOFED) greps lsmod for ``mlx5_core`` where the
+node is labelled as having a Mellanox device, and is skipped elsewhere. ``mofed`` asks the API server for that label:
+it is run with a stand-in of the API server that answers the node's labels (NFD's ``pci-15b3.present`` where the node
+has Mellanox HCAs), as the validator's pod reaches it through its service account.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -39,6 +47,11 @@ for entry in /*; do
   fi
 done
 mkdir "$w/host"; mount --rbind / "$w/host"
+if [ -n "${SERVICE_ACCOUNT:-}" ]; then  # the pod's service account (/var/run is /run), on a tmpfs of its own
+  mount -t tmpfs secrets "$w/run"
+  mkdir -p "$w/run/secrets/kubernetes.io/serviceaccount"
+  cp "$SERVICE_ACCOUNT"/* "$w/run/secrets/kubernetes.io/serviceaccount/"
+fi
 exec chroot "$w" "$@"
 """
 #: its status directory (the pod's /run/nvidia/validations hostPath), on the private root's tmpfs
@@ -51,8 +64,8 @@ def validator(real_node: None) -> Path:
     return shared_consumer("nvidia-validator")
 
 
-def validate(validator: Path, profile: str | Path, component: str, tmp_path: Path, before: str = "") -> tuple[
-        int, str, dict[str, str]]:
+def validate(validator: Path, profile: str | Path, component: str, tmp_path: Path, before: str = "",
+             env: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
     """Run ``--component COMPONENT`` (after the shell command ``before``): its exit status, output and the status
     files it left (name -> content)."""
     script, work, out = tmp_path / "hostroot.sh", tmp_path / "root", tmp_path / "status"
@@ -61,7 +74,7 @@ def validate(validator: Path, profile: str | Path, component: str, tmp_path: Pat
     command = (f"{before} sh {script} {work} {validator} --component {component} --output-dir {STATUS} "
                f"--disable-dev-char-symlink-creation; rc=$?; mkdir -p {out}; cp -r {work}{STATUS}/. {out}/ "
                f"2>/dev/null; exit $rc")
-    done = mokka_run(profile, "sh", "-c", command)
+    done = mokka_run(profile, "sh", "-c", command, env=None if env is None else {**os.environ, **env})
     files = {path.name: path.read_text() for path in out.iterdir()} if out.is_dir() else {}
     return done.returncode, done.stdout + done.stderr, files
 
@@ -117,3 +130,72 @@ def test_gpudirect_checks_pass_exactly_where_the_module_is_loaded(validator: Pat
     loaded = getattr(node.system.gpudirect, field) and (field != "rdma" or bool(node.hcas))
     rc, output, files = validate(validator, chosen, component, tmp_path)
     assert (rc == 0) == loaded and (ready in files) == loaded, output[-3000:]
+
+
+#: NFD's label of a node with a Mellanox PCI device (the GPU Operator's NFD configuration labels by vendor)
+MELLANOX_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
+
+
+class ApiServer:
+    """The API server's ``GET /api/v1/nodes/<name>`` over TLS for one node, and the service account to reach it."""
+
+    def __init__(self, directory: Path, node: dict) -> None:
+        directory.mkdir()
+        self.account = directory / "serviceaccount"
+        self.account.mkdir()
+        key, cert = directory / "key.pem", self.account / "ca.crt"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                        str(cert)], check=True, capture_output=True)
+        (self.account / "token").write_text("mokka-test-token")
+        (self.account / "namespace").write_text("gpu-operator")
+        body = json.dumps(node).encode()
+        path = f"/api/v1/nodes/{node['metadata']['name']}"
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                found = self.path.split("?")[0] == path
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body if found else b'{"kind":"Status","code":404}')
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def env(self, node_name: str) -> dict[str, str]:
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.server.server_port),
+                "SERVICE_ACCOUNT": str(self.account), "NODE_NAME": node_name}
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("profile", ["h100", "gb200", "l40s"])
+def test_mofed_passes_where_the_node_has_hcas_and_is_skipped_elsewhere(validator: Path, profile: str,
+                                                                         tmp_path: Path) -> None:
+    """With GPUDirect RDMA and the host's MOFED (GPU_DIRECT_RDMA_ENABLED, USE_HOST_MOFED), as the operator sets
+    them for its mofed init container."""
+    from mokka_core.model.spec import NodeSpec
+
+    hcas = bool(NodeSpec(profile=profile).resolve().hcas)
+    labels = {MELLANOX_LABEL: "true"} if hcas else {}
+    api = ApiServer(tmp_path / "api", {"apiVersion": "v1", "kind": "Node",
+                                       "metadata": {"name": "gpu-node-7", "labels": labels}})
+    try:
+        rc, output, files = validate(validator, profile, "mofed", tmp_path, env={
+            **api.env("gpu-node-7"), "GPU_DIRECT_RDMA_ENABLED": "true", "USE_HOST_MOFED": "true"})
+    finally:
+        api.stop()
+    assert rc == 0, output[-3000:]
+    assert ("mofed-ready" in files) == hcas, output[-3000:]
+    if not hcas:
+        assert "No Mellanox device label found, skipping MOFED driver validation" in output
