@@ -226,6 +226,11 @@ def nri_schema() -> dict[str, Any]:
             "namespaces": namespaces(
                 "Opted-in namespaces: every container there gets the mock. `[\"*\"]` = every namespace; [] = only "
                 "pods annotated `<optAnnotation>: \"true\"`."),
+            "sysfsNamespaces": namespaces(
+                "Namespaces whose containers that mount the host's `/sys` (a hostPath of `/sys`: "
+                "node-feature-discovery's worker, GPU feature discovery) get the node's staged sysfs there instead "
+                "(the GPUs' PCI functions, DMI, NUMA), read-only; nothing else of the driver. `[\"*\"]` = every "
+                "namespace."),
             "excludedNamespaces": namespaces(
                 "Namespaces never touched, whatever their pods' annotations say."),
             "excludeReleaseNamespace": {"type": "boolean",

@@ -1,7 +1,7 @@
 """The programs of the real single-node cluster, built by the tests themselves from pinned releases.
 
-Kubernetes (kube/go.mod), containerd (containerd/go.mod), the device plugin and the container toolkit
-(tests/k8s/deviceplugin, tests/k8s/toolkit) come from the Go module proxy; Debian gives etcd, runc, the CNI
+Kubernetes (kube/go.mod), containerd (containerd/go.mod), the device plugin, the container toolkit and
+node-feature-discovery (tests/k8s/deviceplugin, tests/k8s/toolkit, tests/k8s/nfd) come from the Go module proxy; Debian gives etcd, runc, the CNI
 plugins and iptables; the pause program is the ``pause.c`` that the kubernetes module ships, linked static.
 Everything is cached under the consumer cache: only a fresh machine compiles.
 """
@@ -27,6 +27,7 @@ from mokka_core.testing.consumers import (
 HERE = Path(__file__).resolve().parent
 K8S_TESTS = HERE.parent / "k8s"
 TOOLKIT = "github.com/NVIDIA/nvidia-container-toolkit"
+NFD = "sigs.k8s.io/node-feature-discovery"
 
 #: Debian packages the node needs, by the program that shows each is there.
 DEBIAN = {"etcd": "etcd-server", "runc": "runc", "iptables": "iptables", "conntrack": "conntrack",
@@ -63,6 +64,9 @@ class Binaries:
     gpu_feature_discovery: Path
     nvidia_ctk: Path
     nvidia_cdi_hook: Path
+    nfd_master: Path
+    nfd_worker: Path
+    nfd_gc: Path
 
     def link_into(self, directory: Path) -> Path:
         """``directory`` holding every program under its own name (the cache names carry a hash; containerd finds
@@ -118,6 +122,8 @@ def build_all() -> Binaries:
     debian = debian_tools()
     device_plugin = K8S_TESTS / "deviceplugin"
     toolkit = K8S_TESTS / "toolkit"
+    nfd = {name: go_module_program(K8S_TESTS / "nfd", f"{NFD}/cmd/{name}", name)
+           for name in ("nfd-master", "nfd-worker", "nfd-gc")}
     return Binaries(
         etcd=debian["etcd"], runc=debian["runc"], cni_dir=debian["cni"],
         kube_apiserver=kubernetes("kube-apiserver"),
@@ -135,4 +141,5 @@ def build_all() -> Binaries:
             device_plugin, "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery", "gpu-feature-discovery"),
         nvidia_ctk=go_module_program(toolkit, f"{TOOLKIT}/cmd/nvidia-ctk", "nvidia-ctk"),
         nvidia_cdi_hook=go_module_program(toolkit, f"{TOOLKIT}/cmd/nvidia-cdi-hook", "nvidia-cdi-hook"),
+        nfd_master=nfd["nfd-master"], nfd_worker=nfd["nfd-worker"], nfd_gc=nfd["nfd-gc"],
     )

@@ -28,14 +28,24 @@ from node import HOST_PATHS, KubeNode  # noqa: E402
 from node_images import (  # noqa: E402
     device_plugin_image,
     import_images,
+    nfd_image,
     make_images,
     pause_archive,
     storage_env,
 )
 
-from mokka_core.testing.consumers import apt_tool, cache_dir, go_module_source, missing  # noqa: E402
+import dra  # noqa: E402
+
+from mokka_core.testing.consumers import (  # noqa: E402
+    apt_tool,
+    cache_dir,
+    go_module_source,
+    missing,
+    shared_binary,
+)
 
 DEVICE_PLUGIN_MODULE = REPO / "tests" / "k8s" / "deviceplugin"
+NFD_MODULE = REPO / "tests" / "k8s" / "nfd"
 NODE_LABELS = {"mokka.dev/gpu": "h100"}  # docs/kind/cluster.yaml labels its worker so
 
 
@@ -102,13 +112,22 @@ def storage(scratch: Path) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def images(kube: KubeNode, binaries: Binaries, storage: dict[str, str], scratch: Path) -> dict[str, str]:
-    """Mokka's images (`make images`) and the device plugin's, imported into the node's containerd: reference by
-    image name (mokka-node, mokka-sim-pci, ...), and "node" and "device-plugin"."""
+    """Mokka's images (`make images`), the device plugin's and node-feature-discovery's, imported into the node's
+    containerd: reference by image name (mokka-node, mokka-sim-pci, ...), and "node", "device-plugin" and "nfd"."""
     built = make_images(sys.executable, storage)
     plugin = device_plugin_image(binaries, pinned(DEVICE_PLUGIN_MODULE, "github.com/NVIDIA/k8s-device-plugin"))
-    import_images(kube, [*built, plugin], storage, scratch)
+    nfd = nfd_image(binaries, pinned(NFD_MODULE, "sigs.k8s.io/node-feature-discovery"))
+    import_images(kube, [*built, plugin, nfd], storage, scratch)
     return {**{reference.split("/")[1].split(":")[0]: reference for reference in built},
-            "node": built[0], "device-plugin": plugin}
+            "node": built[0], "device-plugin": plugin, "nfd": nfd}
+
+
+@pytest.fixture(scope="session")
+def dra_image(kube: KubeNode, images: dict[str, str], storage: dict[str, str], scratch: Path) -> str:
+    """The DRA driver's image (its release's programs from the shared binaries), imported into the node."""
+    reference = dra.image({name: shared_binary(name) for name in dra.PROGRAMS})
+    import_images(kube, [reference], storage, scratch)
+    return reference
 
 
 @pytest.fixture(scope="session")
@@ -126,4 +145,5 @@ def helm(kube: KubeNode, scratch: Path) -> list[str]:
 def releases(kube: KubeNode, images: dict[str, str], helm: list[str], container_toolkit: None) -> Releases:
     """helm and the guide's releases on the node (the device plugin's chart from its pinned release's source)."""
     source = go_module_source(DEVICE_PLUGIN_MODULE, "github.com/NVIDIA/k8s-device-plugin")
-    return Releases(kube, helm, source / "deployments" / "helm" / "nvidia-device-plugin", images["device-plugin"])
+    return Releases(kube, helm, source / "deployments" / "helm" / "nvidia-device-plugin", images["device-plugin"],
+                    images["nfd"])

@@ -87,9 +87,10 @@ class Releases:
     """helm against the node, and the guide's two releases: mokka (charts/mokka with the guide's values) and the
     device plugin (its pinned release's chart with the guide's values, images from this machine)."""
 
-    def __init__(self, kube: KubeNode, helm: list[str], plugin_chart: Path, plugin_image: str) -> None:
+    def __init__(self, kube: KubeNode, helm: list[str], plugin_chart: Path, plugin_image: str,
+                 nfd_image: str) -> None:
         self.kube, self.command, self.plugin_chart = kube, helm, plugin_chart
-        self.plugin_image = plugin_image
+        self.plugin_image, self.nfd_image = plugin_image, nfd_image
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300) -> str:
         done = subprocess.run([*self.command, *args], capture_output=True, text=True, env=self.kube.env,
@@ -105,14 +106,18 @@ class Releases:
                   "-f", str(GUIDE / "mokka-values.yaml"), *extra)
         rollout(self.kube, MOKKA_NAMESPACE, "mokka")
 
-    def install_device_plugin(self, *extra: str) -> None:
-        """The guide's device plugin release. GFD and NFD stay off here: their images and the Node's labels are
-        the next issue's (the guide's values turn them on)."""
+    def install_device_plugin(self, *extra: str, labels: bool = False) -> None:
+        """The guide's device plugin release, its images from this machine. GPU feature discovery and NFD (the
+        guide's values turn them on) only with ``labels``: the tests of the Node's labels wait for them."""
         repository, tag = self.plugin_image.rsplit(":", 1)
+        nfd_repository, nfd_tag = self.nfd_image.rsplit(":", 1)
+        images = ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+                  "--set", "image.pullPolicy=Never", "--set", f"nfd.image.repository={nfd_repository}",
+                  "--set", f"nfd.image.tag={nfd_tag}", "--set", "nfd.image.pullPolicy=Never"]
+        if not labels:
+            images += ["--set", "gfd.enabled=false", "--set", "nfd.enabled=false"]
         self.helm("install", "nvdp", str(self.plugin_chart), "-n", PLUGIN_NAMESPACE, "--create-namespace",
-                  "-f", str(GUIDE / "device-plugin-values.yaml"), "--set", f"image.repository={repository}",
-                  "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-                  "--set", "gfd.enabled=false", "--set", "nfd.enabled=false", *extra)
+                  "-f", str(GUIDE / "device-plugin-values.yaml"), *images, *extra)
         rollout(self.kube, PLUGIN_NAMESPACE, "nvdp-nvidia-device-plugin")
 
     def uninstall(self, release: str, namespace: str) -> None:

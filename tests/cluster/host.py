@@ -30,6 +30,7 @@ class HostState:
     links: frozenset[str]
     cgroups: frozenset[str]
     paths: dict[str, bool]
+    root_propagation: str  # of the mount at /: a node makes it shared (see node.py)
 
 
 def _read_sysctls() -> dict[str, str]:
@@ -92,15 +93,25 @@ def _cgroups() -> frozenset[str]:
                      for p in hierarchy.rglob("*") if p.is_dir())
 
 
+def root_propagation() -> str:
+    """shared, private, slave or unbindable: the propagation of the mount at / (findmnt's PROPAGATION)."""
+    return subprocess.run(["findmnt", "-no", "PROPAGATION", "/"], capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+
+
 def snapshot(paths: list[Path]) -> HostState:
     return HostState(sysctls=_read_sysctls(), iptables=_iptables(), mounts=_mounts(), links=_links(),
-                     cgroups=_cgroups(), paths={str(p): os.path.lexists(p) for p in paths})
+                     cgroups=_cgroups(), paths={str(p): os.path.lexists(p) for p in paths},
+                     root_propagation=root_propagation())
 
 
 def restore(before: HostState) -> None:
     """Undo every difference from ``before``: mounts (deepest first), links, cgroups, paths, iptables, sysctls."""
     for mount in sorted(_mounts() - before.mounts, key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True, timeout=60)
+    if root_propagation() != before.root_propagation and before.root_propagation:
+        subprocess.run(["mount", f"--make-{before.root_propagation.split(',')[0]}", "/"], capture_output=True,
+                       timeout=60)
     for link in _links() - before.links:
         subprocess.run(["ip", "link", "delete", link], capture_output=True, timeout=60)
     for cgroup in sorted(_cgroups() - before.cgroups, key=len, reverse=True):
@@ -135,6 +146,8 @@ def differences(before: HostState) -> list[str]:
     found += [f"mount {m} added" for m in sorted(after.mounts - before.mounts)]
     found += [f"mount {m} gone" for m in sorted(before.mounts - after.mounts)]
     found += [f"link {name} added" for name in sorted(after.links - before.links)]
+    if after.root_propagation != before.root_propagation:
+        found.append(f"/ is {after.root_propagation}, was {before.root_propagation}")
     found += [f"cgroup {c} added" for c in sorted(after.cgroups - before.cgroups)]
     found += [f"{path} {'left behind' if now else 'removed'}" for path, now in after.paths.items()
               if now != before.paths[path]]

@@ -28,13 +28,18 @@ NODE_NAME = "mokka-node"
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 POD_SUBNET = "10.77.88.0/24"
+GATEWAY = "10.77.88.1"  # the bridge's address: the API server listens there, so pods reach it
 BRIDGE = "mokka-cni0"
 PAUSE_IMAGE = "localhost/pause:mokka"
+# the DRA driver's health check taints a GPU in its ResourceSlice: the field is alpha in v1.34 (KEP-5055), and the
+# scheduler then also watches DeviceTaintRules (resource.k8s.io/v1alpha3, served once the API server enables it)
+FEATURE_GATES = "--feature-gates=DRADeviceTaints=true"
 #: Host paths a node writes under whatever it is told (recorded before, removed after when they were absent).
 HOST_PATHS = [Path(p) for p in (
     "/var/lib/kubelet", "/run/containerd", "/run/nri", "/run/cdi", "/etc/cdi", "/run/nvidia", "/var/lib/mokka",
     "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/netns", "/usr/bin/nvidia-ctk",
     "/usr/bin/nvidia-cdi-hook", "/etc/nvidia-container-toolkit", "/run/nvidia-persistenced",
+    "/etc/kubernetes",
 )]
 
 
@@ -94,9 +99,9 @@ class KubeNode:
 
     def __post_init__(self) -> None:
         self.bin = self.binaries.link_into(self.work / "bin")
-        self.pki: Pki = make(self.work / "pki", SERVICE_IP)
+        self.pki: Pki = make(self.work / "pki", SERVICE_IP, GATEWAY)
         self.apiserver_port = free_port()
-        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.server = f"https://{GATEWAY}:{self.apiserver_port}"
         self.kubeconfig = self.work / "admin.kubeconfig"
         self.kubeconfig.write_text(kubeconfig(self.pki, self.server))
         self.containerd_socket = self.work / "containerd" / "containerd.sock"
@@ -123,6 +128,10 @@ class KubeNode:
     # -- the components -------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # A node's / is a shared mount (systemd makes it so at boot; kind's nodes too): the kubelet refuses
+        # HostToContainer and Bidirectional volumes (the DRA driver's) under a private one.
+        subprocess.run(["mount", "--make-shared", "/"], check=True, capture_output=True, timeout=60)
+        self.service_network()
         etcd_port = free_port()
         self.spawn("etcd", self.binaries.etcd, "--name", NODE_NAME, "--data-dir", self.work / "etcd",
                    "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -130,23 +139,24 @@ class KubeNode:
                    "--listen-peer-urls", f"http://127.0.0.1:{free_port()}", "--log-level", "warn")
         self.start_containerd()
         self.spawn("kube-apiserver", self.bin / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                   "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.apiserver_port}",
+                   f"--bind-address={GATEWAY}", f"--advertise-address={GATEWAY}", f"--secure-port={self.apiserver_port}",
                    f"--tls-cert-file={self.pki.apiserver}", f"--tls-private-key-file={self.pki.apiserver_key}",
                    f"--client-ca-file={self.pki.ca}", f"--service-cluster-ip-range={SERVICE_CIDR}",
                    "--service-account-issuer=https://kubernetes.default.svc",
                    f"--service-account-key-file={self.pki.service_account_pub}",
                    f"--service-account-signing-key-file={self.pki.service_account_key}",
-                   "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none", "--allow-privileged=true",
+                   "--authorization-mode=Node,RBAC", "--allow-privileged=true",
                    "--kubelet-preferred-address-types=InternalIP",
                    f"--kubelet-client-certificate={self.pki.admin}", f"--kubelet-client-key={self.pki.admin_key}",
-                   "--profiling=false")
+                   "--profiling=false", FEATURE_GATES, "--runtime-config=resource.k8s.io/v1alpha3=true")
         wait_for("the API server", lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 120)
         common = (f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
                   f"--secure-port={free_port()}")
         self.spawn("kube-controller-manager", self.bin / "kube-controller-manager", *common,
                    f"--service-account-private-key-file={self.pki.service_account_key}",
-                   f"--root-ca-file={self.pki.ca}", "--use-service-account-credentials=false")
-        self.spawn("kube-scheduler", self.bin / "kube-scheduler", *common[:3], f"--secure-port={free_port()}")
+                   f"--root-ca-file={self.pki.ca}", "--use-service-account-credentials=false", FEATURE_GATES)
+        self.spawn("kube-scheduler", self.bin / "kube-scheduler", *common[:3], f"--secure-port={free_port()}",
+                   FEATURE_GATES)
         self.start_kubelet()
         wait_for("the Node", lambda: self.kubectl("get", "node", NODE_NAME, check=False).returncode == 0, 120)
         # A loopback node IP gives the Node no addresses, and `kubectl logs/exec` need one: the kubelet keeps this.
@@ -157,18 +167,31 @@ class KubeNode:
         wait_for("the default service account", lambda: self.kubectl(
             "get", "serviceaccount", "default", check=False).returncode == 0, 60)
 
+    def service_network(self) -> None:
+        """What kube-proxy and the CNI give a real node, for the one Service pods use here: the ``kubernetes``
+        Service's cluster IP reaches the API server (in-cluster clients: the DRA driver's plugins, NFD, GFD).
+
+        The bridge exists first with its gateway address, where the API server listens; pods route the service
+        range through it, and a DNAT rule sends the cluster IP's 443 to the API server."""
+        for argv in (["ip", "link", "add", BRIDGE, "type", "bridge"],
+                     ["ip", "addr", "add", f"{GATEWAY}/{POD_SUBNET.split('/')[1]}", "dev", BRIDGE],
+                     ["ip", "link", "set", BRIDGE, "up"],
+                     ["iptables", "-t", "nat", "-A", "PREROUTING", "-d", f"{SERVICE_IP}/32", "-p", "tcp",
+                      "--dport", "443", "-j", "DNAT", "--to-destination", f"{GATEWAY}:{self.apiserver_port}"]):
+            subprocess.run(argv, check=True, capture_output=True, timeout=60, env=self.env)
+
     def start_containerd(self) -> None:
         root = self.work / "containerd"
         cni = self.work / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
         (cni / "net.d" / "10-mokka.conflist").write_text(json.dumps({
             "cniVersion": "1.0.0", "name": "mokka-cluster",
-            # the bridge holds the subnet's gateway address, so the kubelet reaches pod IPs (probes); no default
-            # route through it and no masquerade: pods reach nothing beyond this machine
+            # the bridge holds the subnet's gateway address, so the kubelet reaches pod IPs (probes) and pods the
+            # API server (service_network); no default route and no masquerade: nothing beyond this machine
             "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": True, "isDefaultGateway": False,
                          "ipMasq": False,
                          "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
-                                  "dataDir": str(cni / "ipam")}}],
+                                  "routes": [{"dst": SERVICE_CIDR}], "dataDir": str(cni / "ipam")}}],
         }))
         runtime = 'plugins."io.containerd.cri.v1.runtime"'
         config = f"""version = 3

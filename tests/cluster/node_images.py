@@ -2,7 +2,8 @@
 
 - The sandbox's pause image: the static pause program as a one-layer OCI archive written here.
 - Mokka's images: ``make images`` as the guide says, into a private containers storage (buildah).
-- The device plugin's image: the pinned release's programs on Mokka's Debian base image (buildah).
+- The device plugin's and node-feature-discovery's images: the pinned releases' programs on Mokka's Debian base
+  image (buildah).
 
 Each goes to containerd with ``ctr images import`` (a docker archive saved with podman for the buildah ones).
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import images as recipe  # noqa: E402  (tools/images.py: what make images builds)
 
 DEVICE_PLUGIN_IMAGE = "localhost/nvidia-device-plugin"
+NFD_IMAGE = "localhost/node-feature-discovery"
 
 
 def _blob(layout: tarfile.TarFile, data: bytes, media_type: str) -> dict[str, object]:
@@ -88,14 +90,34 @@ def make_images(python: str, env: dict[str, str]) -> list[str]:
 
 def device_plugin_image(binaries: Binaries, version: str) -> str:
     """The pinned device plugin release's programs (plugin, GFD) on Mokka's Debian base, as its image ships them:
-    on PATH, nothing else (no NVML: the plugin finds the driver's under the driver root it is given)."""
+    on PATH, with the release image's NVIDIA_* variables, and no NVML (the plugin finds the driver's under the driver
+    root it is given; GFD gets it from the runtime)."""
     reference = f"{DEVICE_PLUGIN_IMAGE}:{version}"
     with recipe.container(recipe.base_image()) as working:
         for name, program in (("nvidia-device-plugin", binaries.device_plugin),
                               ("gpu-feature-discovery", binaries.gpu_feature_discovery)):
             recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(program), f"/usr/bin/{name}",
                        quiet=True)
-        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nvidia-device-plugin", working)
+        # as the release's image: the NVIDIA container runtime (here Mokka's NRI plugin, which honours the same
+        # variable) gives GPU feature discovery, which mounts no driver root, the driver and every GPU
+        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nvidia-device-plugin",
+                   "--env", "NVIDIA_VISIBLE_DEVICES=all", "--env", "NVIDIA_DRIVER_CAPABILITIES=utility", working)
+        recipe.commit(working, reference)
+    return reference
+
+
+def nfd_image(binaries: Binaries, version: str) -> str:
+    """The pinned node-feature-discovery release's programs on Mokka's Debian base, as its image ships them (the
+    chart runs nfd-master, nfd-worker and nfd-gc by name)."""
+    reference = f"{NFD_IMAGE}:{version}"
+    with recipe.container(recipe.base_image()) as working:
+        for name, program in (("nfd-master", binaries.nfd_master), ("nfd-worker", binaries.nfd_worker),
+                              ("nfd-gc", binaries.nfd_gc)):
+            recipe.run("buildah", "copy", "--quiet", "--chmod", "0755", working, str(program), f"/usr/bin/{name}",
+                       quiet=True)
+        # the release's image runs as nobody, and the chart's pods insist (runAsNonRoot)
+        recipe.run("buildah", "config", "--entrypoint", "[]", "--cmd", "nfd-worker", "--user", "65534:65534",
+                   working)
         recipe.commit(working, reference)
     return reference
 

@@ -36,7 +36,8 @@ def _signed(directory: Path, name: str, subject: str, extensions: str, ca: Path,
              "-days", DAYS, "-out", f"{name}.crt", "-extfile", f"{name}.ext", cwd=directory)
 
 
-def make(directory: Path, service_ip: str) -> Pki:
+def make(directory: Path, *addresses: str) -> Pki:
+    """A CA, the API server's certificate for localhost and ``addresses``, the admin's, the service account keys."""
     directory.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
              "-keyout", "ca.key", "-out", "ca.crt", "-days", DAYS, "-subj", "/CN=mokka-cluster-ca",
@@ -44,7 +45,7 @@ def make(directory: Path, service_ip: str) -> Pki:
              cwd=directory)
     ca, ca_key = directory / "ca.crt", directory / "ca.key"
     names = ",".join(["DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-                      "IP:127.0.0.1", f"IP:{service_ip}"])
+                      "IP:127.0.0.1", *(f"IP:{address}" for address in addresses)])
     _signed(directory, "apiserver", "/CN=kube-apiserver",
             f"subjectAltName={names}\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n", ca, ca_key)
     _signed(directory, "admin", "/O=system:masters/CN=mokka-cluster-admin",

@@ -17,6 +17,7 @@ from guide import (
     CDI_DIR,
     DRIVER_ROOT,
     GPU,
+    GUIDE,
     MOKKA_NAMESPACE,
     PLUGIN_NAMESPACE,
     Releases,
@@ -31,6 +32,9 @@ from guide import (
     wait_for,
 )
 
+FGO_NAMESPACE = yaml.safe_load((GUIDE / "mokka-values.yaml").read_text())["integrations"]["fakeGpuOperator"][
+    "targetNamespace"]
+PROFILES = Path(__file__).resolve().parents[2] / "packages/mokka-core/src/mokka_core/schema/profiles"
 H100 = "NVIDIA H100 80GB HBM3"  # reference/captures/qx-h100.xml <product_name>
 UUID = re.compile(r"^GPU (\d+): (.+) \(UUID: (GPU-[0-9a-f-]+)\)$", re.M)
 
@@ -57,6 +61,19 @@ def test_mokka_stages_the_node_at_the_driver_root(guide: Releases) -> None:
     spec = yaml.safe_load((CDI_DIR / "nvidia.yaml").read_text())
     assert spec["kind"] == "nvidia.com/gpu"
     assert len(node_uuids()) == 8
+
+
+def test_fgo_finds_every_profile_where_it_reads_them(guide: Releases) -> None:
+    """The discovery contract of the chart's README (fake-gpu-operator pairing): in FGO's namespace (the guide's
+    targetNamespace), one ConfigMap per built-in profile by FGO's name, selectable by the contract label, whose
+    profile.yaml is the built-in profile file unchanged."""
+    found = guide.kube.json("get", "configmaps", "-n", FGO_NAMESPACE, "-l", "fake-gpu-operator/gpu-profile=true")
+    by_name = {item["metadata"]["name"]: item for item in found["items"]}
+    assert sorted(by_name) == sorted(f"gpu-profile-{p.stem}" for p in PROFILES.glob("*.yaml"))
+    for name, item in by_name.items():
+        profile = name.removeprefix("gpu-profile-")
+        assert item["data"]["profile.yaml"] == (PROFILES / f"{profile}.yaml").read_text(), name
+        assert item["metadata"]["labels"]["mokka/profile-name"] == profile
 
 
 def test_device_plugin_advertises_the_eight_gpus(guide: Releases) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import mokka_run
 
-from mokka_core.testing.consumers import ensure_apt, missing, shared_consumer
+from mokka_core.testing.consumers import ensure_apt, missing, shared_binary
 
 pytestmark = pytest.mark.consumer
 
@@ -186,7 +186,7 @@ def nvsentinel(real_node: None) -> tuple[Path, Path]:
     except ImportError:
         missing("grpcio is not installed (mokka-core[test] brings it)")
     ensure_apt(["systemd"], present=JOURNALD.exists())  # systemd-journald and libsystemd.so.0
-    return shared_consumer("syslog-health-monitor"), shared_consumer("metadata-collector")
+    return shared_binary("syslog-health-monitor"), shared_binary("metadata-collector")
 
 
 def run_scenario(nvsentinel: tuple[Path, Path], profile: str, faults: list[str], expected: int,

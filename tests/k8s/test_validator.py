@@ -30,7 +30,7 @@ from boards import PROFILES
 from conftest import mokka_run
 
 from mokka_core.schema.builtin import builtin_path
-from mokka_core.testing.consumers import apt_tool, shared_consumer
+from mokka_core.testing.consumers import apt_tool, shared_binary
 
 pytestmark = pytest.mark.consumer
 
@@ -61,7 +61,7 @@ STATUS = "/validations"
 @pytest.fixture(scope="module")
 def validator(real_node: None) -> Path:
     apt_tool("lsmod", "kmod")  # the module checks run `lsmod | grep`
-    return shared_consumer("nvidia-validator")
+    return shared_binary("nvidia-validator")
 
 
 def validate(validator: Path, profile: str | Path, component: str, tmp_path: Path, before: str = "",

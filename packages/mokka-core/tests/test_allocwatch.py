@@ -97,6 +97,21 @@ def test_allocations_become_memory_use_and_processes(root: Path, kubelet: FakeKu
     assert watcher(root, kubelet).poll() is False  # level-triggered: nothing to change, nothing written
 
 
+def test_dra_claims_are_holders_like_device_plugin_allocations(root: Path, kubelet: FakeKubelet) -> None:
+    """A container holding GPUs through ResourceClaims of the NVIDIA DRA driver (the kubelet's dynamic_resources,
+    device names gpu-<index>) shows as their process; another driver's devices (a NIC) are not GPUs."""
+    kubelet.allocate_claim("ml", "infer-0", "server", "infer-0-gpu", "gpu-2")
+    kubelet.allocate_claim("ml", "infer-0", "server", "infer-0-nic", "nic-0", driver="dra.net")
+    kubelet.allocate("ml", "train-0", "trainer", "2")
+    assert watcher(root, kubelet).poll() is True
+    after = node_of(root)
+    assert sorted(p.name for p in after.gpus[2].config.processes or []) == ["ml/infer-0/server", "ml/train-0/trainer"]
+    assert not any(gpu.config.processes for gpu in after.gpus if gpu.index != 2)
+    kubelet.release("ml", "infer-0")
+    assert watcher(root, kubelet).poll() is True
+    assert [p.name for p in node_of(root).gpus[2].config.processes or []] == ["ml/train-0/trainer"]
+
+
 def test_release_restores_idle_values_and_keeps_other_processes(root: Path, kubelet: FakeKubelet) -> None:
     node = node_of(root)
     path = root / OVERRIDE_FILE
@@ -168,7 +183,8 @@ def test_device_ids_match_uuids_and_indices(root: Path) -> None:
     for device_id in (gpu.uuid, gpu.uuid.upper(), gpu.uuid.removeprefix("GPU-"), "2", " 2 "):
         found = match_gpu(device_id, node)
         assert found is not None and found.index == 2, device_id
-    assert match_gpu("4", node) is None and match_gpu("MIG-1", node) is None
+    assert match_gpu("gpu-2", node) is gpu  # a DRA device name (the NVIDIA DRA driver's gpu-<index>)
+    assert match_gpu("4", node) is None and match_gpu("MIG-1", node) is None and match_gpu("gpu-4", node) is None
     assert Claim("a", "b", "c", "d") < Claim("a", "b", "c", "e")
 
 

@@ -174,6 +174,35 @@ def test_container_that_already_has_the_mount_is_left_alone(runtime: Any, plugin
     assert not adjust.mounts and not adjust.env
 
 
+HOST_SYS = {"destination": "/host-sys", "source": "/sys", "type": "bind", "options": ["rbind", "rprivate", "ro"]}
+CGROUPS = {"destination": "/host-sys/fs/cgroup", "source": "/sys/fs/cgroup", "type": "bind", "options": ["rbind"]}
+
+
+def test_a_container_mounting_the_hosts_sysfs_gets_the_nodes(runtime: Any, plugin_factory: Any,
+                                                             node_root: Path) -> None:
+    """node-feature-discovery's worker reads PCI functions under /host-sys (a hostPath of /sys): in a namespace of
+    sysfs_namespaces that bind is replaced by the node's staged sys, and nothing else of the driver is added."""
+    (node_root / "sys/bus/pci/devices").mkdir(parents=True)
+    plugin_factory(namespaces=("ml",), sysfs_namespaces=("node-feature-discovery",))
+    adjust = create(runtime, "node-feature-discovery", mounts=[HOST_SYS, CGROUPS])
+    assert [(m.destination, m.type, m.source, list(m.options)) for m in adjust.mounts] == [
+        ("-/host-sys", "", "", []),
+        ("/host-sys", "bind", str(node_root / "sys"), ["rbind", "ro", "nosuid", "nodev", "noexec"])]
+    assert not adjust.env and not adjust.linux.devices
+
+
+def test_the_sysfs_swap_leaves_other_containers_alone(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
+    (node_root / "sys").mkdir()
+    plugin_factory(namespaces=("ml",), sysfs_namespaces=("node-feature-discovery",))
+    assert not create(runtime, "node-feature-discovery", mounts=[CGROUPS]).mounts  # no bind of /sys itself
+    assert not create(runtime, "node-feature-discovery").mounts
+    assert not create(runtime, "other", mounts=[HOST_SYS]).mounts  # a namespace not listed
+    injected = create(runtime, "ml", mounts=[HOST_SYS])
+    assert [m.destination for m in injected.mounts] == ["/opt/mokka"]  # the driver, the host's sysfs kept
+    assert not create(runtime, "node-feature-discovery", {"mokka.nvidia.com/inject": "false"},
+                      mounts=[HOST_SYS]).mounts
+
+
 def test_devices_left_to_the_device_plugin_or_declined(runtime: Any, plugin_factory: Any, node_root: Path) -> None:
     if not char_devices_possible(node_root):
         consumers.missing("creating device nodes needs CAP_MKNOD")

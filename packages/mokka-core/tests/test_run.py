@@ -180,6 +180,19 @@ def test_merge_recurses_where_both_sides_have_a_directory(tmp_path: Path) -> Non
     assert Bind(Captured(f"{e}/passwd"), f"{e}/passwd", create="file") in ops
 
 
+def test_an_empty_staged_directory_leaves_the_hosts_whole(tmp_path: Path) -> None:
+    """A staged mount point (sys/fs/cgroup, for runtimes that mount there) is bound from the host as one entry,
+    its mounts and all, not rebuilt entry by entry."""
+    host = tmp_path / "host"
+    (host / "sys/fs/cgroup/memory").mkdir(parents=True)
+    staged = tmp_path / "root/sys"
+    (staged / "fs/cgroup").mkdir(parents=True)
+    ops = namespace.merge_ops(str(host / "sys"), [staged])
+    cgroup = f"{host}/sys/fs/cgroup"
+    assert namespace._entry(cgroup, cgroup, namespace.DIR, captured=True) in ops
+    assert not [op for op in ops if "cgroup/memory" in repr(op)]
+
+
 def test_linked_dirs_get_links_over_one_overlay(fake_host: Path, staged_root: Path, tmp_path: Path) -> None:
     # a directory of thousands of libraries or programs: one overlay, not thousands of binds; staged links
     # are copied (the package's own chain), programs and libraries are bound over an empty file after the

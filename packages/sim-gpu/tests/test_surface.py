@@ -48,20 +48,20 @@ def test_healthy_h100_footprint(staged) -> None:
 
 
 def test_the_drivers_other_libraries_are_installed_with_their_soname_links(staged) -> None:
-    root = staged("b200")  # 570.133.20
+    root = staged("b200")  # 580.105.08 (a driver whose version the stub was not built for)
     lib = root / paths.LIB_DIR
-    assert os.readlink(lib / "libcuda.so.1") == "libcuda.so.570.133.20"
-    assert os.readlink(lib / "libnvidia-nvvm.so.4") == "libnvidia-nvvm.so.570.133.20"
-    assert (lib / "libcuda.so.570.133.20").read_bytes().startswith(b"\x7fELF")
+    assert os.readlink(lib / "libcuda.so.1") == "libcuda.so.580.105.08"
+    assert os.readlink(lib / "libnvidia-nvvm.so.4") == "libnvidia-nvvm.so.580.105.08"
+    assert (lib / "libcuda.so.580.105.08").read_bytes().startswith(b"\x7fELF")
     # a library whose soname is its versioned name carries the node's version there, and has no link
-    assert b"\0libnvidia-gpucomp.so.570.133.20\0" in (lib / "libnvidia-gpucomp.so.570.133.20").read_bytes()
-    assert sorted(p.name for p in lib.glob("libnvidia-gpucomp*")) == ["libnvidia-gpucomp.so.570.133.20"]
+    assert b"\0libnvidia-gpucomp.so.580.105.08\0" in (lib / "libnvidia-gpucomp.so.580.105.08").read_bytes()
+    assert sorted(p.name for p in lib.glob("libnvidia-gpucomp*")) == ["libnvidia-gpucomp.so.580.105.08"]
 
 
 def test_profile_driver_version_names_the_library(staged) -> None:
-    root = staged("b200")  # 570.133.20, served by the same build
-    assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.570.133.20"
-    assert (root / "sys/module/nvidia/version").read_text() == "570.133.20\n"
+    root = staged("b200")  # 580.105.08, served by the same build
+    assert os.readlink(root / paths.LIB_DIR / "libnvidia-ml.so.1") == "libnvidia-ml.so.580.105.08"
+    assert (root / "sys/module/nvidia/version").read_text() == "580.105.08\n"
 
 
 def test_device_numbers(make_node, native_dir: Path) -> None:

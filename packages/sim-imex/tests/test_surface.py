@@ -106,9 +106,9 @@ def test_ctl_without_q_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("nodes", "message"), [
-    ("10.0.0.1\nnot-an-ip\n", "line 2: must be an IP address"),
-    ("# nobody\n", "lists no node addresses"),
-    ("10.0.0.1\n10.0.0.2\n", "does not list this node's address 127.0.0.1"),
+    ("10.0.0.1\nnot_an_ip\n", "line 2: must be an IP address or a DNS name"),
+    ("# nobody\n", "lists no nodes"),
+    ("10.0.0.1\n10.0.0.2\n", "lists no entry that is or resolves to this node's address 127.0.0.1"),
 ])
 def test_bad_nodes_config_is_refused_naming_file_and_line(tmp_path: Path, nodes: str, message: str) -> None:
     import subprocess

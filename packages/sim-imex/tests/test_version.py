@@ -17,8 +17,8 @@ DAEMON = [sys.executable, "-m", "mokka_sim_imex.daemon"]
 def node_with_driver(root: Path, driver: str) -> None:
     text = builtin_text("gb200")
     profile = root.parent / "profile.yaml"
-    profile.write_text(text.replace('driver_version: "570.133.20"', f'driver_version: "{driver}"'))
-    assert profile.read_text() != text, "the built-in gb200 profile no longer names driver 570.133.20"
+    profile.write_text(text.replace('driver_version: "580.173.02"', f'driver_version: "{driver}"'))
+    assert profile.read_text() != text, "the built-in gb200 profile no longer names driver 580.173.02"
     nodefile.save(root, NodeSpec(profile_file=profile, gpus=4))
 
 

@@ -1,8 +1,9 @@
 """The IMEX daemon's two config files, as the real ``nvidia-imex`` reads them.
 
 ``config.cfg``: ``KEY=VALUE`` lines, ``#`` comments; unknown keys are accepted (the real
-file has dozens).  ``nodes_config.cfg``: one peer IP per line, every node of the IMEX
-domain including this one.  ``MOKKA_NODE_IP`` is ours: several simulated nodes share
+file has dozens).  ``nodes_config.cfg``: one peer per line, every node of the IMEX domain
+including this one: an IP address or, as drivers from 570.158 take them (the DRA driver's
+compute-domain daemon writes them), a DNS name resolved when the daemon connects.  ``MOKKA_NODE_IP`` is ours: several simulated nodes share
 one machine's loopback addresses, so a node cannot find itself by its interfaces.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import socket
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,9 @@ NODES_CONFIG_FILE = f"{CONFIG_DIR}/nodes_config.cfg"
 DEFAULT_SERVER_PORT = 50000
 DEFAULT_CMD_PORT = 50005
 DEFAULT_NODE_IP = "127.0.0.1"
+#: an RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 63 bytes each, 253 in all
+DNS_NAME = re.compile(r"(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                      r"[A-Za-z0-9])?)*\.?\Z")
 
 
 def loopback_address(root: Path) -> str:
@@ -91,7 +97,7 @@ def load_config(path: Path) -> ImexConfig:
 
 
 def load_nodes(path: Path) -> list[str]:
-    """Peer addresses, in file order, without duplicates."""
+    """Peers (addresses or DNS names), in file order, without duplicates."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -102,31 +108,56 @@ def load_nodes(path: Path) -> list[str]:
         if not line:
             continue
         address = line.split()[0]
-        _check_ip(address, str(path), f"line {n}")
+        if not DNS_NAME.match(address):
+            _check_ip(address, str(path), f"line {n}", "an IP address or a DNS name")
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise ConfigError(str(path), [("", "lists no node addresses (one IP per line)")])
+        raise ConfigError(str(path), [("", "lists no nodes (an IP address or a DNS name per line)")])
     return addresses
 
 
-def own_address(config: ImexConfig, nodes: list[str]) -> str:
+def resolve(node: str) -> set[str]:
+    """The addresses of a nodes config entry now (an address is its own; a name that does not resolve has none)."""
+    try:
+        return {str(ipaddress.ip_address(node))}
+    except ValueError:
+        pass
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(node, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def own_entry(config: ImexConfig, nodes: list[str]) -> str:
+    """This node's entry in the nodes config: the one that is, or resolves to, its address."""
     if config.node_ip is not None:
-        if config.node_ip not in nodes:
-            raise ConfigError(str(config.nodes_config),
-                              [("", f"does not list this node's address {config.node_ip} (MOKKA_NODE_IP/POD_IP)")])
-        return config.node_ip
+        mine = [node for node in nodes if config.node_ip in resolve(node)]
+        if not mine:
+            raise ConfigError(str(config.nodes_config), [("", f"lists no entry that is or resolves to this node's "
+                                                          f"address {config.node_ip} (MOKKA_NODE_IP/POD_IP)")])
+        return mine[0]
     if len(nodes) == 1:
         return nodes[0]
     raise ConfigError(str(config.path), [("MOKKA_NODE_IP", "must name this node's address when the domain has "
                                           f"{len(nodes)} nodes ({', '.join(nodes)})")])
 
 
-def _check_ip(text: str, source: str, where: str) -> None:
+def own_address(config: ImexConfig, entry: str) -> str:
+    """The address this node listens on: its configured one, else what its own entry resolves to."""
+    if config.node_ip is not None:
+        return config.node_ip
+    addresses = sorted(resolve(entry))
+    if not addresses:
+        raise ConfigError(str(config.nodes_config), [("", f"this node's entry {entry!r} does not resolve")])
+    return addresses[0]
+
+
+def _check_ip(text: str, source: str, where: str, expected: str = "an IP address") -> None:
     try:
         ipaddress.ip_address(text)
     except ValueError:
-        raise ConfigError(source, [(where, f"must be an IP address, got {text!r}")]) from None
+        raise ConfigError(source, [(where, f"must be {expected}, got {text!r}")]) from None
 
 
 def _port(values: dict[str, str], key: str, default: int, path: Path) -> int:

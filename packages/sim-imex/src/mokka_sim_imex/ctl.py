@@ -10,7 +10,7 @@ from pathlib import Path
 from mokka_core.errors import MokkaError
 from mokka_core.stage.paths import find_root
 
-from .config import CONFIG_FILE, load_config, load_nodes, own_address
+from .config import CONFIG_FILE, load_config, load_nodes, own_address, own_entry
 from .daemon import PROBE_TIMEOUT, QUERY
 
 PROGRAM = "nvidia-imex-ctl"
@@ -19,7 +19,9 @@ PROGRAM = "nvidia-imex-ctl"
 def query(config_path: Path) -> tuple[bool, str]:
     """(ready, the daemon's answer or why there is none)."""
     config = load_config(config_path)
-    address = config.cmd_ip or own_address(config, load_nodes(config.nodes_config))
+    address = config.cmd_ip or config.node_ip
+    if address is None:
+        address = own_address(config, own_entry(config, load_nodes(config.nodes_config)))
     try:
         with socket.create_connection((address, config.cmd_port), timeout=PROBE_TIMEOUT * 4) as conn:
             conn.sendall(QUERY)

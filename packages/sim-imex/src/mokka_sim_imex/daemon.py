@@ -2,7 +2,9 @@
 
 Like the real daemon it listens on ``SERVER_PORT`` of its own address for peers and on
 ``IMEX_CMD_PORT`` for ``nvidia-imex-ctl``.  Each peer is probed about once a second: a
-peer is up when its daemon answers the greeting.  The node is READY while every node of
+peer is up when its daemon answers the greeting.  A peer named by DNS name is resolved at each
+probe; SIGUSR1 re-reads the nodes config (the DRA driver's compute-domain daemon sends it when
+the name-to-address mapping changes).  The node is READY while every node of
 the domain (itself included) is up.  Failed, it never opens its server port, so it is
 never ready and its peers see it down.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import socket
 import sys
 import threading
@@ -22,7 +25,7 @@ from mokka_core.errors import MokkaError
 from mokka_core.node.foreground import foreground, print_version
 from mokka_core.stage.paths import find_root
 
-from .config import CONFIG_FILE, ImexConfig, load_config, load_nodes, own_address
+from .config import CONFIG_FILE, ImexConfig, load_config, load_nodes, own_address, own_entry
 
 PROGRAM = "nvidia-imex"
 #: what the real ``--version`` prints, ``{driver}`` the driver version (see the package README)
@@ -90,8 +93,12 @@ def probe(address: str, port: int) -> bool:
 def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[str], None] = print,
         ready: threading.Event | None = None) -> None:
     nodes = load_nodes(config.nodes_config)
-    me = own_address(config, nodes)
+    entry = own_entry(config, nodes)
+    me = own_address(config, entry)
     status = Status(nodes=nodes, up=set())
+    reload = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGUSR1, lambda *_: reload.set())
     threads = []
     if not failed:
         server = listen(me, config.server_port)
@@ -107,13 +114,20 @@ def run(config: ImexConfig, failed: bool, stop: threading.Event, log: Callable[[
     threads.append(threading.Thread(target=serve_forever, args=(cmd, stop, answer), daemon=True))
     for thread in threads:
         thread.start()
-    log(f"{PROGRAM}: node {me}, {len(nodes)} node(s) in the domain, server port {config.server_port}, "
+    log(f"{PROGRAM}: node {entry if entry == me else f'{entry} ({me})'}, {len(nodes)} node(s) in the domain, server port {config.server_port}, "
         f"command port {config.cmd_port}{' (failed: server never starts)' if failed else ''}")
     was_ready = None
     while not stop.is_set():
-        up = {me} if not failed else set()
-        up |= {peer for peer in nodes if peer != me and probe(peer, config.server_port)}
-        for peer in sorted(set(nodes) - {me}):
+        if reload.is_set():
+            reload.clear()
+            try:
+                nodes = status.nodes = load_nodes(config.nodes_config)
+                log(f"{PROGRAM}: nodes config re-read: {len(nodes)} node(s)")
+            except MokkaError as exc:
+                log(f"{PROGRAM}: nodes config not re-read, keeping {len(nodes)} node(s): {exc}")
+        up = {entry} if not failed else set()
+        up |= {peer for peer in nodes if peer != entry and probe(peer, config.server_port)}
+        for peer in sorted(set(nodes) - {entry}):
             if (peer in up) != (peer in status.up):
                 log(f"{PROGRAM}: peer {peer} {'connected' if peer in up else 'disconnected'}")
         status.up = up

@@ -42,11 +42,11 @@ def render_pci_tree(node: Node) -> list[Entry]:
     from .devices import MLX5_DRIVER, NVIDIA_DRIVER, cpu_count, pci_functions
     from .dmi import dmi_entries
     from .numa_nodes import numa_node_entries
-    from .sysfs import BUS_DEVICES, driver_entries, function_entries, root_complex_entries
+    from .sysfs import BUS_DEVICES, MOUNT_POINTS, driver_entries, function_entries, root_complex_entries
 
     functions = pci_functions(node)
     nr_cpus = cpu_count(node)
-    entries: list[Entry] = [Dir(BUS_DEVICES)]
+    entries: list[Entry] = [Dir(BUS_DEVICES), *(Dir(path) for path in MOUNT_POINTS)]
     entries += numa_node_entries(node, nr_cpus)
     if node.system.dmi is not None:
         entries += dmi_entries(node.system.dmi)

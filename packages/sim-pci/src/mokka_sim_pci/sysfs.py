@@ -30,6 +30,9 @@ SYS_DEVICES = "sys/devices"
 BUS_DEVICES = "sys/bus/pci/devices"
 BUS_DRIVERS = "sys/bus/pci/drivers"
 IOMMU_GROUPS = "sys/kernel/iommu_groups"
+#: Where other filesystems mount inside a real sysfs: a container runtime mounts the cgroup hierarchy at
+#: /sys/fs/cgroup of a container whose /sys is the node's sysfs (mokka-nri's sysfs swap), and cannot create it there.
+MOUNT_POINTS = ("sys/fs/cgroup",)
 
 #: PCIe generation -> the kernel's link speed string (drivers/pci/pci.h: pci_speed_string)
 LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",

@@ -84,12 +84,14 @@ def process_ids(containers: list[tuple[str, str, str]]) -> dict[tuple[str, str, 
 
 
 def match_gpu(device_id: str, node: Node) -> Gpu | None:
-    """The GPU a kubelet device id names: a UUID (with or without ``GPU-``) or a decimal index."""
+    """The GPU a kubelet device id names: a UUID (with or without ``GPU-``), a decimal index, or a DRA device
+    name ``gpu-<index>``."""
     wanted = device_id.strip().lower()
     for gpu in node.gpus:
         uuid = gpu.uuid.lower()
         if wanted in (uuid, uuid.removeprefix("gpu-")):
             return gpu
+    wanted = wanted.removeprefix("gpu-")
     if wanted.isdigit() and int(wanted) < len(node.gpus):
         return node.gpus[int(wanted)]
     return None

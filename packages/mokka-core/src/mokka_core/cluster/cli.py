@@ -106,6 +106,10 @@ def nri_parser() -> argparse.ArgumentParser:
                    help="comma-separated opted-in namespaces, * for all (default %(default)s)")
     p.add_argument("--excluded-namespaces", default=_env("MOKKA_NRI_EXCLUDED_NAMESPACES", "kube-system"),
                    help="comma-separated namespaces never touched (default %(default)s)")
+    p.add_argument("--sysfs-namespaces", default=_env("MOKKA_NRI_SYSFS_NAMESPACES", ""),
+                   help="comma-separated namespaces whose containers that mount the host's /sys get the node's "
+                        "sysfs there (node-feature-discovery, GPU feature discovery), * for all "
+                        "(default: none)")
     p.add_argument("--opt-annotation", default=_env("MOKKA_NRI_OPT_ANNOTATION", "mokka.nvidia.com/inject"),
                    help='pod annotation: "false" opts out, "true" opts in (default %(default)s)')
     p.add_argument("--devices-annotation", default=_env("MOKKA_NRI_DEVICES_ANNOTATION", "mokka.nvidia.com/devices"),
@@ -138,7 +142,7 @@ def nri_main(argv: Sequence[str] | None = None) -> int:
             inject=InjectConfig(root=root, mount_path=args.mount_path, namespaces=_csv(args.namespaces),
                                 excluded_namespaces=_csv(args.excluded_namespaces),
                                 opt_annotation=args.opt_annotation, devices_annotation=args.devices_annotation,
-                                devices=args.devices),
+                                devices=args.devices, sysfs_namespaces=_csv(args.sysfs_namespaces)),
             socket=args.socket, name=args.plugin_name, index=args.plugin_index, health_addr=args.health_addr)
     except ValueError as exc:
         print(f"mokka-nri: {exc}", file=sys.stderr)

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 LIST_METHOD = "/v1.PodResourcesLister/List"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: the NVIDIA DRA driver's GPU devices (named gpu-<index> in its ResourceSlices)
+DRA_DRIVER = "gpu.nvidia.com"
 
 
 class KubeletUnavailable(ConnectionError):
@@ -27,7 +29,8 @@ class KubeletUnavailable(ConnectionError):
 
 @dataclass(frozen=True, order=True)
 class Claim:
-    """One device a container holds, as the kubelet reports it (device ids: UUIDs or indices)."""
+    """One device a container holds, as the kubelet reports it (device ids: UUIDs or indices from the device
+    plugin, ``gpu-<index>`` device names from a DRA claim)."""
 
     namespace: str
     pod: str
@@ -35,8 +38,9 @@ class Claim:
     device_id: str
 
 
-def claims_of(response: Any, resource: str = GPU_RESOURCE) -> list[Claim]:
-    """Every (namespace, pod, container, device id) of ``resource`` in a ``ListPodResourcesResponse``."""
+def claims_of(response: Any, resource: str = GPU_RESOURCE, driver: str = DRA_DRIVER) -> list[Claim]:
+    """Every (namespace, pod, container, device) in a ``ListPodResourcesResponse``: the device plugin's ids of
+    ``resource`` and the devices of ``driver`` that ResourceClaims gave the container."""
     found = {
         Claim(pod.namespace, pod.name, container.name, device_id)
         for pod in response.pod_resources
@@ -44,6 +48,14 @@ def claims_of(response: Any, resource: str = GPU_RESOURCE) -> list[Claim]:
         for devices in container.devices
         if devices.resource_name == resource
         for device_id in devices.device_ids
+    }
+    found |= {
+        Claim(pod.namespace, pod.name, container.name, claimed.device_name)
+        for pod in response.pod_resources
+        for container in pod.containers
+        for dynamic in container.dynamic_resources
+        for claimed in dynamic.claim_resources
+        if claimed.driver_name == driver and claimed.device_name
     }
     return sorted(found)
 

@@ -24,6 +24,7 @@ class FakeKubelet:
     def __init__(self, socket: Path) -> None:
         self.socket = socket
         self.pods: Pods = {}
+        self.claimed: dict[tuple[str, str], dict[str, list[tuple[str, str, str]]]] = {}
         self.calls = 0
         self._lock = threading.Lock()
         self._server: Any = None
@@ -33,19 +34,31 @@ class FakeKubelet:
         with self._lock:
             self.pods.setdefault((namespace, pod), {}).setdefault(container, {})[resource] = list(device_ids)
 
+    def allocate_claim(self, namespace: str, pod: str, container: str, claim: str, *device_names: str,
+                       driver: str = "gpu.nvidia.com") -> None:
+        """Devices of a DRA ResourceClaim given to ``container`` (the kubelet's ``dynamic_resources``)."""
+        with self._lock:
+            held = self.claimed.setdefault((namespace, pod), {}).setdefault(container, [])
+            held += [(claim, driver, name) for name in device_names]
+
     def release(self, namespace: str, pod: str) -> None:
         with self._lock:
             self.pods.pop((namespace, pod), None)
+            self.claimed.pop((namespace, pod), None)
 
     def response(self) -> Any:
         reply = message("v1.ListPodResourcesResponse")()
         with self._lock:
-            for (namespace, name), containers in sorted(self.pods.items()):
+            for namespace, name in sorted({*self.pods, *self.claimed}):
                 pod = reply.pod_resources.add(name=name, namespace=namespace)
-                for container_name, resources in sorted(containers.items()):
+                devices, claims = self.pods.get((namespace, name), {}), self.claimed.get((namespace, name), {})
+                for container_name in sorted({*devices, *claims}):
                     container = pod.containers.add(name=container_name)
-                    for resource, ids in sorted(resources.items()):
+                    for resource, ids in sorted(devices.get(container_name, {}).items()):
                         container.devices.add(resource_name=resource, device_ids=ids)
+                    for claim, driver, device in claims.get(container_name, []):
+                        dynamic = container.dynamic_resources.add(claim_name=claim, claim_namespace=namespace)
+                        dynamic.claim_resources.add(driver_name=driver, pool_name="node", device_name=device)
         return reply
 
     def _list(self, request: Any, context: Any) -> Any:

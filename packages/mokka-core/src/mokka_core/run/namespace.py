@@ -261,7 +261,8 @@ def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] 
     Used where an overlay will not do: procfs cannot be a layer, and sockets do not work
     through overlayfs (so /run stays usable).  Staged entries win; where both sides
     have a directory of the same name (and ``recurse``), that directory is merged the
-    same way.  Host entries are bound from handles taken before anything is mounted;
+    same way; an empty staged directory leaves the host's as it is.  Host entries are bound from handles taken
+    before anything is mounted;
     staged ones from the root, so later changes under the root show.
     """
     mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -274,10 +275,12 @@ def merge_ops(target: str, staged_dirs: list[Path], *, exclude: Collection[str] 
                 staged.setdefault(name, []).append((directory / name, kind))
     for name in sorted(host.keys() | staged.keys()):
         dest = f"{target}/{name}"
-        if name not in staged:
+        sources = staged.get(name, [])
+        if name in host and sources and all(kind == DIR and not os.listdir(source) for source, kind in sources):
+            sources = []  # an empty staged directory (a mount point, sys/fs/cgroup) adds nothing to the host's
+        if not sources:
             ops.append(_entry(dest, dest, host[name], captured=True))
             continue
-        sources = staged[name]
         if recurse and host.get(name) == DIR and all(kind == DIR for _, kind in sources):
             ops += merge_ops(dest, [source for source, _ in sources], exclude=exclude, fresh=False)
         else:

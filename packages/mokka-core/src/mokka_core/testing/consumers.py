@@ -49,7 +49,6 @@ __all__ = [
     "real_libnvidia_ml",
     "require",
     "required",
-    "shared_consumer",
 ]
 
 #: The nvidia-ml-py release whose API matches the 550 driver we mock.
@@ -342,34 +341,21 @@ def apt_tool(binary: str, package: str) -> Path:
     return Path(found)
 
 
-#: Where the consumers no registry serves are kept (``unpack.sh``, ``SHA256SUMS``): ``../shared/consumers`` beside
-#: the checkout, or ``$MOKKA_SHARED_CONSUMERS``.
-SHARED_CONSUMERS = "MOKKA_SHARED_CONSUMERS"
-
-
-def shared_consumers_dir() -> Path | None:
-    """The directory of the kept consumer binaries, or None where this checkout has no ``../shared``."""
-    named = os.environ.get(SHARED_CONSUMERS)
-    candidates = [Path(named)] if named else [
-        base.parent / "shared" / "consumers"
-        for base in (Path.cwd(), *Path(__file__).resolve().parents) if (base / ".git").exists()
-    ]
-    return next((c for c in candidates if (c / "unpack.sh").is_file()), None)
-
-
-def shared_consumer(name: str) -> Path:
-    """The binary ``name`` kept in ``../shared/consumers`` (nvidia-validator, syslog-health-monitor, ...), unpacked
-    and sha256-checked by its ``unpack.sh`` into the consumer cache; missing() without ``../shared``."""
-    source = shared_consumers_dir()
-    if source is None:
-        missing(f"{name}: no ../shared/consumers beside this checkout (or ${SHARED_CONSUMERS})")
-    dest = cache_dir() / "shared-consumers"
+def shared_binary(name: str) -> Path:
+    """A consumer no registry serves, from the shared release binaries (``../shared/consumers`` of the checkout, or
+    $MOKKA_SHARED_CONSUMERS): unpacked into the cache by its ``unpack.sh``, which checks the sha256; else missing()."""
+    checkout = Path(__file__).resolve().parents[5]  # packages/mokka-core/src/mokka_core/testing/
+    shared = Path(os.environ.get("MOKKA_SHARED_CONSUMERS") or checkout.parent / "shared" / "consumers")
+    unpack = shared / "unpack.sh"
+    if not unpack.is_file():
+        missing(f"{name}: no shared consumer binaries at {shared} (set MOKKA_SHARED_CONSUMERS)")
+    target = cache_dir() / "shared"
     with _locked("shared-consumers"):
-        done = subprocess.run(["sh", str(source / "unpack.sh"), str(dest), name], capture_output=True, text=True,
-                              timeout=600)
-    if done.returncode != 0:
-        missing(f"{name}: {source}/unpack.sh failed: {done.stderr.strip()[-300:]}")
-    return dest / name
+        done = subprocess.run(["bash", str(unpack), str(target), name], capture_output=True, text=True, timeout=600)
+    program = target / name
+    if done.returncode != 0 or not program.is_file():
+        missing(f"{name}: {unpack} {target} {name} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+    return program
 
 
 def require(tool: str, version: str | None = None) -> Path:

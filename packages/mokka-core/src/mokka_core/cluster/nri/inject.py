@@ -22,6 +22,13 @@ A pod is opted in when its namespace is listed (``*``: every namespace) or it
 carries ``<opt annotation>: "true"``; it is skipped when its namespace is
 excluded, it carries ``<opt annotation>: "false"``, or the container already has
 a mount at ``mount_path``.
+
+Separately, a container of a namespace in ``sysfs_namespaces`` that mounts the
+host's ``/sys`` (a hostPath volume, as node-feature-discovery's worker and GPU
+feature discovery have) gets the node's staged ``sys`` there instead, read-only:
+on a real GPU node the host's sysfs is where such agents find the GPUs' PCI
+functions, the DMI product name and the NUMA nodes, and a host that only runs a
+simulated node has none of them.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from . import visible
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEVICE_MODES = ("all", "annotated", "none")
+#: NRI's mark on a mount (or environment key) the adjustment removes: the key with this prefix
+REMOVED = "-"
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,7 @@ class InjectConfig:
     opt_annotation: str = "mokka.nvidia.com/inject"
     devices_annotation: str = "mokka.nvidia.com/devices"
     devices: str = "all"  # all: unless the pod says "false"; annotated: only when it says "true"; none
+    sysfs_namespaces: tuple[str, ...] = ()  # containers mounting the host's /sys get the node's (``*``: all)
 
     def __post_init__(self) -> None:
         if self.devices not in DEVICE_MODES:
@@ -78,15 +88,48 @@ def decide(pod: Any, container: Any, config: InjectConfig) -> Decision:
         return Decision(None, f"namespace {pod.namespace} is excluded")
     if opt == "false":
         return Decision(None, f"pod opted out ({config.opt_annotation}: false)")
-    if opt != "true" and "*" not in config.namespaces and pod.namespace not in config.namespaces:
+    inject = opt == "true" or _listed(pod.namespace, config.namespaces)
+    host_sysfs = [m.destination for m in container.mounts if _host_sysfs(m)] \
+        if _listed(pod.namespace, config.sysfs_namespaces) else []
+    if not inject and not host_sysfs:
         return Decision(None, f"namespace {pod.namespace} is not opted in")
-    mount_path = config.mount_path.rstrip("/")
-    if any(m.destination.rstrip("/") == mount_path for m in container.mounts):
-        return Decision(None, f"container already has a mount at {mount_path}")
     if not config.root.is_dir():
         return Decision(None, f"node root {config.root} is missing (node not staged yet)")
-
     adjust = message("nri.pkg.api.v1alpha1.ContainerAdjustment")()
+    notes = _swap_sysfs(adjust, host_sysfs, config.root)
+    if inject:
+        notes += _inject(adjust, pod, container, config)
+    if not adjust.mounts and not adjust.env and not adjust.HasField("linux"):
+        return Decision(None, ", ".join(notes))
+    return Decision(adjust, "injected" + (": " + ", ".join(notes) if notes else ""))
+
+
+def _listed(namespace: str, namespaces: tuple[str, ...]) -> bool:
+    return "*" in namespaces or namespace in namespaces
+
+
+def _host_sysfs(mount: Any) -> bool:
+    """A bind mount of the host's /sys (a hostPath volume of path /sys)."""
+    return os.path.normpath(mount.source or ".") == "/sys" and \
+        (mount.type == "bind" or "bind" in mount.options or "rbind" in mount.options)
+
+
+def _swap_sysfs(adjust: Any, destinations: list[str], root: Path) -> list[str]:
+    """Each of the container's binds of the host's /sys replaced by the node's staged ``sys``."""
+    if not destinations or not (root / "sys").is_dir():
+        return []
+    for destination in destinations:
+        adjust.mounts.add(destination=REMOVED + destination)
+        adjust.mounts.add(destination=destination, type="bind", source=str(root / "sys"),
+                          options=["rbind", "ro", "nosuid", "nodev", "noexec"])
+    return [f"the node's sysfs at {', '.join(destinations)}"]
+
+
+def _inject(adjust: Any, pod: Any, container: Any, config: InjectConfig) -> list[str]:
+    """The driver (root, library and PATH, devices) into ``adjust``; what was done, as notes."""
+    mount_path = config.mount_path.rstrip("/")
+    if any(m.destination.rstrip("/") == mount_path for m in container.mounts):
+        return [f"container already has a mount at {mount_path}"]
     adjust.mounts.add(destination=mount_path, type="bind", source=str(config.root),
                       options=["rbind", "ro", "nosuid", "nodev"])
     env = dict(entry.partition("=")[::2] for entry in container.env)
@@ -105,7 +148,7 @@ def decide(pod: Any, container: Any, config: InjectConfig) -> Decision:
             notes.append(f"{visible.ENV} names no GPU {', '.join(request.unknown)}")
     elif asked is None and _wants_devices(pod, config):
         notes += _add_devices(adjust, config.root, None)
-    return Decision(adjust, "injected" + (": " + ", ".join(notes) if notes else ""))
+    return notes
 
 
 def _add_devices(adjust: Any, root: Path, request: visible.Request | None) -> list[str]:
