@@ -133,6 +133,28 @@ static bool after_last(struct forwarder *forwarder, size_t *first)
     return false;
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Copy a record's text, turning the \xHH escapes /dev/kmsg shows (a line break inside a record: \x0a) back into
+ * the bytes the kernel took; the length copied. */
+static size_t unescape(char *out, const char *text, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\\' && i + 3 < len && text[i + 1] == 'x'
+            && hex_digit(text[i + 2]) >= 0 && hex_digit(text[i + 3]) >= 0) {
+            out[n++] = (char)(hex_digit(text[i + 2]) * 16 + hex_digit(text[i + 3]));
+            i += 3;
+        } else {
+            out[n++] = text[i];
+        }
+    }
+    return n;
+}
+
 /* Write one record as the kernel takes a write to /dev/kmsg: "<pri>text"; false if the target refused. */
 static bool write_record(struct forwarder *forwarder, const struct record *record)
 {
@@ -149,10 +171,10 @@ static bool write_record(struct forwarder *forwarder, const struct record *recor
     line[0] = '<';
     memcpy(line + 1, record->text, pri);
     line[pri + 1] = '>';
-    memcpy(line + pri + 2, semicolon ? semicolon + 1 : "", text);
+    size_t length = pri + 2 + unescape(line + pri + 2, semicolon ? semicolon + 1 : "", text);
     /* a fresh open per record: the kernel rate-limits each open file to 10 records in 5 s, drops the rest */
     int fd = open(forwarder->target, TARGET_FLAGS);
-    bool written = fd >= 0 && write(fd, line, pri + text + 2) >= 0;
+    bool written = fd >= 0 && write(fd, line, length) >= 0;
     int error = errno;
     if (fd >= 0)
         close(fd);

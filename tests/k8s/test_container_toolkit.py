@@ -10,6 +10,7 @@ never a path of Mokka's private root.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -21,6 +22,19 @@ from test_gfd import partitioned_h100
 
 from mokka_core.schema.builtin import load_builtin
 from mokka_core.stage.paths import LIB_DIR
+
+#: the compute, utility and video libraries of NVIDIA's driver packages beside libnvidia-ml, with the sonames their
+#: real files carry (nvidia-ctk mounts every lib*.so.<driver version> of the driver's library directory and links each
+#: to its soname; libnvidia-container's list of compute and video libraries)
+DRIVER_LIBRARIES = {
+    "libcuda.so": "libcuda.so.1", "libcudadebugger.so": "libcudadebugger.so.1",
+    "libnvidia-ptxjitcompiler.so": "libnvidia-ptxjitcompiler.so.1", "libnvidia-nvvm.so": "libnvidia-nvvm.so.4",
+    "libnvidia-opencl.so": "libnvidia-opencl.so.1", "libnvidia-allocator.so": "libnvidia-allocator.so.1",
+    "libnvidia-cfg.so": "libnvidia-cfg.so.1", "libnvidia-encode.so": "libnvidia-encode.so.1",
+    "libnvcuvid.so": "libnvcuvid.so.1", "libnvidia-opticalflow.so": "libnvidia-opticalflow.so.1",
+}
+#: the driver's libraries whose soname is their versioned file name (no link)
+VERSIONED_SONAME = ("libnvidia-gpucomp.so",)
 
 REPORT = """
 {ctk} cdi generate --output={spec} 2>/dev/null || exit 1
@@ -34,7 +48,9 @@ sed 's/^/cap=/' /proc/driver/nvidia-caps/mig-minors
 def generate(ctk: Path, profile: str | Path, scratch: Path) -> tuple[dict, str]:
     """The spec nvidia-ctk writes inside ``mokka run``, and what the node's other tools report."""
     spec = scratch / "nvidia.yaml"
-    done = mokka_run(profile, "sh", "-c", REPORT.format(ctk=ctk, spec=spec))
+    # a node's PATH: nvidia-ctk searches it for the driver's programs (a test environment's bin holds nvidia-imex)
+    plain = {**os.environ, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    done = mokka_run(profile, "sh", "-c", REPORT.format(ctk=ctk, spec=spec), env=plain)
     assert done.returncode == 0, done.stderr[-3000:]
     return yaml.safe_load(spec.read_text()), spec.read_text() + done.stdout
 
@@ -77,10 +93,32 @@ def test_ctk_spec_names_every_gpu_and_the_real_driver_files(nvidia_ctk: Path, pr
     # the state feed of GPU containers: nvcdi binds nvidia-persistenced's socket where the driver root has one
     assert mounts["/run/nvidia-persistenced/socket"] == "/run/nvidia-persistenced/socket"
     hooks = [hook["args"][1:] for hook in spec["containerEdits"]["hooks"]]
-    assert ["create-symlinks", "--link", f"libnvidia-ml.so.{driver}::/{LIB_DIR}/libnvidia-ml.so.1", "--link",
-            f"libnvidia-ml.so.1::/{LIB_DIR}/libnvidia-ml.so"] in hooks
+    links = {arg for args in hooks if args[:1] == ["create-symlinks"] for arg in args[2::2]}
+    assert {f"libnvidia-ml.so.{driver}::/{LIB_DIR}/libnvidia-ml.so.1",
+            f"libnvidia-ml.so.1::/{LIB_DIR}/libnvidia-ml.so"} <= links
+    # the driver package's other libraries, each mounted and linked to its soname as on a real node
+    for library, soname in DRIVER_LIBRARIES.items():
+        assert mounts[f"/{LIB_DIR}/{library}.{driver}"] == f"/{LIB_DIR}/{library}.{driver}"
+        assert f"{library}.{driver}::/{LIB_DIR}/{soname}" in links
+    for library in VERSIONED_SONAME:
+        assert mounts[f"/{LIB_DIR}/{library}.{driver}"] == f"/{LIB_DIR}/{library}.{driver}"
+        assert not any(link.startswith(f"{library}.{driver}::") for link in links)
+    # a tray's IMEX daemon and its ctl, at the nvidia-imex package's paths (nvidia-ctk mounts them for ComputeDomains)
+    imex = {"/usr/bin/nvidia-imex", "/usr/bin/nvidia-imex-ctl"}
+    assert (imex <= set(mounts)) == (profile in ("gb200", "gb300")), sorted(mounts)
     assert ["update-ldcache", "--folder", f"/{LIB_DIR}"] in hooks
     assert "/mokka-run-" not in report
+
+
+@pytest.mark.consumer
+def test_the_driver_libraries_load_by_their_sonames(tmp_path: Path) -> None:
+    """Each driver library is an ELF shared object that dlopen loads by its soname, as programs load them."""
+    driver = load_builtin("h100").system.driver_version
+    names = " ".join([*DRIVER_LIBRARIES.values(), *(f"{library}.{driver}" for library in VERSIONED_SONAME)])
+    script = ("import ctypes, sys\nfor name in sys.argv[1:]:\n    ctypes.CDLL(name)\n    print('loaded', name)\n")
+    done = mokka_run("h100", "sh", "-c", f"python3 -c \"{script}\" {names}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[1::2] == names.split()
 
 
 @pytest.mark.consumer

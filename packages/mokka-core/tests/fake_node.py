@@ -147,10 +147,12 @@ def main() -> int:
     parser.add_argument("--disable", action="append", default=[])
     parser.add_argument("--fail", action="append", default=[])
     parser.add_argument("--daemon", choices=["ready", "exit"])
+    parser.add_argument("--node-name")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    spec = NodeSpec(profile="h100", gpus=args.gpus, surfaces=surface_settings(args.disable, args.fail))
+    spec = NodeSpec(profile="h100", gpus=args.gpus, surfaces=surface_settings(args.disable, args.fail),
+                    node_name=args.node_name)
     surfaces = dict(SURFACES)
     if args.daemon:
         surfaces["daemon"] = FakeDaemon if args.daemon == "ready" else FailingDaemon

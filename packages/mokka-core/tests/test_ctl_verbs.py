@@ -164,6 +164,12 @@ def test_ecc_uncorrectable_raises_counters_rows_and_xid_48(root: Path) -> None:
     assert [(e.code, e.seq) for e in gpu.xid_events] == [(48, 2), (48, 3)]  # seq is node-wide
 
 
+def test_an_nvlink_error_rate_raises_xid_74_and_healing_raises_none(root: Path) -> None:
+    assert ctl(root, "nvlink-error", "2", "5", "--links", "1") == 0
+    assert ctl(root, "nvlink-error", "2", "0") == 0
+    assert [(e.code, e.seq) for e in node(root).gpus[2].config.xid_events] == [(74, 1)]
+
+
 def test_metric_verbs(root: Path) -> None:
     for argv in (["util", "0", "90", "--memory", "40"], ["clocks", "0", "1410", "--memory", "2619"],
                  ["throttle", "0", "thermal", "power"], ["pstate", "0", "P2"],

@@ -567,6 +567,18 @@ def test_an_h100x8_node_runs_a_command() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@needs_root
+def test_the_command_runs_on_a_host_named_for_the_node() -> None:
+    """hostname and uname(2) inside say --node-name (a private UTS namespace); the host keeps its own name."""
+    host = os.uname().nodename
+    done = fake_run("--node-name", "gpu-node-7", "--", "sh", "-c", "hostname; cat /proc/sys/kernel/hostname")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["gpu-node-7", "gpu-node-7"]
+    assert os.uname().nodename == host
+    unnamed = fake_run("--", "cat", "/proc/sys/kernel/hostname")
+    assert unnamed.stdout.strip() == "mokka-node", unnamed.stderr  # the node's default name
+
+
 # ---- acceptance with the installed sim-gpu and sim-pci surfaces --------------------------------
 
 def surfaces_unavailable(reason: str) -> None:

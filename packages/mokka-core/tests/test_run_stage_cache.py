@@ -22,7 +22,7 @@ from mokka_core.run import namespace, resolved, stage_cache
 from mokka_core.run.command import NodePlan, plan_node, stage_node
 from mokka_core.stage.paths import NVML_STATE_FILE
 from mokka_core.stage.render import plan_digest
-from mokka_core.stage.store import NodeStore
+from mokka_core.stage.store import KERNEL_LOG, NodeStore
 from mokka_core.testing.consumers import required
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 and not required(), reason="mount namespaces need root")
@@ -132,7 +132,7 @@ def test_a_run_shows_what_staging_in_full_makes(tmp_path: Path, cache: Path) -> 
         assert shown == full and runs.overlaid
     assert list(cache.iterdir()) == [entry]  # never judged stale, no build or trash left
     assert set(json.loads((entry / stage_cache.WRITTEN).read_text())) == {
-        NVML_STATE_FILE, "var/run/cdi/nvidia.yaml"}
+        NVML_STATE_FILE, "var/run/cdi/nvidia.yaml", KERNEL_LOG}  # the log's loading lines are stamped at boot
 
 
 @needs_root

@@ -207,4 +207,8 @@ def test_dmesg_follows_the_nodes_kernel_log() -> None:
     out = mokka_run("--profile", "h100", "--", "sh", "-c", FOLLOW_SCRIPT.replace("{ctl}", str(ctl)))
     lines = [line.split("] ", 1)[1] for line in out.splitlines()]
     assert lines[0] == "nvidia: loading out-of-tree module taints kernel." and len(lines) == 6, out
-    assert re.fullmatch(r"NVRM: Xid \(PCI:0000:1b:00\): 13, pid='<unknown>', name=<unknown>", lines[5]), out
+    assert re.fullmatch(r"NVRM: Xid \(PCI:0000:1b:00\): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+                        r"Exception on \(GPC 1, TPC 3, SM 0\): Out Of Range Address", lines[5]), out
+    # the loading lines are stamped when the node came up (seconds since the host booted), not 0
+    stamps = [float(line.split("]", 1)[0].lstrip("[ ")) for line in out.splitlines()]
+    assert 0 < stamps[0] <= stamps[5], out

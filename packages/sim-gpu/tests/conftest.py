@@ -32,6 +32,14 @@ def native_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (directory / "libnvidia-ml.so.550.163.01").write_bytes(b"\x7fELF stand-in for the mock library\n")
     os.symlink("libnvidia-ml.so.550.163.01", directory / "libnvidia-ml.so.1")
     os.symlink("libnvidia-ml.so.1", directory / "libnvidia-ml.so")
+    libs = directory / "driver-libs"  # the driver's other libraries (native/driverlibs), two of them
+    libs.mkdir()
+    (libs / "libraries.txt").write_text(
+        "# library soname\nlibcuda.so libcuda.so.1\nlibnvidia-nvvm.so libnvidia-nvvm.so.4\nlibnvidia-gpucomp.so -\n")
+    for name in ("libcuda.so", "libnvidia-nvvm.so"):
+        (libs / name).write_bytes(b"\x7fELF stand-in for a driver library\n")
+    slot = b"VERSION_SLOT_OF_THE_DRIVER_VERSION_XXXXX"  # a soname staging writes the version over
+    (libs / "libnvidia-gpucomp.so").write_bytes(b"\x7fELF\0libnvidia-gpucomp.so." + slot + b"\0")
     monkeypatch.setenv("MOKKA_NATIVE_DIR", str(directory))
     return directory
 

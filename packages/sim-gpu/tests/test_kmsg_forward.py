@@ -213,11 +213,15 @@ def test_an_xid_reaches_the_hosts_kernel_log_once_across_a_daemon_restart(tmp_pa
         wait_for(lambda: ready(root), timeout=60, what="node ready")
         assert target.read_bytes() == b""  # a node without Xids writes nothing
         ctl(root, "xid", "0", "79")
-        wait_for(lambda: target.read_bytes().count(b"\n") == 2, what="Xid 79 at the host's kernel log")
+        wait_for(lambda: target.read_bytes().count(b"\n") == 5, what="Xid 79 at the host's kernel log")
         first = target.read_text().splitlines()
         assert re.fullmatch(r"<4>NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): 79, pid='<unknown>', name=<unknown>, "
                             r"GPU has fallen off the bus\.", first[0]), first
         assert re.fullmatch(r"<4>NVRM: GPU 0000:[0-9a-f]{2}:00\.0: GPU has fallen off the bus\.", first[1]), first
+        # one record of three lines, written with its line breaks as the driver printed it (no \x0a escapes)
+        assert re.fullmatch(r"<4>NVRM: The NVIDIA GPU 0000:[0-9a-f]{2}:00\.0", first[2]), first
+        assert first[3:] == ["NVRM: (PCI ID: 10de:2330) installed in this system has",
+                             "NVRM: fallen off the bus and is not responding to commands."], first
         supervisord = read_pid(root)
         daemon.kill()  # no teardown: the node's state, its log and the last record written stay
         daemon.communicate(timeout=30)
@@ -226,14 +230,15 @@ def test_an_xid_reaches_the_hosts_kernel_log_once_across_a_daemon_restart(tmp_pa
         daemon = up(root, target)
         wait_for(lambda: ready(root), timeout=60, what="node ready again")
         ctl(root, "xid", "1", "13")
-        wait_for(lambda: target.read_bytes().count(b"\n") == 3, what="Xid 13 at the host's kernel log")
+        wait_for(lambda: target.read_bytes().count(b"\n") == 6, what="Xid 13 at the host's kernel log")
         lines = target.read_text().splitlines()
-        assert lines[:2] == first
-        assert re.fullmatch(r"<4>NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): 13, pid='<unknown>', name=<unknown>",
-                            lines[2]), lines
+        assert lines[:5] == first
+        assert re.fullmatch(r"<4>NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): 13, pid='<unknown>', name=<unknown>, "
+                            r"Graphics SM Warp Exception on \(GPC 1, TPC 3, SM 0\): Out Of Range Address",
+                            lines[5]), lines
     finally:
         daemon.send_signal(signal.SIGTERM)
         out, _ = daemon.communicate(timeout=60)
     assert daemon.returncode == 0, out
     assert tree_snapshot(root) == before, out  # the last record written goes with the node
-    assert target.read_text().count("\n") == 3  # and the host's log keeps what it was given
+    assert target.read_text().count("\n") == 6  # and the host's log keeps what it was given

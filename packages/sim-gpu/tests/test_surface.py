@@ -38,10 +38,24 @@ def test_healthy_h100_footprint(staged) -> None:
     module = root / "sys/module/nvidia"
     assert (module / "version").read_text() == "550.163.01\n"
     assert (module / "initstate").read_text() == "live\n"
-    assert sorted(p.name for p in (module / "holders").iterdir()) == ["nvidia_modeset", "nvidia_uvm"]
+    assert sorted(p.name for p in (module / "holders").iterdir()) == ["nvidia_modeset", "nvidia_peermem", "nvidia_uvm"]
     assert (module / "holders/nvidia_uvm").resolve() == (root / "sys/module/nvidia_uvm").resolve()
     assert (module / "parameters/NVreg_EnableGpuFirmware").read_text() == "18\n"
-    assert (root / "proc/modules").read_text().count(" Live ") == 4
+    assert (root / "proc/modules").read_text().count(" Live ") == 4 + 1 + 4  # nvidia_peermem, the HCAs' mlx5_ib, ...
+    assert (root / "sys/module/ib_core/refcnt").read_text() == "3\n"
+    assert (root / "sys/module/ib_core/taint").read_text() == "\n"
+    assert not (root / "sys/module/mlx5_core/version").exists()  # in tree: no MODULE_VERSION
+
+
+def test_the_drivers_other_libraries_are_installed_with_their_soname_links(staged) -> None:
+    root = staged("b200")  # 580.105.08 (a driver whose version the stub was not built for)
+    lib = root / paths.LIB_DIR
+    assert os.readlink(lib / "libcuda.so.1") == "libcuda.so.580.105.08"
+    assert os.readlink(lib / "libnvidia-nvvm.so.4") == "libnvidia-nvvm.so.580.105.08"
+    assert (lib / "libcuda.so.580.105.08").read_bytes().startswith(b"\x7fELF")
+    # a library whose soname is its versioned name carries the node's version there, and has no link
+    assert b"\0libnvidia-gpucomp.so.580.105.08\0" in (lib / "libnvidia-gpucomp.so.580.105.08").read_bytes()
+    assert sorted(p.name for p in lib.glob("libnvidia-gpucomp*")) == ["libnvidia-gpucomp.so.580.105.08"]
 
 
 def test_profile_driver_version_names_the_library(staged) -> None:
@@ -100,11 +114,13 @@ def test_device_nodes_are_character_devices(staged) -> None:
     assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (195, 255)
 
 
-def test_failed_stages_only_the_library_and_state_file(staged) -> None:
+def test_failed_stages_only_the_libraries_and_state_file(staged) -> None:
     root = staged("h100", gpu={"state": "failed"})
     staged_files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
     expected = [f"{paths.LIB_DIR}/{name}" for name in
-                ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01")]
+                ("libnvidia-ml.so", "libnvidia-ml.so.1", "libnvidia-ml.so.550.163.01", "libcuda.so.1",
+                 "libcuda.so.550.163.01", "libnvidia-nvvm.so.4", "libnvidia-nvvm.so.550.163.01",
+                 "libnvidia-gpucomp.so.550.163.01")]
     expected += [paths.NVML_STATE_FILE, "usr/bin/nvidia-smi"]
     module_files = [f for f in staged_files if f.startswith("lib/modules/")]
     assert sorted(Path(f).name for f in module_files) == [
@@ -113,8 +129,12 @@ def test_failed_stages_only_the_library_and_state_file(staged) -> None:
         "modules.symbols", "modules.symbols.bin",
         "nvidia-drm.ko", "nvidia-modeset.ko", "nvidia-uvm.ko", "nvidia.ko",
     ]
-    rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/"))]
+    rest = [f for f in staged_files if not f.startswith((STATE_DIR, "lib/modules/", "sys/module/", "proc/modules"))]
     assert rest == sorted(expected)
+    # no NVIDIA module loaded; the HCAs' InfiniBand stack is, as the kernel loaded it without the driver
+    listed = [line.split()[0] for line in (root / "proc/modules").read_text().splitlines()]
+    assert listed == ["mlx5_ib", "ib_uverbs", "ib_core", "mlx5_core"]
+    assert sorted(p.name for p in (root / "sys/module").iterdir()) == sorted(listed)
 
 
 def test_disabled_stages_nothing(make_node, native_dir: Path) -> None:
@@ -133,7 +153,9 @@ def test_missing_library_is_a_clear_error(make_node, tmp_path: Path) -> None:
 def test_library_copy_comes_from_the_native_dir(make_node, native_dir: Path) -> None:
     plan = GpuSurface().plan(make_node("t4"), StageContext(root=Path("/"), native_dir=native_dir))
     copies = [e for e in plan if isinstance(e, Copy) and e.path.startswith(paths.LIB_DIR)]
-    assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01"]
+    assert [c.source for c in copies] == [native_dir / "libnvidia-ml.so.550.163.01",
+                                          native_dir / "driver-libs/libcuda.so",
+                                          native_dir / "driver-libs/libnvidia-nvvm.so"]  # gpucomp: a File
 
 
 def test_nvidia_smi_is_debians_of_the_nearest_branch(make_node, native_dir: Path, nvidia_smi_cache: Path) -> None:

@@ -18,12 +18,18 @@ def test_lsmod_lists_the_nvidia_modules(staged, lsmod) -> None:
     assert rows["nvidia_uvm"][1] == "0"
     size, used, holders = rows["nvidia"]
     assert int(size) > 10_000_000
-    assert used == "11" and sorted(holders.split(",")) == ["nvidia_modeset", "nvidia_uvm"]
+    assert used == "12" and sorted(holders.split(",")) == ["nvidia_modeset", "nvidia_peermem", "nvidia_uvm"]
+    # the HCAs' InfiniBand stack, and GPUDirect RDMA's nvidia_peermem on it (h100's system.gpudirect.rdma)
+    assert rows["nvidia_peermem"] == ["16384", "0"]
+    assert rows["ib_core"][1] == "3"
+    assert sorted(rows["ib_core"][2].split(",")) == ["ib_uverbs", "mlx5_ib", "nvidia_peermem"]
+    assert rows["mlx5_core"][1:] == ["1", "mlx5_ib"] and rows["mlx5_ib"][1] == "0"
+    assert "mlx5_core" not in lsmod(staged("l40s"))  # a node without HCAs
 
 
 def test_failed_gpu_has_no_modules(staged, lsmod) -> None:
     out = lsmod(staged("h100", gpu={"state": "failed"}))
-    assert "nvidia" not in out
+    assert "nvidia" not in out and "mlx5_core" in out
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root; unprivileged staging writes empty files")

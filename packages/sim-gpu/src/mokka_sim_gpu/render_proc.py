@@ -20,8 +20,16 @@ PROC_DIR = "proc/driver/nvidia"
 
 #: The compiler line of a module built by DKMS on Debian 12 (what NV_COMPILER records).
 GCC_VERSION = "gcc version 12.2.0 (Debian 12.2.0-14)"
-#: Build timestamp printed after the version; the real one differs per release and is not modelled.
-BUILD_DATE = "Wed Jan 15 11:23:46 UTC 2025"
+#: When NVIDIA built each release's kernel module, as its version banner prints it (the NVRM lines of real nodes'
+#: /proc/driver/nvidia/version and boot logs, the proprietary x86_64 modules).
+BUILD_DATES = {
+    "550.163.01": "Tue Apr  8 12:41:17 UTC 2025",
+    "580.65.06": "Sun Jul 27 06:54:38 UTC 2025",
+    "580.105.08": "Wed Oct 29 23:15:11 UTC 2025",
+    "580.173.02": "Tue Jun 23 08:38:17 UTC 2026",
+}
+#: The stamp of a release whose real one is not in BUILD_DATES.
+UNKNOWN_BUILD_DATE = "Wed Jan 15 11:23:46 UTC 2025"
 UNKNOWN_VBIOS = "??.??.??.??.??"
 
 #: nv_parms[] of the 550 module in table order, with the module's defaults.
@@ -85,10 +93,15 @@ def kernel_arch() -> str:
     return os.uname().machine
 
 
+def build_date(driver_version: str) -> str:
+    """The build stamp the module of ``driver_version`` prints after its version."""
+    return BUILD_DATES.get(driver_version, UNKNOWN_BUILD_DATE)
+
+
 def render_version(driver_version: str, machine: str | None = None) -> str:
     arch = machine or kernel_arch()
     return (
-        f"NVRM version: NVIDIA UNIX {arch} Kernel Module  {driver_version}  {BUILD_DATE}\n"
+        f"NVRM version: NVIDIA UNIX {arch} Kernel Module  {driver_version}  {build_date(driver_version)}\n"
         f"GCC version:  {GCC_VERSION}\n"
     )
 

@@ -2,9 +2,12 @@
 
 States (read from the node state):
 
-- enabled, healthy: the NVML library chain and state file; ``/usr/bin/nvidia-smi``; the module files under
+- enabled, healthy: the NVML library chain and state file; the driver package's other libraries (``libcuda.so.1``,
+  ...: stubs with their sonames, :func:`.library.driver_library_entries`); ``/usr/bin/nvidia-smi``; the module
+  files under
   ``lib/modules/<release>`` (for ``modinfo``); ``/dev/nvidia*``; ``/proc/driver/nvidia``; the
-  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module``; their majors (and the other
+  four NVIDIA modules loaded in ``/proc/modules`` and ``/sys/module`` (with the HCAs' InfiniBand modules and the
+  GPUDirect ones of ``system.gpudirect``: :mod:`.modules`); their majors (and the other
   surfaces') in ``/proc/devices``; the kernel log of the
   node's Xids, served at ``/dev/kmsg`` by the ``mokka-kmsg`` service; the MIG capabilities of the
   partition the NVML library keeps (``mig_caps``), re-staged whenever it changes.  Enabled in either state:
@@ -12,7 +15,8 @@ States (read from the node state):
   the library of a GPU container (which has none beside it).
 - enabled, failed: like a node whose kernel module failed to load: the library chain, the
   state file (which makes NVML init report the driver as not loaded), nvidia-smi and the installed module
-  files (``modinfo`` still works), and nothing loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``.
+  files (``modinfo`` still works), and nothing of the driver loaded: no ``/dev/nvidia*``, ``/proc`` or ``/sys``
+  (the HCAs' modules stay listed).
   The same when the pci surface is disabled: with no NVIDIA GPU on the bus the module does not load.
 - disabled: nothing at all (no driver installed).
 
@@ -30,7 +34,7 @@ from .device_nodes import char_majors, device_node_entries, proc_devices_entries
 from .kernel_log import kernel_log_entries
 from .kernel_objects import kernel_object_entries
 from .kmsg_service import kmsg_service
-from .library import library_entries, state_file_entries
+from .library import driver_library_entries, library_entries, state_file_entries
 from .mig_caps import mig_cap_entries
 from .modules import module_entries
 from .persistenced_service import persistenced_service, socket_entries
@@ -65,6 +69,7 @@ def _loaded(build: Callable[[Node, StageContext], list[Entry]]) -> Callable[[Nod
 #: (temperature, power, clocks, …) is in the NVML state file alone, so only that part is built again.
 PARTS = (
     PlanPart("library", _installed(library_entries), frozenset()),
+    PlanPart("driver-libraries", _installed(driver_library_entries), frozenset()),
     PlanPart("nvml-state", _installed(state_file_entries)),
     PlanPart("nvidia-smi", _installed(lambda node, ctx: nvidia_smi_entries(node)), frozenset()),
     PlanPart("persistenced-socket", _installed(lambda node, ctx: socket_entries()), frozenset()),
@@ -72,10 +77,11 @@ PARTS = (
     PlanPart("device-nodes", _loaded(lambda node, ctx: device_node_entries(node)), frozenset()),
     PlanPart("proc", _loaded(lambda node, ctx: proc_entries(node)),
              frozenset({"name", "architecture", "vbios_version", "gsp_firmware", "failure"})),
-    PlanPart("modules", _loaded(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
+    # the driver's modules where it is loaded, the HCAs' wherever there are some (modules.loaded_modules)
+    PlanPart("modules", _installed(lambda node, ctx: module_entries(node)), frozenset({"persistence_mode"})),
     PlanPart("mig-caps", _loaded(mig_cap_entries), frozenset({"mig"})),
     PlanPart("proc-devices", _loaded(proc_devices_entries), frozenset()),
-    PlanPart("kernel-log", _loaded(lambda node, ctx: kernel_log_entries(node)), frozenset({"xid_events"})),
+    PlanPart("kernel-log", _loaded(kernel_log_entries), frozenset({"xid_events", "nvlink_error"})),
 )
 
 

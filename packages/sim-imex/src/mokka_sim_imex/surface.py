@@ -5,7 +5,9 @@ What a GB200/GB300 node with the IMEX driver bits and the ``nvidia-imex`` packag
 major), the ``fabric-imex-mgmt`` capability (its proc file and ``/dev/nvidia-caps`` node),
 a substitute ``/proc/devices`` naming both majors (for the DRA driver's ``altProcDevices``; where the
 gpu surface is staged too, ``/proc/devices`` itself names the channels' major: ``char_majors``),
-and ``/etc/nvidia-imex/{config.cfg,nodes_config.cfg}`` for the daemon.
+and ``/etc/nvidia-imex/{config.cfg,nodes_config.cfg}`` for the daemon; the package's programs at their real paths,
+``/usr/bin/nvidia-imex`` and ``/usr/bin/nvidia-imex-ctl`` (each a launcher of this package's daemon and ctl, the
+programs the node's service runs: what the DRA driver and nvidia-ctk find on a tray).
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ PROC_DEVICES_FILE = f"{IMEX_DIR}/proc-devices"
 CHANNEL_COUNT = 2048
 #: minor of the fabric-imex-mgmt capability on the nvidia-caps major
 IMEX_MGMT_MINOR = 512
+#: the nvidia-imex package's programs, and the module of this package each one runs
+PROGRAMS = {"usr/bin/nvidia-imex": "mokka_sim_imex.daemon", "usr/bin/nvidia-imex-ctl": "mokka_sim_imex.ctl"}
+
+
+def program_launcher(module: str) -> str:
+    """A program at the real path that runs ``module`` with this interpreter (where this package is installed)."""
+    return f'#!/bin/sh\nexec {sys.executable} -m {module} "$@"\n'
+
 
 class ImexSurface(Surface):
     name = "imex"
@@ -59,6 +69,7 @@ class ImexSurface(Surface):
         address = loopback_address(ctx.root)
         entries.append(File(CONFIG_FILE, render_config(ctx.root, node_ip=address)))
         entries.append(File(NODES_CONFIG_FILE, render_nodes_config([address])))
+        entries += [File(path, program_launcher(module), mode=0o755) for path, module in PROGRAMS.items()]
         return entries
 
     def char_majors(self, node: Node, ctx: StageContext) -> tuple[tuple[int, str], ...]:

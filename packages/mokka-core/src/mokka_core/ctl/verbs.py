@@ -29,6 +29,7 @@ FAILURE_MODES = {"lost": "lost", "fallen-off-bus": "fallen_off_bus", "ecc-uncorr
                  "healthy": "healthy"}
 XID_FALLEN_OFF_BUS = 79
 XID_DBE = 48
+XID_NVLINK = 74
 
 THROTTLE_REASONS = (
     "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
@@ -398,7 +399,12 @@ def nvlink_error(target: str, rate: float, links: list[int] | None) -> Mutation:
             if bad:
                 raise Refused(f"GPU {gpu.index} has no NVLink link {bad[0]} (links: {min(known)}-{max(known)})")
         values = {"nvlink_error.rate": rate, "nvlink_error.links": list(links or [])}
-        return f"ok: {write(doc, node, target, values)} NVLink error rate {rate:g}/s"
+        done = write(doc, node, target, values)
+        if rate > 0:  # the driver reports the link's errors as Xid 74 (and the switch as an SXid: the kernel log)
+            seq = next_seq(node)
+            for n, gpu in enumerate(gpus_of(node, target)):
+                append_xid(doc, gpu, XID_NVLINK, seq + n)
+        return f"ok: {done} NVLink error rate {rate:g}/s"
 
     return mutate
 

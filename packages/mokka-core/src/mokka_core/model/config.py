@@ -13,13 +13,13 @@ from .value import Value
 __all__ = [
     "BLOCKS", "LISTS", "Accounting", "Bar1Memory", "Clocks", "ComputeCapability", "CurrentPending", "DeviceLinks",
     "Display", "Dmi", "DynamicMetrics", "Ecc", "EccBitCounts", "EccErrors", "EccLocations", "Fabric",
-    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GpuOperationMode", "GraceSuperchip",
-    "GspFirmware", "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile", "ModulePowerLimits",
-    "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie", "Platform", "Power",
-    "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList", "RetiredPages",
-    "SessionStats", "Sram", "SramCounts", "SramSources", "Sriov", "SupportedClocks", "SupportedMemoryClock",
-    "System", "TLimitThresholds", "TemperatureDynamics", "Thermal", "ThrottleCounters", "ThrottleReasons",
-    "Topology", "Utilization", "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
+    "FabricHealth", "Failure", "Fan", "Features", "Gpm", "GpuConfig", "GpuDirect", "GpuOperationMode",
+    "GraceSuperchip", "GspFirmware", "Infiniband", "Inforom", "Memory", "Mig", "MigGpuInstanceProfile",
+    "ModulePowerLimits", "Nvlink", "NvlinkDefaults", "NvlinkError", "NvlinkLink", "NvlinkSwitch", "Pci", "Pcie",
+    "Platform", "Power", "PowerDynamics", "Process", "RemapHistogram", "RemappedRows", "RetiredPageList",
+    "RetiredPages", "SessionStats", "Sram", "SramCounts", "SramSources", "Sriov", "SupportedClocks",
+    "SupportedMemoryClock", "System", "TLimitThresholds", "TemperatureDynamics", "Thermal", "ThrottleCounters",
+    "ThrottleReasons", "Topology", "Utilization", "UtilizationDynamics", "Virtualization", "XidEvent", "XidSpec",
 ]
 
 _set = object.__setattr__  # the one way a field is set: in __init__
@@ -1005,8 +1005,22 @@ class Dmi(Value):
         _set(self, 'bios_release', bios_release)
 
 
+class GpuDirect(Value):
+    """The GPUDirect kernel modules the node loads beside the driver (a Mokka addition), as lsmod and /sys/module"""
+
+    __slots__ = ('rdma', 'storage', 'gdrcopy',)
+    rdma: bool
+    storage: bool
+    gdrcopy: bool
+
+    def __init__(self, *, rdma: bool = False, storage: bool = False, gdrcopy: bool = False) -> None:
+        _set(self, 'rdma', rdma)
+        _set(self, 'storage', storage)
+        _set(self, 'gdrcopy', gdrcopy)
+
+
 class System(Value):
-    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes', 'nvidia_smi',)
+    __slots__ = ('driver_version', 'nvml_version', 'cuda_version', 'cuda_version_major', 'cuda_version_minor', 'num_devices', 'dmi', 'memory_bytes', 'nvidia_smi', 'gpudirect',)
     driver_version: str
     nvml_version: str | None
     cuda_version: str | None
@@ -1016,8 +1030,9 @@ class System(Value):
     dmi: Dmi | None
     memory_bytes: int
     nvidia_smi: str | None
+    gpudirect: GpuDirect
 
-    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736, nvidia_smi: str | None = None) -> None:
+    def __init__(self, *, driver_version: str, nvml_version: str | None = None, cuda_version: str | None = None, cuda_version_major: int = 12, cuda_version_minor: int = 4, num_devices: int | None = None, dmi: Dmi | None = None, memory_bytes: int = 68719476736, nvidia_smi: str | None = None, gpudirect: GpuDirect = GpuDirect()) -> None:
         _set(self, 'driver_version', driver_version)
         _set(self, 'nvml_version', nvml_version)
         _set(self, 'cuda_version', cuda_version)
@@ -1027,6 +1042,7 @@ class System(Value):
         _set(self, 'dmi', dmi)
         _set(self, 'memory_bytes', memory_bytes)
         _set(self, 'nvidia_smi', nvidia_smi)
+        _set(self, 'gpudirect', gpudirect)
 
 
 class NvlinkSwitch(Value):
@@ -1226,6 +1242,7 @@ BLOCKS: dict[type, dict[str, type]] = {
     },
     System: {
         'dmi': Dmi,
+        'gpudirect': GpuDirect,
     },
     Nvlink: {
         'defaults': NvlinkDefaults,

@@ -337,7 +337,7 @@ def run_in_namespace(spec: NodeSpec, argv: list[str], surfaces: Mapping[str, typ
 
         def setup(env: dict[str, str]) -> list[str]:
             started = time.monotonic()
-            namespace.unshare_mount_namespace(rootless)
+            namespace.unshare_mount_namespace(rootless, hostname=node.node.node_name)
             namespace.mount("mokka", str(workdir), "tmpfs", namespace.MS_NOSUID, "mode=755")
             staged = stage_node(node, workdir, cached)
             log.debug("phase stage: %.3fs (unshare, tmpfs, %s; %s)", time.monotonic() - started,

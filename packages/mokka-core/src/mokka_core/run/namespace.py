@@ -71,6 +71,7 @@ from ..stage.paths import LIB_DIR
 from ..stage.store import STATE_DIR
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWUSER = 0x10000000
 MS_NOSUID = 0x2
 MS_NOEXEC = 0x8
@@ -398,6 +399,7 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 MNT_DETACH = 0x2
 
 
@@ -431,10 +433,11 @@ def die_with(parent: int, sig: int) -> bool:
     return _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0 and os.getppid() == parent
 
 
-def unshare_mount_namespace(rootless: bool) -> None:
-    """Enter a private mount namespace (and, without root, a user namespace that maps only our own ids)."""
+def unshare_mount_namespace(rootless: bool, hostname: str | None = None) -> None:
+    """Enter a private mount namespace (and, without root, a user namespace that maps only our own ids); with
+    ``hostname``, a private UTS namespace too, named so (``hostname`` and uname(2) there say the node's name)."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNS | (CLONE_NEWUSER if rootless else 0)
+    flags = CLONE_NEWNS | (CLONE_NEWUSER if rootless else 0) | (CLONE_NEWUTS if hostname is not None else 0)
     if _libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         if rootless:
@@ -444,6 +447,9 @@ def unshare_mount_namespace(rootless: bool) -> None:
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    if hostname is not None:
+        name = hostname.encode()
+        _check(_libc.sethostname(name, len(name)), f"sethostname {hostname}")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 

@@ -88,6 +88,18 @@ class Dmi(Model):
     """BIOS release (major.minor)."""
 
 
+class GpuDirect(Model):
+    """The GPUDirect kernel modules the node loads beside the driver (a Mokka addition), as lsmod and /sys/module
+    show them and the GPU Operator's validator checks them."""
+
+    rdma: bool = False
+    """nvidia_peermem (GPUDirect RDMA; loaded only where the node has HCAs: ib_core holds it)."""
+    storage: bool = False
+    """nvidia_fs (GPUDirect Storage)."""
+    gdrcopy: bool = False
+    """gdrdrv (GDRCopy)."""
+
+
 class System(Model):
     driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")]
     """Driver version the node reports (nvidia-smi, /proc/driver/nvidia/version), e.g. 550.163.01."""
@@ -108,6 +120,8 @@ class System(Model):
     nvidia_smi: Annotated[str, Field(pattern=r"^/")] | None = None
     """An nvidia-smi binary (absolute path) staged at /usr/bin/nvidia-smi instead of Debian's of the branch
     nearest driver_version."""
+    gpudirect: GpuDirect = GpuDirect()
+    """The GPUDirect modules loaded beside the driver (a Mokka addition; none by default)."""
 
     @model_validator(mode="before")
     @classmethod

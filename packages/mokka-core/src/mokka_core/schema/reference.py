@@ -31,6 +31,7 @@ READERS: dict[str, str] = {
     "name": "mokka profile list",
     "description": "mokka profile list",
     "system": "gpu: nvidia-smi, pynvml, /proc/driver/nvidia/version",
+    "system.gpudirect": "gpu: lsmod, /sys/module (the GPU Operator validator's nvidia-fs, gdrcopy, nvidia-peermem)",
     "*": "gpu: nvidia-smi, pynvml (the NVML state file)",
     "*.pci": "pci: lspci, sysfs; gpu: nvidia-smi (PCI), pynvml",
     "*.failure": "gpu: nvidia-smi, pynvml; pci: lspci (config space); the kernel log",
