@@ -112,6 +112,15 @@ def test_device_plugin_points_at_the_staged_driver_root() -> None:
     assert plugin["nodeSelector"] == yaml.safe_load((FILES / "mokka-values.yaml").read_text())["nodeSelector"]
 
 
+def test_dra_driver_points_at_the_staged_driver_root_on_the_mokka_node() -> None:
+    dra = yaml.safe_load((FILES / "dra-driver-values.yaml").read_text())
+    mokka = yaml.safe_load((FILES / "mokka-values.yaml").read_text())
+    assert dra["nvidiaDriverRoot"] == yaml.safe_load((CHART / "values.yaml").read_text())["node"]["root"]
+    assert dra["kubeletPlugin"]["nodeSelector"] == mokka["nodeSelector"]
+    assert dra["resources"]["gpus"]["enabled"] is True and dra["featureGates"]["NVMLDeviceHealthCheck"] is True
+    assert "nvidia-dra-driver-gpu" in mokka["nri"]["sysfsNamespaces"]  # its plugin reads PCIe roots in sysfs
+
+
 def test_fgo_pools_share_the_profile_mokka_seeds() -> None:
     fgo = yaml.safe_load((FILES / "fgo-values.yaml").read_text())
     assert fgo["builtinProfiles"]["enabled"] is False
@@ -127,5 +136,5 @@ def test_teardown_removes_everything_the_guide_creates() -> None:
     cmds = commands()
     installed = {m.group(1) for c in cmds for m in [re.match(r"helm install (\S+)", c)] if m}
     uninstalled = {m.group(1) for c in cmds for m in [re.match(r"helm uninstall (\S+)", c)] if m}
-    assert installed == uninstalled == {"mokka", "nvdp", "fgo"}
+    assert installed == uninstalled == {"mokka", "nvdp", "fgo", "nvidia-dra-driver-gpu"}
     assert "kind delete cluster --name mokka" in cmds and "kubectl delete -f docs/kind/gpu-pod.yaml" in cmds
