@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -44,13 +45,25 @@ def outside(tmp_path: Path) -> Path:
 def test_root_writable_by_others_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "node"
     root.mkdir()
+    (root / "usr").symlink_to("/etc")  # what another user could have put there
     os.chmod(root, 0o777)
     done = subprocess.run([sys.executable, "-m", "mokka_core", "node", "up", "--root", str(root), "--profile", "t4"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"{root} is writable by group or others" in done.stderr and "0777" in done.stderr, done.stderr
     assert "chmod go-w" in done.stderr
-    assert list(root.iterdir()) == []  # refused before anything was written there
+    assert [p.name for p in root.iterdir()] == ["usr"]  # refused before anything was written there
+    assert stat.S_IMODE(root.stat().st_mode) == 0o777
+
+
+def test_an_empty_root_of_ones_own_that_others_may_write_is_closed_to_them_first(tmp_path: Path) -> None:
+    """A container's emptyDir volume (0777, the single-surface images' /node): empty once nobody else can add to
+    it, so it is made writable by its owner only and used."""
+    root = tmp_path / "node"
+    root.mkdir()
+    os.chmod(root, 0o777)
+    make_root(root)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o755
 
 
 def test_root_owned_by_another_user_is_refused(tmp_path: Path) -> None:
@@ -227,10 +240,11 @@ def test_a_surface_staged_alone_refuses_a_root_writable_by_others(tmp_path: Path
     app = make_app(ProbeSurface, "probe")
     root = tmp_path / "node"
     root.mkdir()
+    (root / "planted").mkdir()
     os.chmod(root, 0o777)
     done = CliRunner().invoke(app, ["stage", "--root", str(root), "-p", "t4"])
     assert isinstance(done.exception, UnsafePath) and "writable by group or others" in str(done.exception)
-    assert list(root.iterdir()) == []
+    assert [p.name for p in root.iterdir()] == ["planted"]
     os.chmod(root, 0o755)
     assert CliRunner().invoke(app, ["stage", "--root", str(root), "-p", "t4"]).exit_code == 0
     assert CliRunner().invoke(app, ["teardown", "--root", str(root)]).exit_code == 0

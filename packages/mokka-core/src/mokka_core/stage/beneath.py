@@ -47,9 +47,13 @@ def check_root(root: Path, uid: int | None = None) -> None:
 
 
 def make_root(root: Path) -> None:
-    """Check ``root`` (:func:`check_root`), then make what is missing of it, writable by its owner only."""
-    check_root(root)
+    """Check ``root`` (:func:`check_root`), then make what is missing of it, writable by its owner only.  An
+    existing root of the caller's that is empty and writable by others (a container's emptyDir volume, mode 0777)
+    is made writable by its owner only first: once nobody else can add to it, an empty root holds nothing of
+    theirs."""
     path = Path(os.path.abspath(root))
+    _claim_empty(path)
+    check_root(root)
     for each in [*reversed(path.parents), path]:
         try:
             os.mkdir(each, 0o755)
@@ -59,6 +63,22 @@ def make_root(root: Path) -> None:
             raise MokkaError(f"cannot make the node root {root}: {exc.strerror} ({each}); the root must be "
                              "writable") from None
     check_root(root)  # what we made, or what another made first
+
+
+def _claim_empty(path: Path) -> None:
+    try:
+        fd = os.open(path, _O_DIR | os.O_NOFOLLOW)
+    except OSError:
+        return  # missing (made later) or not a directory (refused by check_root)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+        if os.listdir(fd):  # entries from before it was closed to others: leave it as it was, to be refused
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    finally:
+        os.close(fd)
 
 
 def _problem(st: os.stat_result, owner: int, ancestor: bool) -> str | None:
