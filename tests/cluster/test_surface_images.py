@@ -9,9 +9,11 @@ import subprocess
 import pytest
 from guide import apply
 from node import KubeNode, wait_for
+from node_images import recipe
 
 SURFACES = ("gpu", "pci", "cdi", "imex", "nvlink", "fabricmanager", "ib")
 PROFILE = "gb200"  # a tray has every surface
+SURFACE_USER = recipe.SURFACE_USER.split(":")[0]  # the user the single-surface images run as
 NAMESPACE = "surfaces"
 WALK = "import os\nfor d, ds, fs in os.walk('/node'):\n    for n in ds + fs: print(os.path.join(d, n)[5:])"
 
@@ -24,8 +26,14 @@ def planned(kube: KubeNode, surface: str) -> set[str]:
 
 
 def pod(surface: str, image: str) -> dict[str, object]:
+    """The surface's image serving into an emptyDir volume. The kubelet makes that 0777 and root's, a root the
+    image's user may not trust (another user could change it): an init container hands it to that user first, as
+    one prepares a volume for an image that runs as a user of its own."""
+    prepare = {"name": "own-root", "image": image, "imagePullPolicy": "Never", "securityContext": {"runAsUser": 0},
+               "command": ["sh", "-c", f"chown {SURFACE_USER} /node && chmod 0755 /node"],
+               "volumeMounts": [{"name": "node", "mountPath": "/node"}]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"sim-{surface}", "namespace": NAMESPACE},
-            "spec": {"restartPolicy": "Never",
+            "spec": {"restartPolicy": "Never", "initContainers": [prepare],
                      "containers": [{"name": "sim", "image": image, "imagePullPolicy": "Never",
                                      "args": ["serve", "--root", "/node", "-p", PROFILE],
                                      "volumeMounts": [{"name": "node", "mountPath": "/node"}]}],
@@ -42,8 +50,12 @@ def test_each_surface_image_stages_only_its_surface(kube: KubeNode, images: dict
         for surface in SURFACES:
             apply(kube, pod(surface, images[f"mokka-sim-{surface}"]))
         for surface in SURFACES:
-            wait_for(f"mokka-sim-{surface} serving", lambda s=surface: "serving under /node" in kube.kubectl(
-                "-n", NAMESPACE, "logs", f"sim-{s}", check=False).stdout, 120)
+            try:
+                wait_for(f"mokka-sim-{surface} serving", lambda s=surface: "serving under /node" in kube.kubectl(
+                    "-n", NAMESPACE, "logs", f"sim-{s}", check=False).stdout, 120)
+            except TimeoutError as exc:
+                said = kube.kubectl("-n", NAMESPACE, "logs", f"sim-{surface}", check=False)
+                raise TimeoutError(f"{exc}\n{said.stdout[-2000:]}{said.stderr[-500:]}") from exc
         plans = {surface: planned(kube, surface) for surface in SURFACES}
         for surface in SURFACES:
             check = exec_in(kube, surface, f"mokka-sim-{surface}", "check", "--root", "/node", "-p", PROFILE)
