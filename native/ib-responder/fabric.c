@@ -465,17 +465,8 @@ static bool admitted(const char *peer, bool privileged, const char **why)
     for (struct conn *c = fab.conns; c != NULL; c = c->next)
         if (c->role == SERVE && c->state != CLOSED && !c->privileged)
             others++, same += strcmp(c->peer, peer) == 0;
-    if (fab.nconns >= MAX_CONNS)
-        *why = "all connections taken";
-    else if (privileged)
-        return true;
-    else if (same >= MAX_SERVED_PER_PEER)
-        *why = "its limit reached";
-    else if (others >= MAX_CONNS - RESERVED_CONNS)
-        *why = "the share of others taken";
-    else
-        return true;
-    return false;
+    return admission((struct admission){fab.nconns, MAX_CONNS, RESERVED_CONNS, MAX_SERVED_PER_PEER},
+                     privileged, same, others, why);
 }
 
 static void accept_conn(void)

@@ -265,6 +265,11 @@ void fabric_answer_ping(struct conn *conn, const struct umad *answer);
 
 /* ---- main.c: what fabric.c calls back ---- */
 void peers_found(void);
+
+/* One rule for both sockets: a connection is held while the total is under its cap; the privileged (root, the
+ * responder's user) need only that, everyone else stays under a per-peer cap and out of the reserved last ones. */
+struct admission { size_t held, cap, reserved, per_peer; };
+bool admission(struct admission limits, bool privileged, size_t peers_own, size_t others, const char **why);
 void job_relayed(struct job *job, const struct umad *answer);
 /* A ping another node relays to one of ours: answer it with fabric_answer_ping (maybe later). */
 void fabric_ping_arrived(struct conn *conn, const struct umad *request, uint16_t source_lid);

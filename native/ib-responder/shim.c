@@ -172,17 +172,8 @@ static bool admitted(uid_t uid, const char **why)
     for (struct client *c = g.clients; c != NULL; c = c->next)
         if (c->fd >= 0 && !privileged(c->uid))
             others++, mine += c->uid == uid;
-    if (g.nclients >= MAX_CLIENTS)
-        *why = "all connections taken";
-    else if (privileged(uid))
-        return true;
-    else if (mine >= MAX_CLIENTS_PER_USER)
-        *why = "the user's limit reached";
-    else if (others >= MAX_CLIENTS - RESERVED_CLIENTS)
-        *why = "the other users' share taken";
-    else
-        return true;
-    return false;
+    return admission((struct admission){g.nclients, MAX_CLIENTS, RESERVED_CLIENTS, MAX_CLIENTS_PER_USER},
+                     privileged(uid), mine, others, why);
 }
 
 static void accept_client(void)

@@ -105,3 +105,18 @@ void buf_free(struct buf *b)
     free(b->p);
     *b = (struct buf){0};
 }
+
+bool admission(struct admission limits, bool privileged, size_t peers_own, size_t others, const char **why)
+{
+    if (limits.held >= limits.cap)
+        *why = "all connections taken";
+    else if (privileged)
+        return true;
+    else if (peers_own >= limits.per_peer)
+        *why = "its limit reached";
+    else if (others >= limits.cap - limits.reserved)
+        *why = "the share of others taken";
+    else
+        return true;
+    return false;
+}
